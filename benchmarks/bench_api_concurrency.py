@@ -10,10 +10,16 @@ for the interpreter lock (``--in-process`` puts it in a thread of this process i
 through ``judge_batch`` one at a time under a semaphore of C, as the runner drives a judge with
 ``batch_size = 1``.
 
+Each level runs ``--repeat`` times (the median is the figure; the range shows the machine's noise).
+Beside the judge, a bare client (aiohttp alone: no openai library, no prompt, no parsing) sends
+bodies of the same size to the same server: its ratio is the most this machine and server allow,
+so the judge's shortfall splits into the machine's part and the client's part.
+
 Usage::
 
     python benchmarks/bench_api_concurrency.py
     python benchmarks/bench_api_concurrency.py --levels 1,8,64 --requests-per-slot 40 --backend httpx
+    python benchmarks/bench_api_concurrency.py --levels 64 --repeat 5 --skip-faults
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import json
 import os
 import statistics
 import sys
@@ -125,6 +132,65 @@ def run_level(base_url: str, concurrency: int, count: int, cases: list[Case], op
     )
 
 
+def bare_body(cases: list[Case]) -> bytes:
+    """A chat-completions body the size of the judge's: the template's text and a PNG data URL."""
+    from medrewardbench.data.images import to_data_url
+    from medrewardbench.prompts import load_template
+
+    case = cases[0]
+    template = load_template("pairwise")
+    rendered = template.render_messages(case.question, case.response_1, case.response_2, case.image)
+    text = "\n".join(p["text"] for m in rendered for p in m["content"] if p["type"] == "text")
+    content = [{"type": "image_url", "image_url": {"url": to_data_url(case.image)}}, {"type": "text", "text": text}]
+    return json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": content}]}).encode()
+
+
+def run_bare_level(base_url: str, concurrency: int, count: int, body: bytes) -> RunFigures:
+    """The floor: aiohttp alone keeps ``concurrency`` POSTs in flight (after a warm-up wave)."""
+    import aiohttp
+
+    url = base_url.rstrip("/") + "/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
+
+    async def main() -> tuple[list[float], float, float]:
+        connector = aiohttp.TCPConnector(limit=concurrency + 16)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            slots = asyncio.Semaphore(concurrency)
+            latencies: list[float] = []
+
+            async def one() -> None:
+                async with slots:
+                    started = time.perf_counter()
+                    async with session.post(url, data=body, headers=headers) as response:
+                        payload = await response.json()
+                    if response.status != 200 or "choices" not in payload:
+                        raise RuntimeError(f"bare client got HTTP {response.status}")
+                    latencies.append(time.perf_counter() - started)
+
+            await asyncio.gather(*(one() for _ in range(concurrency)))
+            latencies.clear()
+            cpu = time.process_time()
+            started = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(count)))
+            return latencies, time.perf_counter() - started, time.process_time() - cpu
+
+    latencies, wall, cpu = asyncio.run(main())
+    return RunFigures(concurrency, count, wall, cpu, count, 0, count, latencies)
+
+
+def print_level(label: str, level: int, count: int, runs: list[RunFigures], latency_s: float) -> None:
+    """One row: the median run of ``runs`` by rate, with the range of ratios over all of them."""
+    bound = level / latency_s
+    ordered = sorted(runs, key=lambda f: f.rate)
+    median = ordered[len(ordered) // 2]
+    spread = f"{ordered[0].rate / bound:.1%}..{ordered[-1].rate / bound:.1%}" if len(runs) > 1 else "-"
+    print(
+        f"{level:>5} {label:>6} {count:>8} {len(runs):>4} {median.rate:>8.1f} {bound:>7.0f} "
+        f"{median.rate / bound:>6.1%} {spread:>13} {percentile(median.latencies, 0.5) * 1000:>7.1f} "
+        f"{percentile(median.latencies, 0.95) * 1000:>7.1f} {median.cpu_s / count * 1000:>10.2f}"
+    )
+
+
 @contextmanager
 def serve(settings: ServerSettings, in_process: bool) -> Iterator[tuple[str, Any]]:
     """A server with ``settings``; yields its base URL and a callable returning its counters."""
@@ -154,8 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-requests", type=int, default=2000)
     parser.add_argument("--retry-after", default="0.2", help="Retry-After of injected 429s (seconds)")
     parser.add_argument("--skip-faults", action="store_true")
-    parser.add_argument("--client-processes", type=int, default=1,
-                        help="spread requests over N client processes (cpu ms/req then counts this process only)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per level; the median is reported")
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare-client floor")
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="spread requests over N client processes (cpu ms/req then counts this process only)",
+    )
     args = parser.parse_args(argv)
     os.environ.pop(KEY_ENV, None)
 
@@ -167,25 +239,36 @@ def main(argv: list[str] | None = None) -> int:
         f"Python {sys.version.split()[0]}"
     )
     print(
-        f"{'conc':>5} {'requests':>8} {'wall s':>7} {'req/s':>8} {'bound':>7} {'ratio':>6} "
-        f"{'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10}"
+        f"{'conc':>5} {'client':>6} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
+        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10}"
     )
+    body = bare_body(cases)
     with serve(ServerSettings(latency_s=args.latency), args.in_process) as (base_url, _):
         for level in levels:
             count = min(max(level * args.requests_per_slot, 20), args.max_requests)
-            figures = run_level(base_url, level, count, cases,
-                                {"http_backend": args.backend, "client_processes": args.client_processes})
-            bound = level / args.latency
-            print(
-                f"{level:>5} {count:>8} {figures.wall_s:>7.2f} {figures.rate:>8.1f} {bound:>7.0f} "
-                f"{figures.rate / bound:>6.1%} {percentile(figures.latencies, 0.5) * 1000:>7.1f} "
-                f"{percentile(figures.latencies, 0.95) * 1000:>7.1f} {figures.cpu_s / count * 1000:>10.2f}"
-            )
-            if figures.failed:
-                print(f"      ! {figures.failed} requests failed in a fault-free run")
+            judge_runs, bare_runs = [], []
+            for _ in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits both
+                judge_runs.append(
+                    run_level(
+                        base_url,
+                        level,
+                        count,
+                        cases,
+                        {"http_backend": args.backend, "client_processes": args.client_processes},
+                    )
+                )
+                if not args.no_bare:
+                    bare_runs.append(run_bare_level(base_url, level, count, body))
+            print_level("judge", level, count, judge_runs, args.latency)
+            if bare_runs:
+                print_level("bare", level, count, bare_runs, args.latency)
+            failed = sum(f.failed for f in judge_runs)
+            if failed:
+                print(f"      ! {failed} requests failed in fault-free runs")
     print(
-        "bound = concurrency / latency; where it exceeds what one client process can send "
-        "(see cpu ms/req), the ratio measures the client's CPU ceiling, not its concurrency"
+        "bound = concurrency / latency; ratio = the median run's req/s over the bound; judge = ApiJudge "
+        "(official openai client, prompt, parser); bare = aiohttp alone with bodies of the same size, "
+        "the most this machine and server allow"
     )
 
     if args.skip_faults:
