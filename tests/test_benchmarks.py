@@ -1,0 +1,92 @@
+"""The benchmark scripts run end to end at a tiny size, so that they cannot rot between releases.
+
+Each runs as its users run it (``python benchmarks/NAME.py ...`` in a fresh process) and its
+printed figures are read back; the sizes are cut down so that together they take seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(name: str, *args: str, timeout: float = 240) -> str:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_api_concurrency_benchmark_prints_ratios_for_judge_and_bare_client_and_fault_accounting() -> None:
+    out = run_script(
+        "bench_api_concurrency.py",
+        "--levels", "1,4",
+        "--latency", "0.02",
+        "--requests-per-slot", "5",
+        "--repeat", "2",
+        "--fault-concurrency", "8",
+        "--fault-requests", "24",
+        "--retry-after", "0.05",
+    )  # fmt: skip
+    rows = re.findall(r"^\s+(\d+)\s+(judge|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%", out, re.MULTILINE)
+    assert {(level, client) for level, client, *_ in rows} == {
+        ("1", "judge"),
+        ("1", "bare"),
+        ("4", "judge"),
+        ("4", "bare"),
+    }, out
+    for level, _client, requests, runs, rate, bound, ratio in rows:
+        assert int(runs) == 2
+        assert int(requests) == max(int(level) * 5, 20)
+        assert int(bound) == int(level) * 50  # concurrency / 0.02 s
+        assert 0 < float(ratio) <= 100.0 + 1e-9 and abs(float(rate) / int(bound) * 100 - float(ratio)) < 0.1
+    judged, failed, total = map(int, re.search(r"judged (\d+) / failed (\d+) / total (\d+)", out).groups())  # type: ignore[union-attr]
+    assert total == 24 and judged + failed == total and "(adds up)" in out
+    attempts, requests, retries = map(int, re.search(r"attempts (\d+) = (\d+) \+ (\d+) retries", out).groups())  # type: ignore[union-attr]
+    assert attempts == requests + retries and requests == 24
+
+
+@pytest.mark.slow
+def test_harness_benchmark_reports_per_request_cost_and_memory_growth(tmp_path: Path) -> None:
+    out = run_script("bench_harness.py", "--sizes", "40", "80", "--workdir", str(tmp_path))
+    rows = re.findall(r"^\s+(\d+) (instant:\S*)\s+(\d+)\s", out, re.MULTILINE)
+    assert sorted(rows) == [
+        ("40", "instant:", "80"),
+        ("40", "instant:decode", "80"),
+        ("80", "instant:", "160"),
+        ("80", "instant:decode", "160"),
+    ]
+    assert re.search(r"peak RSS growth from 40 to 80 cases \(instant:\): -?[\d.]+ MB", out), out
+
+
+@pytest.mark.slow
+def test_analysis_benchmark_times_the_analysis_and_writes_the_html(tmp_path: Path) -> None:
+    out = run_script(
+        "bench_analysis.py",
+        "--judges", "3",
+        "--cases", "60",
+        "--resamples", "50",
+        "--repeat", "1",
+        "--per-judge", "4",
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert "3 judges x 60 cases" in out
+    assert re.search(r"analyze: best [\d.]+ s, median [\d.]+ s over 1 runs", out), out
+    html = tmp_path / "report.html"
+    assert html.is_file() and html.stat().st_size > 10_000
+    assert "<html" in html.read_text(encoding="utf-8")[:2000].lower()
