@@ -117,11 +117,101 @@ def test_an_unreadable_image_fails_that_request_only(openai_server: OpenAIServer
     assert len(openai_server.control.chat_requests()) == 1
 
 
+def encoded(image: Image.Image, fmt: str, **params: Any) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **params)
+    return buffer.getvalue()
+
+
+def sent_image(server: OpenAIServer) -> tuple[str, bytes]:
+    """The MIME type and the bytes of the one image the server received."""
+    [sent] = server.control.chat_requests()
+    [url] = sent.image_urls()
+    header, _, payload = url.partition(",")
+    return header.removeprefix("data:").removesuffix(";base64"), base64.b64decode(payload)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "mime", "mode"),
+    [
+        ("JPEG", "image/jpeg", "RGB"),
+        ("PNG", "image/png", "RGB"),
+        ("PNG", "image/png", "L"),
+        ("WEBP", "image/webp", "RGB"),
+    ],
+)
+def test_an_8_bit_png_jpeg_or_webp_goes_out_as_its_own_bytes(
+    openai_server: OpenAIServer, fmt: str, mime: str, mode: str
+) -> None:
+    original = encoded(Image.radial_gradient("L").convert(mode).resize((40, 30)), fmt)
+    judge = make_judge(openai_server)
+    [result] = judge_all(judge, [make_case(image=ImageRef.from_bytes(original, f"scan.{fmt.lower()}"))])
+    assert result.failure is None
+    assert sent_image(openai_server) == (mime, original)
+
+
+@pytest.mark.parametrize(
+    ("image", "fmt", "why"),
+    [
+        (Image.new("RGBA", (20, 10), (10, 200, 30, 128)), "PNG", "alpha channel"),
+        (Image.new("P", (20, 10), 3), "PNG", "palette"),
+        (Image.new("I;16", (20, 10), 4000), "PNG", "16-bit"),
+        (Image.new("CMYK", (20, 10), (0, 50, 90, 10)), "JPEG", "CMYK"),
+        (Image.new("RGB", (20, 10), (40, 90, 160)), "BMP", "format APIs do not all read"),
+    ],
+)
+def test_other_images_are_decoded_and_sent_as_rgb_png(
+    openai_server: OpenAIServer, image: Image.Image, fmt: str, why: str
+) -> None:
+    original = encoded(image, fmt)
+    judge = make_judge(openai_server)
+    [result] = judge_all(judge, [make_case(image=ImageRef.from_bytes(original, f"scan.{fmt.lower()}"))])
+    assert result.failure is None, why
+    mime, payload = sent_image(openai_server)
+    assert mime == "image/png" and payload != original, why
+    decoded = Image.open(io.BytesIO(payload))
+    assert (decoded.format, decoded.mode, decoded.size) == ("PNG", "RGB", (20, 10)), why
+
+
+def test_an_exif_rotated_jpeg_is_sent_upright(openai_server: OpenAIServer) -> None:
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to display
+    original = encoded(Image.new("RGB", (40, 20), (90, 90, 90)), "JPEG", exif=exif)
+    judge = make_judge(openai_server)
+    judge_all(judge, [make_case(image=ImageRef.from_bytes(original, "rotated.jpg"))])
+    mime, payload = sent_image(openai_server)
+    assert mime == "image/png" and Image.open(io.BytesIO(payload)).size == (20, 40)
+
+
+def test_image_passthrough_can_be_switched_off(openai_server: OpenAIServer) -> None:
+    original = encoded(Image.new("RGB", (20, 10), (40, 90, 160)), "JPEG")
+    judge = make_judge(openai_server, extra={"image_passthrough": "false"})
+    judge_all(judge, [make_case(image=ImageRef.from_bytes(original, "scan.jpg"))])
+    mime, payload = sent_image(openai_server)
+    assert mime == "image/png" and Image.open(io.BytesIO(payload)).mode == "RGB"
+    assert judge.metadata()["image_passthrough"] is False
+
+
+def test_a_large_file_goes_out_as_is_through_a_worker_thread(
+    openai_server: OpenAIServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import medrewardbench.judges.api as api_module
+
+    path = tmp_path / "scan.png"
+    path.write_bytes(png_bytes(size=(64, 64)))
+    monkeypatch.setattr(api_module, "INLINE_IMAGE_BYTES", 10)  # every file counts as large
+    judge = make_judge(openai_server)
+    judge_all(judge, [make_case(image=ImageRef.from_path(path))])
+    assert sent_image(openai_server) == ("image/png", path.read_bytes())
+    assert judge._images.misses == 1
+
+
 def test_the_image_is_encoded_once_per_content(openai_server: OpenAIServer) -> None:
     judge = make_judge(openai_server, concurrency=8)
-    same = png_bytes(color=(1, 2, 3))
+    # images with an alpha channel are decoded and re-encoded: the expensive path that is shared
+    same = encoded(Image.new("RGBA", (24, 16), (1, 2, 3, 200)), "PNG")
     cases = [make_case(f"c{i}", image=ImageRef.from_bytes(same)) for i in range(12)]
-    cases.append(make_case("other", image=ImageRef.from_bytes(png_bytes(color=(9, 9, 9)))))
+    cases.append(make_case("other", image=ImageRef.from_bytes(encoded(Image.new("RGBA", (8, 8)), "PNG"))))
     results = judge_all(judge, cases)
     assert all(r.failure is None for r in results)
     assert judge._images.misses == 2

@@ -43,7 +43,8 @@ def test_api_judge_end_to_end_on_the_demo_matches_the_longer_baseline(
         assert api["dimensions"][dim]["accuracy"] == pytest.approx(base["dimensions"][dim]["accuracy"], abs=0.03)
     n_cases = metrics["datasets"][0]["n_cases"]
     assert len(openai_server.control.chat_requests()) == 2 * n_cases
-    assert all(r.image_urls() and r.image_urls()[0].startswith("data:image/png;base64,")
+    # the demo's PNG and JPEG files go out as they are; its DICOM images as PNG
+    assert all(r.image_urls() and r.image_urls()[0].startswith(("data:image/png;base64,", "data:image/jpeg;base64,"))
                for r in openai_server.control.chat_requests())
     stored = b"".join(p.read_bytes() for p in out.iterdir() if p.is_file())
     assert FAKE_API_KEY.encode() not in stored, "the API key must never reach stored results"

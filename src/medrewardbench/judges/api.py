@@ -18,7 +18,16 @@ module pass through a scrubber.
 
 Tuning through ``JudgeOptions.extra``: ``backoff_base_s`` (default 0.5), ``backoff_max_s`` (30),
 ``retry_after_max_s`` (60, the longest ``Retry-After`` honoured), ``image_cache_size`` (32 data
-URLs) and ``http_backend`` (``auto``: aiohttp when installed, else httpx; or ``aiohttp``/``httpx``).
+URLs), ``image_passthrough`` (true) and ``http_backend`` (``auto``: aiohttp when installed, else
+httpx; or ``aiohttp``/``httpx``).
+
+Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.data.images.load_image`
+would decode them goes out as it is (:func:`~medrewardbench.data.images.passthrough_data_url`).
+Files up to 1 MiB are read and encoded on the event loop, because a hop to a worker thread costs
+more than that work. Any other image (DICOM, 16-bit, alpha, EXIF rotation, other formats) is
+decoded to RGB and sent as a PNG at zlib level 1, in a worker thread. Re-encoding every image as
+a PNG at the default level took 70–600 ms per megapixel-class scan and made JPEG requests several
+times larger; with ``image_passthrough`` false, every image takes that decode-and-PNG path.
 
 Throughput: requests go through the client's generic ``post`` (the official client's documented way
 to call any endpoint) rather than ``chat.completions.create``, whose per-request parameter transform
@@ -61,6 +70,8 @@ DEFAULT_CONCURRENCY = 8
 RETRYABLE_STATUS: frozenset[int] = frozenset({408, 409, 429})
 STRUCTURED_SCHEMA_NAME = "medrewardbench_verdict"
 _MAX_REASON_CHARS = 300
+INLINE_IMAGE_BYTES = 1 << 20
+"""Images that can go out as they are and are at most this size are prepared on the event loop."""
 _SECRET_PATTERN = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}|\bsk-[A-Za-z0-9_-]{8,}")
 
 
@@ -176,12 +187,13 @@ def public_url(url: str | None) -> str | None:
 class _DataUrlCache:
     """A small thread-safe LRU of image data URLs keyed by image content hash.
 
-    Encoding is CPU work (decode, PNG, base64) and runs in worker threads; concurrent requests for
-    the same image wait for one encoding instead of repeating it.
+    Encoding that needs decoding (decode, PNG, base64) runs in worker threads; concurrent requests
+    for the same image wait for one encoding instead of repeating it.
     """
 
-    def __init__(self, size: int = 32) -> None:
+    def __init__(self, size: int = 32, passthrough: bool = True) -> None:
         self._size = max(size, 0)
+        self.passthrough = passthrough
         self._entries: OrderedDict[str, str] = OrderedDict()
         # the same ImageRef object again (both orders of a case, cases sharing an image) is answered
         # on the event loop without hashing its bytes in a worker thread; holding the reference keeps
@@ -202,6 +214,11 @@ class _DataUrlCache:
             self.hits += 1
             return entry[1]
 
+    def count_miss(self) -> None:
+        """Count a miss that was served without :meth:`get` (an image sent as it is)."""
+        with self._lock:
+            self.misses += 1
+
     def remember(self, image: ImageRef, url: str) -> None:
         """Let :meth:`lookup` answer for this object."""
         if not self._size:
@@ -214,7 +231,7 @@ class _DataUrlCache:
 
     def get(self, image: ImageRef) -> str:
         """The data URL of ``image``, encoding it on a miss (call from a worker thread)."""
-        from medrewardbench.data.images import to_data_url
+        from medrewardbench.data.images import passthrough_data_url, to_data_url
 
         key = image.content_hash()
         with self._lock:
@@ -231,7 +248,9 @@ class _DataUrlCache:
                     self.hits += 1
                     return cached
                 self.misses += 1
-            url = to_data_url(image)
+            url = (passthrough_data_url(image) if self.passthrough else None) or to_data_url(
+                image, compress_level=1
+            )
             with self._lock:
                 if self._size:
                     self._entries[key] = url
@@ -331,7 +350,9 @@ class ApiJudge(Judge):
             retry_after_max_s=float(extra.get("retry_after_max_s", 60.0)),
         )
         self.http_backend = _choose_http_backend(str(extra.get("http_backend", "auto")))
-        self._images = _DataUrlCache(int(extra.get("image_cache_size", 32)))
+        self._images = _DataUrlCache(
+            int(extra.get("image_cache_size", 32)), passthrough=_flag(extra.get("image_passthrough", True))
+        )
         self._loop_resources: _LoopResources | None = None
         self._structured_active = options.structured
         self._structured_fallback_reason: str | None = None
@@ -368,6 +389,7 @@ class ApiJudge(Judge):
             "backoff_max_s": self.retry_policy.backoff_max_s,
             "concurrency": self.concurrency,
             "http_backend": self.http_backend,
+            "image_passthrough": self._images.passthrough,
         }
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
@@ -441,10 +463,31 @@ class ApiJudge(Judge):
     async def _data_url(self, image: ImageRef) -> str:
         url = self._images.lookup(image)
         if url is None:
-            # hashing, decoding and PNG encoding are CPU work: keep them off the event loop
-            url = await asyncio.to_thread(self._images.get, image)
+            url = self._inline_data_url(image)
+            if url is not None:
+                self._images.count_miss()
+            else:
+                # hashing, decoding and PNG encoding are CPU work: keep them off the event loop
+                url = await asyncio.to_thread(self._images.get, image)
             self._images.remember(image, url)
         return url
+
+    def _inline_data_url(self, image: ImageRef) -> str | None:
+        """A small file that can go out as it is, read and encoded here on the loop; else ``None``."""
+        if not self._images.passthrough:
+            return None
+        from medrewardbench.data.images import passthrough_data_url
+
+        if image.kind == "bytes" and image.data is not None:
+            size = len(image.data)
+        elif image.kind == "path":
+            try:
+                size = os.stat(image.location).st_size
+            except OSError:
+                return None  # the worker path reports the problem
+        else:
+            return None
+        return passthrough_data_url(image) if size <= INLINE_IMAGE_BYTES else None
 
     async def _messages(self, request: JudgeRequest) -> tuple[list[dict[str, Any]], str]:
         case = request.case
@@ -696,3 +739,10 @@ def _url_password(url: str | None) -> str | None:
 
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
+
+
+def _flag(value: Any) -> bool:
+    """A boolean from an option that may arrive as text (``"false"``, ``"0"``, ``"no"``, ``"off"``)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "0", "no", "off", "")
+    return bool(value)
