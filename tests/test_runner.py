@@ -1,6 +1,7 @@
 import asyncio
 import contextlib
 
+import pytest
 from helpers_core import RecordingJudge, make_benchmark, make_case
 
 from medrewardbench.data.benchmark import Benchmark
@@ -144,3 +145,44 @@ def test_missing_dimensions_are_recorded_per_dimension(tmp_path) -> None:  # typ
     assert row.dimension_failures["creativity"] == "no verdict"
 
 
+
+
+class CountingStore(Store):
+    """A real store that counts its write transactions and can be told to fail after some."""
+
+    writes: list[int]
+    fail_after: int | None = None
+
+    def write_judgments(self, judge_fingerprint, rows):  # type: ignore[no-untyped-def]
+        rows = list(rows)
+        if self.fail_after is not None and len(self.writes) >= self.fail_after:
+            raise OSError("disk full (scripted)")
+        self.writes.append(len(rows))
+        return super().write_judgments(judge_fingerprint, rows)
+
+
+def test_batches_that_finish_together_share_one_transaction(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bench = make_benchmark(24)  # 48 requests
+    judge = RecordingJudge("A", batch_size=1, concurrency=16, delay_s=0.01)
+    with CountingStore.in_dir(tmp_path) as store:
+        store.writes = []
+        progress: list[int] = []
+        plan = plan_run(judge, bench, store)
+        summary = asyncio.run(execute_plan(judge, plan, store, progress=progress.append))
+        assert summary.judged == 48 and summary.failed == 0
+        assert sum(store.writes) == 48 == sum(progress) == store.count_judgments(judge.fingerprint())
+        # sixteen batches that sleep the same time finish in the same loop turn: far fewer commits
+        assert len(store.writes) <= 12 and max(store.writes) > 1
+        assert judge.max_in_flight <= 16
+
+
+def test_a_store_that_fails_ends_the_run_with_its_error_and_keeps_what_was_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bench = make_benchmark(20)
+    judge = RecordingJudge("A", batch_size=2, concurrency=1, delay_s=0.005)
+    with CountingStore.in_dir(tmp_path) as store:
+        store.writes, store.fail_after = [], 3
+        plan = plan_run(judge, bench, store)
+        with pytest.raises(OSError, match="disk full"):
+            asyncio.run(execute_plan(judge, plan, store))
+        assert store.count_judgments(judge.fingerprint()) == sum(store.writes) == 6
+        assert len(judge.calls) < 40  # the run stopped instead of judging on without storing

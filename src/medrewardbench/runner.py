@@ -1,8 +1,9 @@
 """Plan requests, skip what the store has, dispatch batches with bounded concurrency, store results.
 
 The runner is the only place that maps judges' presentation-order verdicts (A/B) back to source
-order (1/2). Each finished batch is committed before the next one is scheduled in its slot, so a
-kill loses at most the batches in flight.
+order (1/2). ``judge.concurrency`` workers take batches from the plan one at a time. A finished
+batch is committed before its worker takes the next one, in one transaction with the batches that
+finished in the same turn of the event loop, so a kill loses at most the batches in flight.
 """
 
 from __future__ import annotations
@@ -129,6 +130,45 @@ def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> Stor
     )
 
 
+class _StoreWriter:
+    """Commits finished judgments, one transaction for all the batches that finish in one loop turn.
+
+    A commit per judgment costs more CPU on the event loop than the judge's own work once dozens of
+    API requests are in flight. The first batch to finish in a turn waits one turn for the others
+    and then writes them all, so no finished judgment waits longer than that.
+    """
+
+    def __init__(self, store: Store, judge_fp: str, progress: ProgressCallback | None) -> None:
+        self.store = store
+        self.judge_fp = judge_fp
+        self.progress = progress
+        self.judged = 0
+        self.failed = 0
+        self._pending: list[StoredJudgment] = []
+        self._collecting = False
+
+    async def add(self, rows: list[StoredJudgment]) -> None:
+        self._pending.extend(rows)
+        if self._collecting:
+            return  # the batch that opened this turn's transaction writes these too
+        self._collecting = True
+        try:
+            await asyncio.sleep(0)  # the other batches that finished in this turn join in
+        finally:
+            self._collecting = False
+            self.flush()  # also when cancelled: finished judgments are never dropped
+
+    def flush(self) -> None:
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        self.store.write_judgments(self.judge_fp, rows)
+        self.judged += len(rows)
+        self.failed += sum(1 for r in rows if r.failure is not None)
+        if self.progress is not None:
+            self.progress(len(rows))
+
+
 def _batches(requests: Sequence[JudgeRequest], size: int) -> Iterator[Sequence[JudgeRequest]]:
     size = max(1, size)
     for start in range(0, len(requests), size):
@@ -171,43 +211,31 @@ async def execute_plan(
 ) -> RunSummary:
     """Judge every pending request of a plan and store each batch as it finishes.
 
-    At most ``judge.concurrency`` batches of ``judge.batch_size`` requests are in flight.
+    At most ``judge.concurrency`` batches of ``judge.batch_size`` requests are in flight: one per
+    worker, each taking the next batch of the plan when its last one is stored.
     """
     started = time.perf_counter()
     judge_fp = plan.run.judge_fingerprint
     batches = _batches(plan.requests, judge.batch_size)
-    judged = failed = 0
-    in_flight: dict[asyncio.Task[list[JudgeResult]], Sequence[JudgeRequest]] = {}
+    writer = _StoreWriter(store, judge_fp, progress)
 
-    def launch() -> bool:
-        batch = next(batches, None)
-        if batch is None:
-            return False
-        task = asyncio.ensure_future(_judge_safely(judge, batch))
-        in_flight[task] = batch
-        return True
+    async def worker() -> None:
+        # the plan's iterator is shared: each batch goes to exactly one worker
+        for batch in batches:
+            results = await _judge_safely(judge, batch)
+            await writer.add([to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)])
 
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, judge.concurrency))]
     try:
-        for _ in range(max(1, judge.concurrency)):
-            if not launch():
-                break
-        while in_flight:
-            done, _pending = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                batch = in_flight.pop(task)
-                results = task.result()
-                rows = [to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)]
-                store.write_judgments(judge_fp, rows)
-                judged += len(rows)
-                failed += sum(1 for r in rows if r.failure is not None)
-                if progress is not None:
-                    progress(len(rows))
-                launch()
+        done, _pending = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()  # a worker's error (the store failing) ends the run
     finally:
-        for task in in_flight:
+        for task in workers:
             task.cancel()
-        if in_flight:
-            await asyncio.gather(*in_flight, return_exceptions=True)
+        await asyncio.gather(*workers, return_exceptions=True)
+        writer.flush()
+    judged, failed = writer.judged, writer.failed
     return RunSummary(
         run=plan.run,
         judged=judged,
