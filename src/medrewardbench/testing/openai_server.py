@@ -839,6 +839,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout-sleep", type=float, default=30.0)
     parser.add_argument("--reject-response-format", action="store_true")
     parser.add_argument("--default-output", default=None)
+    parser.add_argument(
+        "--max-records",
+        type=int,
+        default=1000,
+        help="recent requests kept in memory (a child process's records are never read back; "
+        "benchmarks send tens of thousands of requests with images)",
+    )
     return parser
 
 
@@ -863,7 +870,8 @@ def main(argv: list[str] | None = None) -> int:
             pass
         done.set()
 
-    with OpenAIServer(port=args.port, http=args.http) as server:
+    control = ServerControl(max_records=args.max_records)
+    with OpenAIServer(port=args.port, http=args.http, control=control) as server:
         settings.apply(server.control)
         sys.stdout.write(f"READY {server.port}\n")
         sys.stdout.flush()
