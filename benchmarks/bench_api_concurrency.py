@@ -10,10 +10,15 @@ for the interpreter lock (``--in-process`` puts it in a thread of this process i
 through ``judge_batch`` one at a time under a semaphore of C, as the runner drives a judge with
 ``batch_size = 1``.
 
-Each level runs ``--repeat`` times (the median is the figure; the range shows the machine's noise).
-Beside the judge, a bare client (aiohttp alone: no openai library, no prompt, no parsing) sends
-bodies of the same size to the same server: its ratio is the most this machine and server allow,
-so the judge's shortfall splits into the machine's part and the client's part.
+Each case has its own image (``--images shared`` reuses four), judged in both orders one after the
+other, as the runner plans a real set. Each level runs ``--repeat`` times (the median is the
+figure; the range shows the machine's noise). Beside the judge alone, two more rows:
+
+* eval: the same requests through the whole ``eval`` job (plan, runner, every judgment stored in
+  SQLite), timed over its judging phase.
+* bare: a bare client (aiohttp alone: no openai library, no prompt, no parsing) sending bodies of
+  the same size to the same server. Its ratio is the most this machine and server allow, so the
+  judge's shortfall splits into the machine's part and the client's part.
 
 Usage::
 
@@ -65,18 +70,32 @@ class RunFigures:
         return self.requests / self.wall_s
 
 
-def make_cases(count: int) -> list[Case]:
-    """A few cases with real PNG images (each image shared by several cases, as in real sets)."""
-    images = []
-    for shade in range(4):
+def make_cases(count: int, images: str = "distinct") -> list[Case]:
+    """``count`` cases; by default each has its own image (256 px scans, JPEG and PNG in turn).
+
+    With ``images="shared"`` four solid-colour PNGs are shared by all cases, which leaves out the
+    per-image work (reading, checking and base64-encoding each file) that a real set costs.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    field = rng.normal(0.0, 12.0, (512, 512)) + 60.0 * np.sin(np.arange(512) / 40.0)[None, :]
+    refs: list[ImageRef] = []
+    for i in range(count if images == "distinct" else 4):
+        if images == "distinct":
+            top, left = (i * 37) % 256, (i * 91) % 256
+            pixels = np.clip(field[top : top + 256, left : left + 256] + 100.0, 0, 255).astype(np.uint8)
+            picture, fmt = Image.fromarray(pixels), ("JPEG" if i % 2 == 0 else "PNG")
+        else:
+            picture, fmt = Image.new("RGB", (256, 256), (40 * i, 90, 160)), "PNG"
         buffer = io.BytesIO()
-        Image.new("RGB", (256, 256), (40 * shade, 90, 160)).save(buffer, format="PNG")
-        images.append(ImageRef.from_bytes(buffer.getvalue(), f"scan-{shade}.png"))
+        picture.save(buffer, format=fmt)
+        refs.append(ImageRef.from_bytes(buffer.getvalue(), f"scan-{i}.{fmt.lower()}"))
     return [
         Case(
             case_id=f"bench-{i}",
-            image=images[i % len(images)],
-            question="What abnormality is visible on this chest radiograph?",
+            image=refs[i % len(refs)],
+            question=f"Case {i}: what abnormality is visible on this chest radiograph?",
             response_1="Right lower lobe consolidation consistent with pneumonia. " * (1 + i % 3),
             response_2="There is a small left pleural effusion; no consolidation. " * (1 + (i + 1) % 3),
             labels={d: 1 for d in DIMENSIONS},
@@ -84,6 +103,11 @@ def make_cases(count: int) -> list[Case]:
         )
         for i in range(count)
     ]
+
+
+def both_orders(cases: Sequence[Case], count: int) -> list[JudgeRequest]:
+    """``count`` requests, case by case with both orders next to each other, as the runner plans them."""
+    return [JudgeRequest(cases[i // 2], (Order.ORIGINAL, Order.SWAPPED)[i % 2]) for i in range(count)]
 
 
 async def drive(judge: Judge, requests: Sequence[JudgeRequest], concurrency: int) -> list[JudgeResult]:
@@ -105,9 +129,9 @@ def run_level(base_url: str, concurrency: int, count: int, cases: list[Case], op
         "bench-model",
         JudgeOptions(base_url=base_url, api_key_env=KEY_ENV, concurrency=concurrency, extra=extra, **options),
     )
-    orders = (Order.ORIGINAL, Order.SWAPPED)
-    requests = [JudgeRequest(cases[i % len(cases)], orders[i % 2]) for i in range(count)]
-    warmup = [JudgeRequest(cases[i % len(cases)], Order.ORIGINAL) for i in range(concurrency)]
+    requests = both_orders(cases, count)
+    # the warm-up wave uses the cases after the measured ones, so that it leaves nothing cached
+    warmup = [JudgeRequest(case, Order.ORIGINAL) for case in cases[(count + 1) // 2 :][:concurrency]]
 
     async def main() -> tuple[list[JudgeResult], float, float]:
         try:
@@ -129,6 +153,42 @@ def run_level(base_url: str, concurrency: int, count: int, cases: list[Case], op
         failed=sum(r.failure is not None for r in results),
         attempts=sum(int(r.extra.get("attempts", 1)) for r in results),
         latencies=[r.latency_s or 0.0 for r in results],
+    )
+
+
+def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case]) -> RunFigures:
+    """The whole ``eval`` path: plan, runner, the API judge and every judgment stored in SQLite."""
+    import tempfile
+
+    from medrewardbench.data.benchmark import Benchmark
+    from medrewardbench.evaluation import ProgressSink, evaluate
+    from medrewardbench.runner import RunSummary
+
+    phase: dict[str, float] = {}
+
+    class Timer(ProgressSink):
+        def start(self, judge_spec: str, total: int, already_done: int) -> None:
+            phase["wall"], phase["cpu"] = time.perf_counter(), time.process_time()
+
+        def finish(self, summary: RunSummary) -> None:
+            phase["wall"] = time.perf_counter() - phase["wall"]
+            phase["cpu"] = time.process_time() - phase["cpu"]
+            phase["judged"], phase["failed"] = summary.judged, summary.failed
+
+    benchmark = Benchmark(name="bench", source="bench", cases=tuple(cases[: (count + 1) // 2]))
+    options = JudgeOptions(base_url=base_url, api_key_env=KEY_ENV, concurrency=concurrency)
+    with tempfile.TemporaryDirectory(prefix="mrb-bench-eval-") as out:
+        evaluate(benchmark, ["api:bench-model"], out, options=options, progress=Timer(), fresh=True)
+    judged = int(phase["judged"])
+    return RunFigures(
+        concurrency,
+        judged,
+        phase["wall"],
+        phase["cpu"],
+        judged - int(phase["failed"]),
+        int(phase["failed"]),
+        judged,
+        [],
     )
 
 
@@ -186,8 +246,8 @@ def print_level(label: str, level: int, count: int, runs: list[RunFigures], late
     spread = f"{ordered[0].rate / bound:.1%}..{ordered[-1].rate / bound:.1%}" if len(runs) > 1 else "-"
     print(
         f"{level:>5} {label:>6} {count:>8} {len(runs):>4} {median.rate:>8.1f} {bound:>7.0f} "
-        f"{median.rate / bound:>6.1%} {spread:>13} {percentile(median.latencies, 0.5) * 1000:>7.1f} "
-        f"{percentile(median.latencies, 0.95) * 1000:>7.1f} {median.cpu_s / count * 1000:>10.2f}"
+        f"{median.rate / bound:>6.1%} {spread:>13} {ms(median.latencies, 0.5):>7} {ms(median.latencies, 0.95):>7} "
+        f"{median.cpu_s / count * 1000:>10.2f}"
     )
 
 
@@ -201,6 +261,10 @@ def serve(settings: ServerSettings, in_process: bool) -> Iterator[tuple[str, Any
     else:
         with ServerProcess(settings) as process:
             yield process.base_url, process.counters
+
+
+def ms(values: list[float], q: float) -> str:
+    return f"{percentile(values, q) * 1000:.1f}" if values else "-"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -222,6 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-faults", action="store_true")
     parser.add_argument("--repeat", type=int, default=3, help="runs per level; the median is reported")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare-client floor")
+    parser.add_argument("--no-eval", action="store_true", help="skip the whole-eval rows (runner and SQLite store)")
+    parser.add_argument(
+        "--images",
+        default="distinct",
+        choices=["distinct", "shared"],
+        help="a different image per case (default), or four images shared by all cases",
+    )
     parser.add_argument(
         "--client-processes",
         type=int,
@@ -232,11 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop(KEY_ENV, None)
 
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
-    cases = make_cases(64)
+    counts = {level: min(max(level * args.requests_per_slot, 20), args.max_requests) for level in levels}
+    needed = [(counts[level] + 1) // 2 + level for level in levels]
+    if not args.skip_faults:
+        needed.append((args.fault_requests + 1) // 2 + args.fault_concurrency)
+    cases = make_cases(max(needed), args.images)
     print(
         f"server latency {args.latency * 1000:.0f} ms, server {'in-process' if args.in_process else 'child process'}, "
-        f"http backend {args.backend}, client processes {args.client_processes}, {os.cpu_count()} CPUs, "
-        f"Python {sys.version.split()[0]}"
+        f"http backend {args.backend}, client processes {args.client_processes}, {args.images} images, "
+        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
     )
     print(
         f"{'conc':>5} {'client':>6} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
@@ -245,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     body = bare_body(cases)
     with serve(ServerSettings(latency_s=args.latency), args.in_process) as (base_url, _):
         for level in levels:
-            count = min(max(level * args.requests_per_slot, 20), args.max_requests)
-            judge_runs, bare_runs = [], []
+            count = counts[level]
+            judge_runs, eval_runs, bare_runs = [], [], []
             for _ in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits both
                 judge_runs.append(
                     run_level(
@@ -257,18 +332,23 @@ def main(argv: list[str] | None = None) -> int:
                         {"http_backend": args.backend, "client_processes": args.client_processes},
                     )
                 )
+                if not args.no_eval:
+                    eval_runs.append(run_eval_level(base_url, level, count, cases))
                 if not args.no_bare:
                     bare_runs.append(run_bare_level(base_url, level, count, body))
             print_level("judge", level, count, judge_runs, args.latency)
+            if eval_runs:
+                print_level("eval", level, eval_runs[0].requests, eval_runs, args.latency)
             if bare_runs:
                 print_level("bare", level, count, bare_runs, args.latency)
-            failed = sum(f.failed for f in judge_runs)
+            failed = sum(f.failed for f in judge_runs + eval_runs)
             if failed:
                 print(f"      ! {failed} requests failed in fault-free runs")
     print(
         "bound = concurrency / latency; ratio = the median run's req/s over the bound; judge = ApiJudge "
-        "(official openai client, prompt, parser); bare = aiohttp alone with bodies of the same size, "
-        "the most this machine and server allow"
+        "(official openai client, prompt, image, parser); eval = the whole eval job's judging phase (runner, "
+        "judge, every judgment stored in SQLite); bare = aiohttp alone with bodies of the same size, the most "
+        "this machine and server allow"
     )
 
     if args.skip_faults:
