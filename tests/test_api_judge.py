@@ -190,6 +190,8 @@ def test_image_passthrough_can_be_switched_off(openai_server: OpenAIServer) -> N
     mime, payload = sent_image(openai_server)
     assert mime == "image/png" and Image.open(io.BytesIO(payload)).mode == "RGB"
     assert judge.metadata()["image_passthrough"] is False
+    with pytest.raises(JudgeSpecError, match="image_passthrough must be true or false, not 'maybe'"):
+        make_judge(openai_server, extra={"image_passthrough": "maybe"})
 
 
 def test_a_large_file_goes_out_as_is_through_a_worker_thread(

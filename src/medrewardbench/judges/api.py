@@ -248,9 +248,7 @@ class _DataUrlCache:
                     self.hits += 1
                     return cached
                 self.misses += 1
-            url = (passthrough_data_url(image) if self.passthrough else None) or to_data_url(
-                image, compress_level=1
-            )
+            url = (passthrough_data_url(image) if self.passthrough else None) or to_data_url(image, compress_level=1)
             with self._lock:
                 if self._size:
                     self._entries[key] = url
@@ -350,9 +348,8 @@ class ApiJudge(Judge):
             retry_after_max_s=float(extra.get("retry_after_max_s", 60.0)),
         )
         self.http_backend = _choose_http_backend(str(extra.get("http_backend", "auto")))
-        self._images = _DataUrlCache(
-            int(extra.get("image_cache_size", 32)), passthrough=_flag(extra.get("image_passthrough", True))
-        )
+        passthrough = _flag("image_passthrough", extra.get("image_passthrough", True))
+        self._images = _DataUrlCache(int(extra.get("image_cache_size", 32)), passthrough=passthrough)
         self._loop_resources: _LoopResources | None = None
         self._structured_active = options.structured
         self._structured_fallback_reason: str | None = None
@@ -741,8 +738,17 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
-def _flag(value: Any) -> bool:
-    """A boolean from an option that may arrive as text (``"false"``, ``"0"``, ``"no"``, ``"off"``)."""
+def _flag(name: str, value: Any) -> bool:
+    """A boolean option that may arrive as text; anything unclear is refused, not guessed.
+
+    Raises:
+        JudgeSpecError: the text is not one of true/false, yes/no, on/off, 1/0.
+    """
     if isinstance(value, str):
-        return value.strip().lower() not in ("false", "0", "no", "off", "")
+        text = value.strip().lower()
+        if text in ("true", "yes", "on", "1"):
+            return True
+        if text in ("false", "no", "off", "0"):
+            return False
+        raise JudgeSpecError(f"option {name} must be true or false, not {value!r}")
     return bool(value)
