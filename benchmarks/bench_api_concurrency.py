@@ -192,20 +192,24 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
     )
 
 
-def bare_body(cases: list[Case]) -> bytes:
-    """A chat-completions body the size of the judge's: the template's text and a PNG data URL."""
-    from medrewardbench.data.images import to_data_url
+def bare_bodies(cases: list[Case], count: int) -> list[bytes]:
+    """Chat-completions bodies the size of the judge's: each case's text and image as the judge sends it."""
+    from medrewardbench.data.images import passthrough_data_url, to_data_url
     from medrewardbench.prompts import load_template
 
-    case = cases[0]
     template = load_template("pairwise")
-    rendered = template.render_messages(case.question, case.response_1, case.response_2, case.image)
-    text = "\n".join(p["text"] for m in rendered for p in m["content"] if p["type"] == "text")
-    content = [{"type": "image_url", "image_url": {"url": to_data_url(case.image)}}, {"type": "text", "text": text}]
-    return json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": content}]}).encode()
+    bodies = []
+    for case in cases[: (count + 1) // 2]:
+        rendered = template.render_messages(case.question, case.response_1, case.response_2, case.image)
+        text = "\n".join(p["text"] for m in rendered for p in m["content"] if p["type"] == "text")
+        url = passthrough_data_url(case.image) or to_data_url(case.image, compress_level=1)
+        content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]
+        body = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": content}]}).encode()
+        bodies += [body, body]  # both orders
+    return bodies[:count]
 
 
-def run_bare_level(base_url: str, concurrency: int, count: int, body: bytes) -> RunFigures:
+def run_bare_level(base_url: str, concurrency: int, bodies: list[bytes]) -> RunFigures:
     """The floor: aiohttp alone keeps ``concurrency`` POSTs in flight (after a warm-up wave)."""
     import aiohttp
 
@@ -218,7 +222,7 @@ def run_bare_level(base_url: str, concurrency: int, count: int, body: bytes) -> 
             slots = asyncio.Semaphore(concurrency)
             latencies: list[float] = []
 
-            async def one() -> None:
+            async def one(body: bytes) -> None:
                 async with slots:
                     started = time.perf_counter()
                     async with session.post(url, data=body, headers=headers) as response:
@@ -227,14 +231,15 @@ def run_bare_level(base_url: str, concurrency: int, count: int, body: bytes) -> 
                         raise RuntimeError(f"bare client got HTTP {response.status}")
                     latencies.append(time.perf_counter() - started)
 
-            await asyncio.gather(*(one() for _ in range(concurrency)))
+            await asyncio.gather(*(one(body) for body in bodies[:concurrency]))
             latencies.clear()
             cpu = time.process_time()
             started = time.perf_counter()
-            await asyncio.gather(*(one() for _ in range(count)))
+            await asyncio.gather(*(one(body) for body in bodies))
             return latencies, time.perf_counter() - started, time.process_time() - cpu
 
     latencies, wall, cpu = asyncio.run(main())
+    count = len(bodies)
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, latencies)
 
 
@@ -317,11 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{'conc':>5} {'client':>6} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
         f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10}"
     )
-    body = bare_body(cases)
     with serve(ServerSettings(latency_s=args.latency), args.in_process) as (base_url, _):
         for level in levels:
             count = counts[level]
             judge_runs, eval_runs, bare_runs = [], [], []
+            bodies = [] if args.no_bare else bare_bodies(cases, count)
             for _ in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits both
                 judge_runs.append(
                     run_level(
@@ -335,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_eval:
                     eval_runs.append(run_eval_level(base_url, level, count, cases))
                 if not args.no_bare:
-                    bare_runs.append(run_bare_level(base_url, level, count, body))
+                    bare_runs.append(run_bare_level(base_url, level, bodies))
             print_level("judge", level, count, judge_runs, args.latency)
             if eval_runs:
                 print_level("eval", level, eval_runs[0].requests, eval_runs, args.latency)
