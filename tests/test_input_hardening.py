@@ -176,7 +176,7 @@ def test_image_functions_refuse_special_files_without_opening_them(special_files
         ref = ImageRef.from_path(special_files / name)
         for call in calls:
             with pytest.raises(ImageError, match=reason):
-                _within(10, lambda call=call, ref=ref: call(ref))  # type: ignore[misc]
+                _within(10, lambda call=call, ref=ref: call(ref))
 
 
 def test_dev_zero_is_outside_the_data_and_a_device_even_when_allowed(tmp_path: Path) -> None:
@@ -299,12 +299,14 @@ def test_image_paths_must_resolve_inside_the_data_directory(tmp_path: Path) -> N
     data = tmp_path / "data"
     write_png(data / "images" / "inside.png")
     (data / "images" / "link.png").symlink_to(tmp_path / "private" / "photo.png")
+    (data / "linked").symlink_to(tmp_path / "private")  # a directory link: the file itself is no link
     rows = [
         _row("inside", "images/inside.png"),
         _row("absolute-inside", str(data / "images" / "inside.png")),
         _row("dotdot", "../private/photo.png"),
         _row("absolute", {"path": str(tmp_path / "private" / "photo.png")}),
         _row("link", "images/link.png"),
+        _row("dirlink", "linked/photo.png"),
         _row("embedded", {"bytes": base64.b64encode(png_bytes()).decode()}),
         _row("builtin", {"builtin": "skimage:cell"}),
     ]
@@ -312,10 +314,10 @@ def test_image_paths_must_resolve_inside_the_data_directory(tmp_path: Path) -> N
 
     problems = validate_source(str(path))
 
-    assert sorted(p.case_id or "" for p in problems) == ["absolute", "dotdot", "link"]
+    assert sorted(p.case_id or "" for p in problems) == ["absolute", "dirlink", "dotdot", "link"]
     for problem in problems:
         assert "outside the data directory" in problem.message and "--allow-external-images" in problem.message
-        assert problem.field in ("image", "image.path") and problem.row in (3, 4, 5)
+        assert problem.field in ("image", "image.path") and problem.row in (3, 4, 5, 6)
     assert "-> " + str(tmp_path / "private" / "photo.png") in _only(problems, case_id="link").message
     with pytest.raises(DataError):
         load_benchmark(str(path))

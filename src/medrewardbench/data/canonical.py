@@ -226,9 +226,9 @@ def resolve_image_path(base_dir: Path, location: str) -> str:
     Returns:
         A normalized absolute path string (symbolic links are not resolved).
     """
-    path = Path(location).expanduser()
-    if not path.is_absolute():
-        path = base_dir.absolute() / path
+    path = os.path.expanduser(location)
+    if not os.path.isabs(path):
+        path = os.path.join(os.path.abspath(base_dir), path)
     return os.path.normpath(path)
 
 
@@ -400,6 +400,8 @@ def _object(value: object, sink: ProblemSink, row: int, case_id: str | None, fie
 
 def _too_deep_field(record: Mapping[str, Any]) -> str | None:
     """The first top-level field of a row whose value nests deeper than the row may."""
+    if not too_deep(record, MAX_JSON_DEPTH):
+        return None
     for key, value in record.items():
         if too_deep(value, MAX_JSON_DEPTH - 1):
             return str(key)

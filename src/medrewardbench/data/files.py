@@ -9,6 +9,7 @@ row names is checked against an :class:`ImagePolicy` when the row is read.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import stat
@@ -202,6 +203,8 @@ class ImagePolicy:
 
     roots: tuple[str, ...] = ()
     allow_external: bool = False
+    _real_parents: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    """Resolved directories, so that a data set with many images in few directories is cheap."""
 
     @classmethod
     def create(cls, allow_external: bool = False, image_roots: Iterable[str | Path] | None = None) -> ImagePolicy:
@@ -243,8 +246,13 @@ class ImagePolicy:
         Returns:
             A one-line reason, or None.
         """
+        try:
+            entry: os.stat_result | None = os.lstat(path)
+        except OSError:
+            entry = None  # missing: containment is still checked, the rest is left to the decoder
+        is_link = entry is None or stat.S_ISLNK(entry.st_mode)
         if not self.allow_external:
-            real = os.path.realpath(path)
+            real = os.path.realpath(path) if is_link else self._real_file(path)
             if not any(_inside(real, root) for root in self.roots):
                 shown = real if real == os.path.normpath(path) else f"{path} -> {real}"
                 return (
@@ -253,10 +261,21 @@ class ImagePolicy:
                     f"its directory in {IMAGE_ROOTS_ENV}"
                 )
         try:
-            check_regular_file(path, max_bytes, size_hint)
+            if entry is not None and not is_link:
+                _check_stat(entry, max_bytes, size_hint)  # not a link: lstat describes the file itself
+            else:
+                check_regular_file(path, max_bytes, size_hint)
         except FileRefused as exc:
             message = str(exc)
             if message in _LEFT_TO_DECODER or message.startswith("cannot read file"):
                 return None
             return f"image file {path}: {message}"
         return None
+
+    def _real_file(self, path: str) -> str:
+        """The real path of a file that is not itself a link: its directory resolved once."""
+        parent, name = os.path.split(path)
+        real_parent = self._real_parents.get(parent)
+        if real_parent is None:
+            real_parent = self._real_parents[parent] = os.path.realpath(parent)
+        return os.path.join(real_parent, name)

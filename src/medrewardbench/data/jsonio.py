@@ -80,15 +80,18 @@ def too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, Mapping):
+        if isinstance(item, dict):
             children: Any = item.values()
         elif isinstance(item, (list, tuple)):
             children = item
+        elif isinstance(item, Mapping):
+            children = item.values()
         else:
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        # parsed JSON and parquet rows hold only dicts and lists: scalars are not pushed
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
     return False
 
 
