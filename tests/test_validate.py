@@ -31,7 +31,10 @@ def _where(problem: DataProblem) -> tuple[str, int | None, str | None]:
 
 def test_clean_sources_have_no_problems(reference_dir: Path, canonical_file: Path) -> None:
     assert validate_source(str(reference_dir)) == []
-    assert validate_source(str(canonical_file)) == []
+    # the canonical fixture's case c4 has no labels: the one warning, as the README promises
+    assert [(p.row, p.case_id, p.message) for p in validate_source(str(canonical_file))] == [
+        (4, "c4", "case without expert labels")
+    ]
 
 
 # --------------------------------------------------------------------------- canonical
@@ -122,7 +125,9 @@ def test_every_canonical_problem_is_reported_with_file_row_and_field(bad_canonic
         assert image_problem.case_id == case_id
         assert image_problem.message.startswith("unreadable image (path image")
         assert name in image_problem.message
-    assert len(problems) == len(expected) + 3
+    # rows 6 and 7 make valid cases without labels: warned about
+    assert [(p.row, p.case_id) for p in problems if p.kind == "unlabeled"] == [(6, "d6"), (7, "d7")]
+    assert len(problems) == len(expected) + 3 + 2
     assert [p.row for p in problems] == sorted(p.row or 0 for p in problems)
 
 
@@ -133,7 +138,8 @@ def test_strict_loading_raises_with_the_same_problems_except_images(bad_canonica
         load_benchmark(str(bad_canonical))
 
     raised = {str(p) for p in caught.value.problems}
-    assert raised == {str(p) for p in reported if p.field != "image" or "unreadable image" not in p.message}
+    errors = [p for p in reported if p.kind != "unlabeled"]  # warnings do not stop loading
+    assert raised == {str(p) for p in errors if p.field != "image" or "unreadable image" not in p.message}
     assert "row 4 (case d4), field 'labels.accuracy'" in str(caught.value)
 
 
@@ -157,7 +163,7 @@ def test_unreadable_embedded_and_dicom_images(tmp_path: Path) -> None:
     path = build_canonical_set(tmp_path, rows=rows)
     (tmp_path / "images" / "ct.dcm").write_bytes(b"\x00" * 128 + b"DICM" + b"\x01\x02")
 
-    problems = validate_source(str(path))
+    problems = [p for p in validate_source(str(path)) if p.kind != "unlabeled"]
 
     assert [(p.row, p.field, p.case_id) for p in problems] == [(2, "image", "c2"), (3, "image", "c3")]
     assert all(p.message.startswith("unreadable image") for p in problems)
@@ -275,4 +281,7 @@ def test_validate_parquet_canonical_rows(tmp_path: Path) -> None:
 
     problems = validate_source(str(path))
 
-    assert [(_where(p), p.case_id) for p in problems] == [(("cases.parquet", 1, "labels.overall"), "c1")]
+    assert [(_where(p), p.case_id) for p in problems] == [
+        (("cases.parquet", 1, "labels.overall"), "c1"),
+        (("cases.parquet", 4, "labels"), "c4"),  # c4 has no labels: a warning
+    ]

@@ -20,10 +20,11 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from medrewardbench.cli_support import console, err_console
+from medrewardbench.cli_support import console, err_console, terminal_safe
 from medrewardbench.cli_support import fail as _fail
 from medrewardbench.cli_support import setup_logging as _setup_logging
 from medrewardbench.cli_support import split_list as _split
+from medrewardbench.cli_support import split_option as _split_option
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.evaluation import ProgressSink, evaluate
@@ -107,6 +108,13 @@ DataOpt = Annotated[
 OrgansOpt = Annotated[
     list[str] | None, typer.Option("--organs", help="organ systems to keep (repeat or comma-separate)")
 ]
+ExternalImagesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-external-images",
+        help="accept image paths outside the data's directory (or list directories in MEDREWARDBENCH_IMAGE_ROOTS)",
+    ),
+]
 
 
 @app.command("eval")
@@ -152,28 +160,36 @@ def eval_command(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars or tables")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    allow_external_images: ExternalImagesOpt = False,
 ) -> None:
     """Judge every case in both answer orders and report agreement with the experts."""
-    from medrewardbench.data import load_benchmark
+    from medrewardbench.data import load_benchmark, nothing_to_measure, summarize_warnings
     from medrewardbench.report.terminal import dimension_table, group_table, leaderboard_table
 
     _setup_logging(verbose)
-    specs = _split(judge) or list(BASELINE_SPECS)
+    specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     try:
         selected_orders = Order.parse_selection(orders)
-        benchmark = load_benchmark(data, organs=_split(organs) or None, limit=limit)
+        benchmark = load_benchmark(
+            data,
+            organs=_split_option(organs, "--organs"),
+            limit=limit,
+            allow_external_images=allow_external_images,
+        )
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
+    unmeasurable = nothing_to_measure(benchmark.source, benchmark.cases)
+    if unmeasurable is not None:
+        raise _fail(str(unmeasurable))
     if not quiet:
         err_console.print(
-            f"[bold]{benchmark.name}[/]: {len(benchmark)} cases, "
+            f"[bold]{escape(terminal_safe(benchmark.name))}[/]: {len(benchmark)} cases, "
             f"{len(benchmark.organ_systems())} organ systems, orders: {', '.join(o.value for o in selected_orders)}",
             highlight=False,
         )
-        for warning in benchmark.warnings[:10]:
-            err_console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
-        if len(benchmark.warnings) > 10:
-            err_console.print(f"[yellow]... {len(benchmark.warnings) - 10} more warnings[/]")
+        for line in summarize_warnings(benchmark.warnings):
+            shown_line = escape(terminal_safe(line, keep_newlines=False))
+            err_console.print(f"[yellow]warning:[/] {shown_line}", highlight=False)
     options = JudgeOptions(
         seed=seed,
         template=template,
@@ -242,20 +258,24 @@ def eval_command(
 def validate_command(
     source: Annotated[str, typer.Argument(help="a data source, as for eval --data")] = "demo",
     organs: OrgansOpt = None,
+    allow_external_images: ExternalImagesOpt = False,
 ) -> None:
     """Check a data source and print every problem at once (exit 1 when there are any)."""
     from medrewardbench.data import validate_source
 
+    shown = escape(terminal_safe(source or repr(source), keep_newlines=False))
     try:
-        problems = validate_source(source, organs=_split(organs) or None)
+        problems = validate_source(
+            source, organs=_split_option(organs, "--organs"), allow_external_images=allow_external_images
+        )
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc
     if not problems:
-        console.print(f"[green]ok[/]: {source} has no problems", highlight=False)
+        console.print(f"[green]ok[/]: {shown} has no problems", highlight=False)
         return
     for problem in problems:
-        console.print(str(problem), highlight=False, soft_wrap=True, markup=False)
-    err_console.print(f"[bold red]{len(problems)} problem(s)[/] in {source}", highlight=False)
+        console.print(terminal_safe(str(problem), keep_newlines=False), highlight=False, soft_wrap=True, markup=False)
+    err_console.print(f"[bold red]{len(problems)} problem(s)[/] in {shown}", highlight=False)
     raise typer.Exit(1)
 
 
@@ -371,7 +391,7 @@ def import_reference_command(
     from medrewardbench.report.terminal import reference_table
 
     try:
-        benchmark = load_benchmark(data, organs=_split(organs) or None)
+        benchmark = load_benchmark(data, organs=_split_option(organs, "--organs"))
         judge = ReferenceOutputJudge(str(outputs), name=name)
         result = evaluate(
             benchmark, [judge.spec], out, orders=(Order.ORIGINAL,), judge_factory=lambda _spec, _opts: judge

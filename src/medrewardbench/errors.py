@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,9 @@ class DataProblem:
     """1-based row (line for JSONL, record for parquet); None for file-level problems."""
     field: str | None = None
     case_id: str | None = None
+    kind: str | None = dataclasses.field(default=None, compare=False)
+    """A short tag for problems that come in numbers (``"unlabeled"``, ``"null_label"``,
+    ``"orphan_labels"``), so that they can be counted in summaries; None for the rest."""
 
     def __str__(self) -> str:
         where = self.file
@@ -37,6 +41,9 @@ class DataError(MedRewardBenchError):
 
     def __init__(self, problems: Sequence[DataProblem]):
         self.problems = list(problems)
+        if len(self.problems) == 1:  # one problem, one line
+            super().__init__(str(self.problems[0]))
+            return
         lines = [str(p) for p in self.problems[:50]]
         more = len(self.problems) - len(lines)
         if more > 0:

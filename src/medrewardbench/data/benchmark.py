@@ -16,6 +16,19 @@ from medrewardbench.errors import DataError, DataProblem
 
 logger = logging.getLogger(__name__)
 
+UNLABELED = "unlabeled"
+"""Kind of the warning about a case without expert labels."""
+NULL_LABEL = "null_label"
+"""Kind of the warning about a dimension whose label is null."""
+ORPHAN_LABELS = "orphan_labels"
+"""Kind of the warning about labels whose question has no case."""
+
+_KIND_SUMMARIES: dict[str, str] = {
+    UNLABELED: "case(s) without expert labels",
+    NULL_LABEL: "dimension label(s) given as null (not counted)",
+    ORPHAN_LABELS: "label row(s) without a case",
+}
+
 
 def normalize_organ(name: str) -> str:
     """Normalize an organ-system name for comparison (case, spaces and dashes are ignored).
@@ -47,6 +60,67 @@ def unknown_organs_problem(source: str, requested: Sequence[str], available: Seq
         field="organs",
         message=f"unknown organ system(s) {wanted}; available: {have}",
     )
+
+
+def nothing_to_measure(source: str, cases: Sequence[Case]) -> DataProblem | None:
+    """The problem of a selection of cases on which no accuracy can be measured, if it is one.
+
+    Args:
+        source: the data source, for the problem's file.
+        cases: the cases (after any organ selection and limit).
+
+    Returns:
+        A problem when there is no case, or no case carries an expert label; else None.
+    """
+    if not cases:
+        return DataProblem(source, "no cases in the data: nothing can be measured")
+    if not any(case.is_labeled for case in cases):
+        return DataProblem(
+            source,
+            f"none of the {len(cases)} case(s) carries an expert label: nothing can be measured",
+            field="labels",
+        )
+    return None
+
+
+def summarize_warnings(warnings: Sequence[DataProblem], max_lines: int = 10) -> list[str]:
+    """Warnings as a few lines: problems that come in numbers are counted, the rest listed.
+
+    Warnings with a kind (cases without labels, null labels, labels without a case) become one
+    line per kind when there is more than one of them, e.g.
+    ``"12 case(s) without expert labels (first: cases.jsonl, row 4 (case c4))"``.
+
+    Args:
+        warnings: the warnings, in order.
+        max_lines: the most lines returned (one per counted kind at least); a last line says
+            how many more there are.
+
+    Returns:
+        Lines to print (not escaped for a terminal).
+    """
+    by_kind: dict[str, list[DataProblem]] = {}
+    lines: list[str] = []
+    rest: list[DataProblem] = []
+    for warning in warnings:
+        if warning.kind in _KIND_SUMMARIES:
+            by_kind.setdefault(warning.kind, []).append(warning)
+        else:
+            rest.append(warning)
+    for kind, found in by_kind.items():
+        if len(found) == 1:
+            rest.insert(0, found[0])
+            continue
+        first = found[0]
+        where = first.file + (f", row {first.row}" if first.row is not None else "")
+        where += f" (case {first.case_id})" if first.case_id is not None else ""
+        lines.append(f"{len(found)} {_KIND_SUMMARIES[kind]} (first: {where})")
+    room = max(max_lines - len(lines), 0)
+    if len(rest) > room:
+        room = max(room - 1, 0)  # keep a line to say how many more there are
+    lines.extend(str(problem) for problem in rest[:room])
+    if len(rest) > room:
+        lines.append(f"... and {len(rest) - room} more warning(s)")
+    return lines
 
 
 @dataclass(frozen=True)

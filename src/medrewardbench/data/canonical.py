@@ -11,6 +11,13 @@ or null for no image; DICOM files are allowed), ``question``, ``response_1``, ``
 optional strings ``department``, ``modality``, ``source_dataset``, ``question_type``,
 ``body_part``, and ``metadata`` (an object; a JSON string in parquet).
 
+Ids are printable text (no control characters, line breaks or NUL) of at most
+:data:`MAX_ID_LENGTH` characters. Image paths must resolve, after symbolic links, inside the data
+file's directory unless the :class:`~medrewardbench.data.files.ImagePolicy` allows more, and must
+name regular files. JSON keys may not repeat within one object, and values may not nest deeper
+than :data:`~medrewardbench.data.jsonio.MAX_JSON_DEPTH` levels; a UTF-8 byte-order mark is
+accepted at the start of a file.
+
 Readers never stop at the first problem: they return every :class:`DataProblem` found, each
 naming the file, the 1-based row and the field.
 """
@@ -28,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.cases import Case, ImageRef
-from medrewardbench.data.benchmark import CaseLocation, LoadResult
+from medrewardbench.data.benchmark import NULL_LABEL, UNLABELED, CaseLocation, LoadResult
+from medrewardbench.data.files import FileRefused, ImagePolicy, check_regular_file, describe_oserror, open_regular_file
+from medrewardbench.data.jsonio import BOM, MAX_JSON_DEPTH, JSONTextError, brief, parse_json, too_deep
 from medrewardbench.dimensions import DIMENSIONS, Winner, normalize_dimension
 from medrewardbench.errors import DataProblem
 
@@ -51,6 +60,8 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
 BUILTIN_PREFIXES: tuple[str, ...] = ("pydicom", "skimage")
 _IMAGE_KEYS = frozenset(("path", "bytes", "builtin"))
 _PARQUET_BATCH_ROWS = 256
+MAX_ID_LENGTH = 512
+"""Longest case id accepted, in characters."""
 
 
 class ProblemSink:
@@ -74,6 +85,30 @@ class ProblemSink:
 
 def _is_missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def case_id_problem(case_id: str) -> str | None:
+    """Why a case id cannot be used, or None when it is fine.
+
+    Ids are printed in reports and terminals and stored as keys: they must be printable
+    (``str.isprintable``: no control characters, line breaks, NUL or invisible format characters)
+    and at most :data:`MAX_ID_LENGTH` characters long.
+
+    Args:
+        case_id: the id.
+
+    Returns:
+        A one-line reason, or None.
+    """
+    if len(case_id) > MAX_ID_LENGTH:
+        return f"id is {len(case_id)} characters long; at most {MAX_ID_LENGTH} are allowed"
+    if not case_id.isprintable():
+        position, char = next((i, c) for i, c in enumerate(case_id) if not c.isprintable())
+        return (
+            f"id must be printable text; it holds the control or invisible character {char!r} "
+            f"at position {position + 1}"
+        )
+    return None
 
 
 def parse_winner(value: object) -> Winner | None:
@@ -106,6 +141,7 @@ def parse_labels(
     row: int,
     case_id: str | None = None,
     field: str = "labels",
+    warnings: ProblemSink | None = None,
 ) -> dict[str, Winner]:
     """Read a labels object, reporting unknown dimensions and values that are not a winner.
 
@@ -115,6 +151,8 @@ def parse_labels(
         row: the 1-based row, for problems.
         case_id: the case, for problems.
         field: the field name, for problems (``"labels"``, ``"human_answer"``).
+        warnings: where a dimension labelled ``null`` is reported (kind ``"null_label"``); None
+            ignores such dimensions silently.
 
     Returns:
         dimension -> 1|2 in :data:`DIMENSIONS` order, with the valid labels only.
@@ -123,9 +161,12 @@ def parse_labels(
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
+            value = parse_json(value)
+        except JSONTextError as exc:
             sink.add(f"not a JSON object: {exc}", row, field, case_id)
+            return {}
+        if too_deep(value, MAX_JSON_DEPTH - 1):
+            sink.add(f"nested more than {MAX_JSON_DEPTH} levels deep", row, field, case_id)
             return {}
     if not isinstance(value, Mapping):
         sink.add(
@@ -147,11 +188,22 @@ def parse_labels(
             )
             continue
         if _is_missing(raw):
+            if warnings is not None:
+                warnings.problems.append(
+                    DataProblem(
+                        warnings.file,
+                        f"dimension {dim!r} is labelled null: it is not counted for this case",
+                        row=row,
+                        field=f"{field}.{key}",
+                        case_id=case_id,
+                        kind=NULL_LABEL,
+                    )
+                )
             continue
         winner = parse_winner(raw)
         if winner is None:
             sink.add(
-                f"label must be 'A' or 'B' (or 1/2; A = response_1, B = response_2), got {raw!r}",
+                f"label must be 'A' or 'B' (or 1/2; A = response_1, B = response_2), got {brief(raw)}",
                 row,
                 f"{field}.{key}",
                 case_id,
@@ -174,10 +226,30 @@ def resolve_image_path(base_dir: Path, location: str) -> str:
     Returns:
         A normalized absolute path string (symbolic links are not resolved).
     """
-    path = Path(location).expanduser()
-    if not path.is_absolute():
-        path = base_dir.absolute() / path
+    path = os.path.expanduser(location)
+    if not os.path.isabs(path):
+        path = os.path.join(os.path.abspath(base_dir), path)
     return os.path.normpath(path)
+
+
+def _path_ref(
+    location: str,
+    base_dir: Path,
+    policy: ImagePolicy | None,
+    sink: ProblemSink,
+    row: int,
+    case_id: str | None,
+    field: str,
+) -> ImageRef | None:
+    from medrewardbench.data import images
+
+    path = resolve_image_path(base_dir, location)
+    rules = policy if policy is not None else ImagePolicy().with_roots(base_dir)
+    reason = rules.check(path, images.MAX_IMAGE_BYTES, images.MAX_IMAGE_BYTES_ENV)
+    if reason is not None:
+        sink.add(reason, row, field, case_id)
+        return None
+    return ImageRef.from_path(path)
 
 
 def image_ref_from_value(
@@ -187,11 +259,14 @@ def image_ref_from_value(
     row: int,
     case_id: str | None = None,
     field: str = "image",
+    policy: ImagePolicy | None = None,
 ) -> ImageRef | None:
     """Read an image specification (see the module docstring) into an :class:`ImageRef`.
 
     The Hugging Face ``Image`` struct ``{"bytes": ..., "path": ...}`` is one of the accepted forms.
-    Nothing is decoded here: images are read lazily, and checked by validation.
+    Nothing is decoded here: images are read lazily, and checked by validation. Image paths are
+    checked with ``stat`` only: they must resolve inside the directories the policy allows and
+    name a regular file no larger than :data:`medrewardbench.data.images.MAX_IMAGE_BYTES`.
 
     Args:
         value: the row's image value.
@@ -200,6 +275,7 @@ def image_ref_from_value(
         row: the 1-based row, for problems.
         case_id: the case, for problems.
         field: the field name, for problems.
+        policy: which image paths are allowed; None allows paths inside ``base_dir`` only.
 
     Returns:
         The reference, or None when the value is invalid (a problem was recorded).
@@ -210,7 +286,7 @@ def image_ref_from_value(
         if not value.strip():
             sink.add("empty image path; use null for a case without image", row, field, case_id)
             return None
-        return ImageRef.from_path(resolve_image_path(base_dir, value))
+        return _path_ref(value, base_dir, policy, sink, row, case_id, field)
     if not isinstance(value, Mapping):
         sink.add(
             f"must be a path string, an object with 'path', 'bytes' or 'builtin', or null; got {type(value).__name__}",
@@ -258,7 +334,7 @@ def image_ref_from_value(
         if not path.strip():
             sink.add("empty image path; use null for a case without image", row, f"{field}.path", case_id)
             return None
-        return ImageRef.from_path(resolve_image_path(base_dir, path))
+        return _path_ref(path, base_dir, policy, sink, row, case_id, f"{field}.path")
     return ImageRef.empty()
 
 
@@ -309,9 +385,12 @@ def _object(value: object, sink: ProblemSink, row: int, case_id: str | None, fie
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
+            value = parse_json(value)
+        except JSONTextError as exc:
             sink.add(f"not a JSON object: {exc}", row, field, case_id)
+            return None
+        if too_deep(value, MAX_JSON_DEPTH - 1):
+            sink.add(f"nested more than {MAX_JSON_DEPTH} levels deep", row, field, case_id)
             return None
     if not isinstance(value, Mapping):
         sink.add(f"must be an object, got {type(value).__name__}", row, field, case_id)
@@ -319,7 +398,24 @@ def _object(value: object, sink: ProblemSink, row: int, case_id: str | None, fie
     return dict(value)
 
 
-def case_from_record(record: object, row: int, base_dir: Path, sink: ProblemSink) -> Case | None:
+def _too_deep_field(record: Mapping[str, Any]) -> str | None:
+    """The first top-level field of a row whose value nests deeper than the row may."""
+    if not too_deep(record, MAX_JSON_DEPTH):
+        return None
+    for key, value in record.items():
+        if too_deep(value, MAX_JSON_DEPTH - 1):
+            return str(key)
+    return None
+
+
+def case_from_record(
+    record: object,
+    row: int,
+    base_dir: Path,
+    sink: ProblemSink,
+    policy: ImagePolicy | None = None,
+    warnings: ProblemSink | None = None,
+) -> Case | None:
     """Build one case from one canonical row, reporting every problem in it.
 
     Args:
@@ -327,6 +423,9 @@ def case_from_record(record: object, row: int, base_dir: Path, sink: ProblemSink
         row: its 1-based row number.
         base_dir: the data file's directory, for relative image paths.
         sink: where problems go.
+        policy: which image paths are allowed; None allows paths inside ``base_dir`` only.
+        warnings: where the warnings about a valid row go (a case without expert labels, a
+            dimension labelled null); None drops them.
 
     Returns:
         The case, or None when the row has any problem.
@@ -334,13 +433,19 @@ def case_from_record(record: object, row: int, base_dir: Path, sink: ProblemSink
     if not isinstance(record, Mapping):
         sink.add(f"row must be an object, got {type(record).__name__}", row)
         return None
+    deep = _too_deep_field(record)
+    if deep is not None:
+        sink.add(f"nested more than {MAX_JSON_DEPTH} levels deep", row, deep)
+        return None
     before = len(sink.problems)
     raw_id = record.get("id")
     case_id: str | None = None
     if _is_missing(raw_id) or (isinstance(raw_id, str) and not raw_id.strip()):
         sink.add("missing id", row, "id")
     elif not isinstance(raw_id, str):
-        sink.add(f"id must be a string, got {type(raw_id).__name__} {raw_id!r}", row, "id")
+        sink.add(f"id must be a string, got {type(raw_id).__name__} {brief(raw_id)}", row, "id")
+    elif case_id_problem(raw_id) is not None:
+        sink.add(str(case_id_problem(raw_id)), row, "id")
     else:
         case_id = raw_id
     for key in record:
@@ -355,11 +460,20 @@ def case_from_record(record: object, row: int, base_dir: Path, sink: ProblemSink
     texts = {key: _text(record, key, sink, row, case_id, required=True) for key in REQUIRED_TEXT_FIELDS}
     optional = {key: _text(record, key, sink, row, case_id, required=False) for key in OPTIONAL_TEXT_FIELDS}
     organ = _text(record, "organ_system", sink, row, case_id, required=False) or "unknown"
-    image = image_ref_from_value(record.get("image"), base_dir, sink, row, case_id)
-    labels = parse_labels(record.get("labels"), sink, row, case_id)
+    image = image_ref_from_value(record.get("image"), base_dir, sink, row, case_id, policy=policy)
+    row_warnings = ProblemSink(sink.file)
+    labels = parse_labels(record.get("labels"), sink, row, case_id, warnings=row_warnings)
     metadata = _object(record.get("metadata"), sink, row, case_id, "metadata")
     if len(sink.problems) > before or case_id is None or image is None or metadata is None:
         return None
+    if not labels:
+        row_warnings.problems.append(
+            DataProblem(
+                sink.file, "case without expert labels", row=row, field="labels", case_id=case_id, kind=UNLABELED
+            )
+        )
+    if warnings is not None:
+        warnings.problems.extend(row_warnings.problems)
     return Case(
         case_id=case_id,
         image=image,
@@ -377,19 +491,29 @@ def case_from_record(record: object, row: int, base_dir: Path, sink: ProblemSink
     )
 
 
-def load_rows(rows: Iterable[tuple[int, object]], file: str, base_dir: Path, result: LoadResult) -> None:
+def load_rows(
+    rows: Iterable[tuple[int, object]],
+    file: str,
+    base_dir: Path,
+    result: LoadResult,
+    policy: ImagePolicy | None = None,
+) -> None:
     """Add the cases of numbered canonical rows to a result; repeated ids are errors.
+
+    Cases without expert labels and dimensions labelled null go to the result's warnings.
 
     Args:
         rows: (1-based row number, row) pairs.
         file: the file name to put in problems and locations.
         base_dir: the directory that relative image paths are relative to.
-        result: where cases, locations and problems go.
+        result: where cases, locations, problems and warnings go.
+        policy: which image paths are allowed; None allows paths inside ``base_dir`` only.
     """
     sink = ProblemSink(file, result.errors)
     first_row: dict[str, int] = {}
     for row, record in rows:
-        case = case_from_record(record, row, base_dir, sink)
+        row_warnings = ProblemSink(file)
+        case = case_from_record(record, row, base_dir, sink, policy, row_warnings)
         raw_id = record.get("id") if isinstance(record, Mapping) else None
         location = CaseLocation(file, row)
         duplicate = False
@@ -401,9 +525,10 @@ def load_rows(rows: Iterable[tuple[int, object]], file: str, base_dir: Path, res
                 first_row[raw_id] = row
         if case is not None and not duplicate:
             result.add(case, location)
-        elif isinstance(record, Mapping):
+            result.warnings.extend(row_warnings.problems)
+        elif isinstance(record, Mapping) and _too_deep_field(record) is None:
             scratch = ProblemSink(file)  # its problems were reported already
-            image = image_ref_from_value(record.get("image"), base_dir, scratch, row)
+            image = image_ref_from_value(record.get("image"), base_dir, scratch, row, policy=policy)
             result.reject_image(image, location, raw_id if isinstance(raw_id, str) else None)
 
 
@@ -425,27 +550,85 @@ def cases_from_records(
     return result.cases, result.errors
 
 
-def _jsonl_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
-    with path.open("rb") as handle:
-        for lineno, raw_line in enumerate(handle, start=1):
-            try:
-                line = raw_line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                sink.add(f"not UTF-8 text: {exc}", lineno)
-                continue
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                sink.add(f"invalid JSON: {exc}", lineno)
+def json_lines(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
+    """The parsed rows of a JSON-lines file, reporting bad lines and I/O errors as problems.
+
+    Blank lines are skipped; a byte-order mark at the start of the file is accepted; a key given
+    twice in one object, invalid JSON or text that is not UTF-8 is a problem naming the line.
+
+    Args:
+        path: the file (checked to be a regular file before it is opened).
+        sink: where problems go.
+
+    Yields:
+        (1-based line number, parsed value).
+    """
+    try:
+        handle = open_regular_file(path)
+    except FileRefused as exc:
+        sink.add(str(exc))
+        return
+    lineno = 0
+    with handle:
+        try:
+            for lineno, raw_line in enumerate(handle, start=1):
+                try:
+                    line = raw_line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    sink.add(f"not UTF-8 text: {exc}", lineno)
+                    continue
+                if lineno == 1 and line.startswith(BOM):
+                    line = line[len(BOM) :]
+                if not line.strip():
+                    continue
+                try:
+                    value = parse_json(line)
+                except JSONTextError as exc:
+                    sink.add(f"invalid JSON: {exc}", lineno)
+                    continue
+                yield lineno, value
+        except OSError as exc:
+            if lineno:
+                sink.add(f"cannot read the file after line {lineno}: {describe_oserror(exc)}", lineno + 1)
+            else:
+                sink.add(f"cannot read the file: {describe_oserror(exc)}")
+
+
+def read_json_document(path: Path) -> object:
+    """Read a whole JSON file (byte-order mark accepted, duplicate keys refused).
+
+    Args:
+        path: the file (checked to be a regular file before it is opened).
+
+    Returns:
+        The parsed document.
+
+    Raises:
+        JSONTextError: the file cannot be read or is not valid JSON; the message is one line
+            (``"invalid JSON file: ..."``, ``"not UTF-8 text: ..."``, ``"cannot read the file: ..."``).
+    """
+    try:
+        with open_regular_file(path) as handle:
+            raw = handle.read()
+    except FileRefused as exc:
+        raise JSONTextError(str(exc)) from None
+    except OSError as exc:
+        raise JSONTextError(f"cannot read the file: {describe_oserror(exc)}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JSONTextError(f"not UTF-8 text: {exc}") from None
+    try:
+        return parse_json(text)
+    except JSONTextError as exc:
+        raise JSONTextError(f"invalid JSON file: {exc}") from None
 
 
 def _json_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        sink.add(f"invalid JSON file: {exc}")
+        document = read_json_document(path)
+    except JSONTextError as exc:
+        sink.add(str(exc))
         return
     rows = document.get("cases") if isinstance(document, dict) else document
     if not isinstance(rows, list):
@@ -464,15 +647,19 @@ def _parquet_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]
         for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
             for record in batch.to_pylist():
                 row += 1
+                labels = record.get("labels")
+                if isinstance(labels, dict):
+                    # a labels struct has a field for every dimension: null there means absent
+                    record["labels"] = {key: value for key, value in labels.items() if value is not None} or None
                 yield row, record
     except (OSError, pa.ArrowException) as exc:
-        sink.add(f"unreadable parquet file: {exc}")
+        sink.add(f"unreadable parquet file: {' '.join(str(exc).split())}")
 
 
 def _rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return _jsonl_rows(path, sink)
+        return json_lines(path, sink)
     if suffix == ".json":
         return _json_rows(path, sink)
     return _parquet_rows(path, sink)
@@ -485,26 +672,35 @@ def canonical_files(directory: Path) -> list[Path]:
         directory: the directory.
 
     Returns:
-        Files whose suffix is one of :data:`CANONICAL_SUFFIXES`, hidden files excluded.
+        Entries whose suffix is one of :data:`CANONICAL_SUFFIXES`, hidden files and directories
+        excluded. Anything else with such a name (a symbolic-link loop, a broken link, a named
+        pipe) is listed, so that reading it reports the problem instead of skipping it silently.
     """
     return sorted(
         path
         for path in directory.iterdir()
-        if path.is_file() and path.suffix.lower() in CANONICAL_SUFFIXES and not path.name.startswith(".")
+        if path.suffix.lower() in CANONICAL_SUFFIXES and not path.name.startswith(".") and not path.is_dir()
     )
 
 
-def load_canonical(path: str | Path, source: str | None = None) -> LoadResult:
+def load_canonical(
+    path: str | Path,
+    source: str | None = None,
+    policy: ImagePolicy | None = None,
+) -> LoadResult:
     """Read a canonical file or a directory of canonical files, collecting every problem.
 
-    Ids must be unique across all files of a directory.
+    Ids must be unique across all files of a directory. Image paths must stay inside the
+    directory of the data (see :class:`~medrewardbench.data.files.ImagePolicy`).
 
     Args:
         path: a ``.jsonl``, ``.json`` or ``.parquet`` file, or a directory of them.
         source: the source string to record (defaults to ``str(path)``).
+        policy: user settings for image paths; the data's directory is always allowed.
 
     Returns:
-        The cases with their locations, errors and (no) warnings.
+        The cases with their locations, errors and warnings (cases without expert labels,
+        dimensions labelled null).
     """
     root = Path(path)
     result = LoadResult(name=root.stem if root.is_file() else root.name, source=source or str(path))
@@ -514,16 +710,21 @@ def load_canonical(path: str | Path, source: str | None = None) -> LoadResult:
             f"no canonical data files ({', '.join(CANONICAL_SUFFIXES)}) in this directory"
         )
         return result
+    data_dir = root if root.is_dir() else root.parent
+    rules = (policy or ImagePolicy()).with_roots(data_dir)
     seen: dict[str, CaseLocation] = {}
     for file_path in files:
         file_result = LoadResult(name=result.name, source=result.source)
         display = str(file_path)
         sink = ProblemSink(display, file_result.errors)
-        if not file_path.is_file():
-            sink.add("no such file")
+        try:
+            check_regular_file(file_path)
+        except FileRefused as exc:
+            sink.add(str(exc))
         else:
-            load_rows(_rows(file_path, sink), display, file_path.parent, file_result)
+            load_rows(_rows(file_path, sink), display, file_path.parent, file_result, rules)
         result.rejected_images.extend(file_result.rejected_images)
+        rejected: set[CaseLocation] = set()
         for case, location in zip(file_result.cases, file_result.locations, strict=True):
             if case.case_id in seen:
                 first = seen[case.case_id]
@@ -537,24 +738,35 @@ def load_canonical(path: str | Path, source: str | None = None) -> LoadResult:
                     )
                 )
                 result.reject_image(case.image, location, case.case_id)
+                rejected.add(location)
                 continue
             seen[case.case_id] = location
             result.add(case, location)
         result.errors.extend(file_result.errors)
+        result.warnings.extend(
+            w for w in file_result.warnings if w.row is None or CaseLocation(w.file, w.row) not in rejected
+        )
     result.errors.sort(key=lambda p: (p.file, p.row or 0))
     return result
 
 
-def read_canonical(path: str | Path) -> tuple[list[Case], list[DataProblem]]:
+def read_canonical(
+    path: str | Path,
+    *,
+    allow_external_images: bool = False,
+    image_roots: Iterable[str | Path] | None = None,
+) -> tuple[list[Case], list[DataProblem]]:
     """Read canonical data (a file or a directory of files).
 
     Args:
         path: a ``.jsonl``, ``.json`` or ``.parquet`` file, or a directory of them.
+        allow_external_images: accept image paths outside the data's directory.
+        image_roots: further directories image paths may point into.
 
     Returns:
         The valid cases in file order, and every problem found (rows with problems are left out).
     """
-    result = load_canonical(path)
+    result = load_canonical(path, policy=ImagePolicy.create(allow_external_images, image_roots))
     return result.cases, result.errors
 
 
@@ -639,8 +851,10 @@ def write_canonical(cases: Iterable[Case], path: str | Path, embed_images: bool 
     """Write cases as canonical data; the format follows the suffix (``.jsonl``, ``.json``, ``.parquet``).
 
     Reading the file back with :func:`read_canonical` gives equal cases (with ``embed_images``, path
-    images come back as embedded bytes). The file is written next to its final name and then
-    moved into place, so a crash never leaves half a file.
+    images come back as embedded bytes). Path images are written relative to the output file;
+    when they lie outside its directory, reading it back needs their directory allowed
+    (``image_roots``) or ``allow_external_images``, unless ``embed_images`` is used. The file is
+    written next to its final name and then moved into place, so a crash never leaves half a file.
 
     Args:
         cases: the cases; their metadata must be JSON-serialisable.

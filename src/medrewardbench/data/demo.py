@@ -11,14 +11,15 @@ under ``"label_note"``.
 
 from __future__ import annotations
 
-import json
 import logging
 from contextlib import AbstractContextManager
 from importlib import resources
 from pathlib import Path
 
 from medrewardbench.data.benchmark import Benchmark, LoadResult
-from medrewardbench.data.canonical import load_rows
+from medrewardbench.data.canonical import load_rows, read_json_document
+from medrewardbench.data.files import ImagePolicy
+from medrewardbench.data.jsonio import JSONTextError
 from medrewardbench.errors import DataError, DataProblem
 
 logger = logging.getLogger(__name__)
@@ -39,11 +40,13 @@ def _demo_resource() -> AbstractContextManager[Path]:
     return resources.as_file(resources.files("medrewardbench.data").joinpath(DEMO_RESOURCE))
 
 
-def collect_demo(source: str = "demo") -> LoadResult:
+def collect_demo(source: str = "demo", policy: ImagePolicy | None = None) -> LoadResult:
     """Read the demo file, collecting every problem.
 
     Args:
         source: the source string to record.
+        policy: user settings for image paths (the demo's own images are builtins); the demo
+            file's directory is always allowed.
 
     Returns:
         The demo cases (each with ``metadata["label_note"]``), errors and warnings.
@@ -56,8 +59,8 @@ def collect_demo(source: str = "demo") -> LoadResult:
         if not path.is_file():
             raise DataError([DataProblem(shown, "the demo data file is missing from the installed package")])
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            document = read_json_document(path)
+        except JSONTextError as exc:
             raise DataError([DataProblem(shown, f"unreadable demo file: {exc}")]) from exc
         if not isinstance(document, dict) or not isinstance(document.get("cases"), list):
             raise DataError([DataProblem(shown, "the demo file must be an object with a 'cases' list")])
@@ -73,7 +76,8 @@ def collect_demo(source: str = "demo") -> LoadResult:
                     record = {**record, "metadata": merged}
             rows.append(record)
         result = LoadResult(name=str(document.get("name") or "demo"), source=source)
-        load_rows(enumerate(rows, start=1), shown, path.parent, result)
+        rules = (policy or ImagePolicy()).with_roots(path.parent)
+        load_rows(enumerate(rows, start=1), shown, path.parent, result, rules)
     return result
 
 

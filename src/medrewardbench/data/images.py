@@ -14,7 +14,10 @@ decode with the default dependencies) or ``"skimage:<name>"`` for the
 :data:`SKIMAGE_BUILTINS` of ``skimage.data``. Nothing is ever downloaded.
 
 Untrusted files are guarded against decompression bombs by :data:`MAX_IMAGE_PIXELS`, which can be
-set with the environment variable ``MEDREWARDBENCH_MAX_IMAGE_PIXELS``.
+set with the environment variable ``MEDREWARDBENCH_MAX_IMAGE_PIXELS``. Only regular files are
+read (a named pipe, device, socket or directory is refused before it is opened, so that nothing can
+block or read for ever), and files larger than :data:`MAX_IMAGE_BYTES`
+(``MEDREWARDBENCH_MAX_IMAGE_BYTES``) are refused before they are read.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from medrewardbench.cases import ImageRef
+from medrewardbench.data.files import FileRefused, check_regular_file, open_regular_file, read_regular_file
 from medrewardbench.errors import ImageError
 
 if TYPE_CHECKING:
@@ -41,25 +45,27 @@ logger = logging.getLogger(__name__)
 
 MAX_IMAGE_PIXELS_ENV = "MEDREWARDBENCH_MAX_IMAGE_PIXELS"
 _DEFAULT_MAX_IMAGE_PIXELS = 89_478_485  # PIL's default: 1024 * 1024 * 1024 // 4 // 3
+MAX_IMAGE_BYTES_ENV = "MEDREWARDBENCH_MAX_IMAGE_BYTES"
+_DEFAULT_MAX_IMAGE_BYTES = 512 * 2**20
 
 
-def _max_pixels_from_env() -> int:
-    raw = os.environ.get(MAX_IMAGE_PIXELS_ENV)
+def _positive_int_from_env(name: str, default: int) -> int:
+    raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
-        return _DEFAULT_MAX_IMAGE_PIXELS
+        return default
     try:
         value = int(raw.strip().replace("_", ""))
     except ValueError:
-        logger.warning(
-            "ignoring %s=%r (not an integer); using %d", MAX_IMAGE_PIXELS_ENV, raw, _DEFAULT_MAX_IMAGE_PIXELS
-        )
-        return _DEFAULT_MAX_IMAGE_PIXELS
+        logger.warning("ignoring %s=%r (not an integer); using %d", name, raw, default)
+        return default
     if value <= 0:
-        logger.warning(
-            "ignoring %s=%r (must be positive); using %d", MAX_IMAGE_PIXELS_ENV, raw, _DEFAULT_MAX_IMAGE_PIXELS
-        )
-        return _DEFAULT_MAX_IMAGE_PIXELS
+        logger.warning("ignoring %s=%r (must be positive); using %d", name, raw, default)
+        return default
     return value
+
+
+def _max_pixels_from_env() -> int:
+    return _positive_int_from_env(MAX_IMAGE_PIXELS_ENV, _DEFAULT_MAX_IMAGE_PIXELS)
 
 
 MAX_IMAGE_PIXELS: int = _max_pixels_from_env()
@@ -67,6 +73,12 @@ MAX_IMAGE_PIXELS: int = _max_pixels_from_env()
 
 Read at import from ``MEDREWARDBENCH_MAX_IMAGE_PIXELS``; assign to the module attribute to change
 it at run time. PIL's own guard (twice ``PIL.Image.MAX_IMAGE_PIXELS``) still applies on top."""
+
+MAX_IMAGE_BYTES: int = _positive_int_from_env(MAX_IMAGE_BYTES_ENV, _DEFAULT_MAX_IMAGE_BYTES)
+"""Largest image file (bytes) that will be read; larger ones raise ImageError before any read.
+
+Read at import from ``MEDREWARDBENCH_MAX_IMAGE_BYTES`` (default 512 MiB); assign to the module
+attribute to change it at run time. Embedded images are bounded by their data file instead."""
 
 SKIMAGE_BUILTINS: dict[str, str] = {
     "retina": "retina.jpg",
@@ -166,8 +178,8 @@ def raw_image_bytes(ref: ImageRef) -> bytes:
 def image_content_hash(ref: ImageRef) -> str:
     """SHA-256 (hex) of the encoded image bytes, cached so that rehashing a dataset is cheap.
 
-    Paths are cached on (resolved path, size, mtime, inode), so a changed file is hashed again;
-    builtins are cached by name. A reference without an image hashes to ``sha256(b"")``.
+    Paths are cached on (resolved path, size, mtime, inode, device), so a changed file is hashed
+    again; builtins are cached by name. A reference without an image hashes to ``sha256(b"")``.
 
     Args:
         ref: the image reference.
@@ -176,18 +188,15 @@ def image_content_hash(ref: ImageRef) -> str:
         64 lowercase hex characters.
 
     Raises:
-        ImageError: the file cannot be read.
+        ImageError: the file cannot be read, is not a regular file, or is larger than
+            :data:`MAX_IMAGE_BYTES`.
     """
     if ref.kind == "none":
         return _EMPTY_HASH
     if ref.kind == "path":
-        path = Path(ref.location)
-        try:
-            resolved = path.resolve()
-            stat = resolved.stat()
-        except OSError as exc:
-            raise ImageError(f"{ref.describe()}: cannot read file ({exc.strerror or exc})") from exc
-        return _hash_file(str(resolved), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        what = ref.describe()
+        stat = _check_file(ref.location, what)
+        return _hash_file(os.path.realpath(ref.location), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev)
     if ref.kind == "bytes":
         return hashlib.sha256(_require_data(ref)).hexdigest()
     if ref.kind == "builtin":
@@ -228,8 +237,11 @@ def image_size(ref: ImageRef) -> tuple[int, int]:
         rows, columns = _dicom_dimensions(ds, what)
         return columns, rows
     try:
-        with Image.open(source if isinstance(source, Path) else io.BytesIO(source)) as image:
+        handle = _open_file(source, what) if isinstance(source, Path) else io.BytesIO(source)
+        with handle, Image.open(handle) as image:
             return image.size
+    except ImageError:
+        raise
     except Image.DecompressionBombError as exc:
         raise ImageError(f"{what}: refused as a possible decompression bomb ({exc})") from exc
     except Exception as exc:
@@ -382,33 +394,59 @@ def _require_data(ref: ImageRef) -> bytes:
     return ref.data
 
 
+def _check_file(path: str | Path, what: str) -> os.stat_result:
+    """Refuse, before opening, anything but a regular file of at most MAX_IMAGE_BYTES."""
+    try:
+        return check_regular_file(path, MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_ENV)
+    except FileRefused as exc:
+        raise ImageError(f"{what}: {exc}") from exc
+
+
+def _open_file(path: str | Path, what: str) -> BinaryIO:
+    try:
+        return open_regular_file(path, MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_ENV)
+    except FileRefused as exc:
+        raise ImageError(f"{what}: {exc}") from exc
+
+
 def _read_file(path: Path, what: str) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular_file(path, MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_ENV)
+    except FileRefused as exc:
+        raise ImageError(f"{what}: {exc}") from exc
+
+
+def _read_head(handle: BinaryIO, what: str) -> bytes:
+    try:
+        head = handle.read(_DICOM_MAGIC_OFFSET + 4)
+        handle.seek(0)
     except OSError as exc:
         raise ImageError(f"{what}: cannot read file ({exc.strerror or exc})") from exc
+    return head
 
 
 def _head(source: Path | bytes, what: str) -> bytes:
     if isinstance(source, bytes):
         return source[: _DICOM_MAGIC_OFFSET + 4]
-    try:
-        with source.open("rb") as handle:
-            return handle.read(_DICOM_MAGIC_OFFSET + 4)
-    except OSError as exc:
-        raise ImageError(f"{what}: cannot read file ({exc.strerror or exc})") from exc
+    with _open_file(source, what) as handle:
+        return _read_head(handle, what)
 
 
 @functools.lru_cache(maxsize=65_536)
-def _hash_file(path: str, size: int, mtime_ns: int, inode: int) -> str:
+def _hash_file(path: str, size: int, mtime_ns: int, inode: int, device: int) -> str:
     """Hash of a file's bytes; the stat fields are part of the cache key only."""
+    what = f"path image {path!r}"
     digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
+    read = 0
+    with _open_file(path, what) as handle:
+        try:
             for block in iter(lambda: handle.read(1 << 20), b""):
+                read += len(block)
+                if read > MAX_IMAGE_BYTES:  # a file that grew, or one whose stat size is 0 (/proc)
+                    raise ImageError(f"{what}: file holds more than the limit of {MAX_IMAGE_BYTES} bytes")
                 digest.update(block)
-    except OSError as exc:
-        raise ImageError(f"path image {path!r}: cannot read file ({exc.strerror or exc})") from exc
+        except OSError as exc:
+            raise ImageError(f"{what}: cannot read file ({exc.strerror or exc})") from exc
     return digest.hexdigest()
 
 
@@ -476,10 +514,11 @@ def _load_builtin(name: str, what: str) -> Image.Image:
 
 
 def _load_path(path: Path, what: str) -> Image.Image:
-    head = _head(path, what)
-    if looks_like_dicom(head, path.name):
-        return _decode_dicom(path, what)
-    return _decode_pil(path, what)
+    with _open_file(path, what) as handle:
+        if not looks_like_dicom(_read_head(handle, what), path.name):
+            return _decode_pil(handle, what)
+    # pydicom opens the file itself (it reads large values lazily); it was checked just above
+    return _decode_dicom(path, what)
 
 
 def _load_bytes(data: bytes, name: str, what: str) -> Image.Image:

@@ -13,16 +13,25 @@ Parquet files are read one batch of rows at a time, and only the columns used.
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from medrewardbench.cases import Case
-from medrewardbench.data.benchmark import CaseLocation, LoadResult, normalize_organ, unknown_organs_problem
-from medrewardbench.data.canonical import ProblemSink, image_ref_from_value, parse_labels
+from medrewardbench.data.benchmark import (
+    ORPHAN_LABELS,
+    UNLABELED,
+    CaseLocation,
+    LoadResult,
+    normalize_organ,
+    unknown_organs_problem,
+)
+from medrewardbench.data.canonical import ProblemSink, case_id_problem, image_ref_from_value, json_lines, parse_labels
+from medrewardbench.data.files import FileRefused, ImagePolicy, check_regular_file
+from medrewardbench.data.jsonio import MAX_JSON_DEPTH, too_deep
 from medrewardbench.dimensions import Winner
 from medrewardbench.errors import DataError, DataProblem
 
@@ -106,6 +115,8 @@ def _optional_text(value: object) -> str | None:
 class _LabelRow:
     row: int
     labels: dict[str, Winner]
+    clean: bool = True
+    """No problem was reported for this row (so that an empty result deserves a warning)."""
 
 
 @dataclass
@@ -113,43 +124,35 @@ class _OrganLabels:
     by_question: dict[str, _LabelRow] = field(default_factory=dict)
 
 
-def _read_labels(path: Path, sink: ProblemSink) -> _OrganLabels:
+def _read_labels(path: Path, organ: str, sink: ProblemSink, warnings: ProblemSink) -> _OrganLabels:
     found = _OrganLabels()
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        sink.add(f"unreadable labels file: {exc}")
-        return found
-    with handle:
-        for row, raw_line in enumerate(handle, start=1):
-            try:
-                line = raw_line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                sink.add(f"not UTF-8 text: {exc}", row)
-                continue
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                sink.add(f"invalid JSON: {exc}", row)
-                continue
-            if not isinstance(record, dict):
-                sink.add(f"row must be an object, got {type(record).__name__}", row)
-                continue
-            qid = _question_id(record.get("question_id"))
-            if qid is None:
-                sink.add("missing question_id", row, "question_id")
-                continue
-            if "human_answer" not in record or record["human_answer"] is None:
-                sink.add("missing required field", row, "human_answer")
-                continue
-            if qid in found.by_question:
-                first = found.by_question[qid].row
-                sink.add(f"duplicate question_id {qid!r} (first at row {first})", row, "question_id")
-                continue
-            labels = parse_labels(record["human_answer"], sink, row, field="human_answer")
-            found.by_question[qid] = _LabelRow(row, labels)
+    for row, record in json_lines(path, sink):
+        if not isinstance(record, dict):
+            sink.add(f"row must be an object, got {type(record).__name__}", row)
+            continue
+        if too_deep(record, MAX_JSON_DEPTH):
+            sink.add(f"nested more than {MAX_JSON_DEPTH} levels deep", row)
+            continue
+        qid = _question_id(record.get("question_id"))
+        if qid is None:
+            sink.add("missing question_id", row, "question_id")
+            continue
+        bad_id = case_id_problem(f"{organ}/{qid}")
+        if bad_id is not None:
+            sink.add(bad_id, row, "question_id")
+            continue
+        if "human_answer" not in record or record["human_answer"] is None:
+            sink.add("missing required field", row, "human_answer")
+            continue
+        if qid in found.by_question:
+            first = found.by_question[qid].row
+            sink.add(f"duplicate question_id {qid!r} (first at row {first})", row, "question_id")
+            continue
+        before = len(sink.problems)
+        labels = parse_labels(
+            record["human_answer"], sink, row, case_id=f"{organ}/{qid}", field="human_answer", warnings=warnings
+        )
+        found.by_question[qid] = _LabelRow(row, labels, clean=len(sink.problems) == before)
     return found
 
 
@@ -159,6 +162,7 @@ def _read_parquet(
     organ: str,
     sink: ProblemSink,
     result: LoadResult,
+    policy: ImagePolicy,
 ) -> tuple[list[tuple[str, Case, CaseLocation]], set[str] | None]:
     """Read one organ's parquet file.
 
@@ -173,7 +177,7 @@ def _read_parquet(
     try:
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
-        sink.add(f"unreadable parquet file: {exc}")
+        sink.add(f"unreadable parquet file: {' '.join(str(exc).split())}")
         return out, None
     names = set(parquet.schema_arrow.names)
     missing = [name for name in REQUIRED_COLUMNS if name not in names]
@@ -197,10 +201,10 @@ def _read_parquet(
                 modality_type = _optional_text(record.get("modality_type"))
                 if modality_type is not None and normalize_organ(modality_type) != normalize_organ(organ):
                     mismatched.setdefault(modality_type, []).append(row)
-                case = _case_from_row(record, row, path.parent, organ, sink)
+                case = _case_from_row(record, row, path.parent, organ, sink, policy)
                 if case is None:
                     scratch = ProblemSink(display)  # its problems were reported already
-                    image = image_ref_from_value(record.get("image"), path.parent, scratch, row)
+                    image = image_ref_from_value(record.get("image"), path.parent, scratch, row, policy=policy)
                     case_id = f"{organ}/{seen_qid}" if seen_qid is not None else None
                     result.reject_image(image, CaseLocation(display, row), case_id)
                     continue
@@ -217,7 +221,7 @@ def _read_parquet(
                 first_row[qid] = row
                 out.append((qid, built, CaseLocation(display, row)))
     except (OSError, pa.ArrowException) as exc:
-        sink.add(f"unreadable parquet file (after row {row}): {exc}")
+        sink.add(f"unreadable parquet file (after row {row}): {' '.join(str(exc).split())}")
     for value, rows in mismatched.items():
         sink.add(
             f"mismatched organ files: modality_type {value!r} in {len(rows)} row(s) "
@@ -234,12 +238,16 @@ def _case_from_row(
     parquet_dir: Path,
     organ: str,
     sink: ProblemSink,
+    policy: ImagePolicy,
 ) -> tuple[str, Case] | None:
     before = len(sink.problems)
     qid = _question_id(record.get("question_id"))
     case_id = f"{organ}/{qid}" if qid is not None else None
     if qid is None:
         sink.add("missing question_id", row, "question_id")
+    elif case_id is not None and case_id_problem(case_id) is not None:
+        sink.add(str(case_id_problem(case_id)), row, "question_id")
+        case_id = None
     texts: dict[str, str] = {}
     for column in ("question", "answer1_text", "answer2_text"):
         value = record.get(column)
@@ -258,7 +266,7 @@ def _case_from_row(
         sink.add("missing image", row, "image", case_id)
         image = None
     else:
-        image = image_ref_from_value(image_value, parquet_dir, sink, row, case_id)
+        image = image_ref_from_value(image_value, parquet_dir, sink, row, case_id, policy=policy)
     if len(sink.problems) > before or qid is None or case_id is None or image is None:
         return None
     metadata: dict[str, Any] = {
@@ -291,18 +299,22 @@ def load_reference(
     *,
     source: str | None = None,
     display_root: str | None = None,
+    policy: ImagePolicy | None = None,
 ) -> LoadResult:
     """Read a reference-layout directory, collecting every problem.
 
     Cases without labels are kept (with empty labels) and reported as warnings, as are labels whose
-    question_id has no case. An organ with a labels file but no parquet file (or the reverse), and
-    a parquet whose ``modality_type`` disagrees with its file name, are errors.
+    question_id has no case and dimensions labelled null. An organ with a labels file but no
+    parquet file (or the reverse), and a parquet whose ``modality_type`` disagrees with its file
+    name, are errors. Image paths must stay inside the data directory (the one that holds
+    ``pair_gt_all/``) unless the policy allows more.
 
     Args:
         root: a directory containing ``pair_gt_all/``, or ``pair_gt_all`` itself.
         organs: organ systems (file stems) to read; None reads all.
         source: the source string to record (defaults to ``str(root)``).
         display_root: how to name ``root`` in problems (defaults to ``str(root)``).
+        policy: user settings for image paths; the data directory is always allowed.
 
     Returns:
         Cases in organ-name order then parquet row order, with locations, errors and warnings.
@@ -328,50 +340,74 @@ def load_reference(
             raise DataError([unknown_organs_problem(result.source, unknown, present)])
         wanted = {by_norm[normalize_organ(name)] for name in organs}
         selected = [name for name in present if name in wanted]
+    rules = (policy or ImagePolicy()).with_roots(gt.parent)
     for organ in selected:
-        _load_organ(gt, organ, base, result)
+        _load_organ(gt, organ, base, result, rules)
     logger.debug("%s: read %d organ(s): %s", result.source, len(selected), ", ".join(selected))
     return result
 
 
-def _load_organ(gt: Path, organ: str, base: str, result: LoadResult) -> None:
+def _file_state(path: Path, display: str, result: LoadResult) -> str:
+    """``"ok"``, ``"missing"`` (nothing of that name), or ``"bad"`` (reported: a loop, a pipe...)."""
+    if not os.path.lexists(path):
+        return "missing"
+    try:
+        check_regular_file(path)
+    except FileRefused as exc:
+        result.errors.append(DataProblem(display, str(exc)))
+        return "bad"
+    return "ok"
+
+
+def _load_organ(gt: Path, organ: str, base: str, result: LoadResult, policy: ImagePolicy) -> None:
     labels_path = gt / f"{organ}.jsonl"
     parquet_path = gt / PARQUET_DIR / f"{organ}.parquet"
     labels_display = f"{base}/{organ}.jsonl"
     parquet_display = f"{base}/{PARQUET_DIR}/{organ}.parquet"
-    if not labels_path.is_file():
+    labels_state = _file_state(labels_path, labels_display, result)
+    parquet_state = _file_state(parquet_path, parquet_display, result)
+    labels_sink = ProblemSink(labels_display, result.errors)
+    label_warnings = ProblemSink(labels_display, result.warnings)
+    if labels_state == "missing":
         result.errors.append(
             DataProblem(
                 parquet_display,
                 f"mismatched organ files: no labels file {organ}.jsonl for this parquet file",
             )
         )
-    if not parquet_path.is_file():
-        result.errors.append(
-            DataProblem(
-                labels_display,
-                f"mismatched organ files: no parquet file {PARQUET_DIR}/{organ}.parquet for these labels",
+    if parquet_state != "ok":
+        if parquet_state == "missing":
+            result.errors.append(
+                DataProblem(
+                    labels_display,
+                    f"mismatched organ files: no parquet file {PARQUET_DIR}/{organ}.parquet for these labels",
+                )
             )
-        )
-        if labels_path.is_file():
-            _read_labels(labels_path, ProblemSink(labels_display, result.errors))
+        if labels_state == "ok":
+            _read_labels(labels_path, organ, labels_sink, label_warnings)
         return
-    labels = _read_labels(labels_path, ProblemSink(labels_display, result.errors)) if labels_path.is_file() else None
+    labels = _read_labels(labels_path, organ, labels_sink, label_warnings) if labels_state == "ok" else None
     rows, seen = _read_parquet(
-        parquet_path, parquet_display, organ, ProblemSink(parquet_display, result.errors), result
+        parquet_path, parquet_display, organ, ProblemSink(parquet_display, result.errors), result, policy
     )
     for qid, case, location in rows:
         label_row = labels.by_question.get(qid) if labels is not None else None
         if label_row is not None:
             case = replace(case, labels=label_row.labels)
-        elif labels is not None:
+        if labels is not None and not case.labels and (label_row is None or label_row.clean):
+            why = (
+                f"question_id {qid!r} is not in {organ}.jsonl"
+                if label_row is None
+                else f"its human_answer in {organ}.jsonl, row {label_row.row}, gives no label"
+            )
             result.warnings.append(
                 DataProblem(
                     location.file,
-                    f"case without expert labels: question_id {qid!r} is not in {organ}.jsonl",
+                    f"case without expert labels: {why}",
                     row=location.row,
                     field="question_id",
                     case_id=case.case_id,
+                    kind=UNLABELED,
                 )
             )
         result.add(case, location)
@@ -386,5 +422,6 @@ def _load_organ(gt: Path, organ: str, base: str, result: LoadResult) -> None:
                     row=label_row.row,
                     field="question_id",
                     case_id=f"{organ}/{qid}",
+                    kind=ORPHAN_LABELS,
                 )
             )

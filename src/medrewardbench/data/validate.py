@@ -6,9 +6,10 @@ import logging
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from medrewardbench.cases import ImageRef
-from medrewardbench.data.benchmark import CaseLocation
+from medrewardbench.data.benchmark import CaseLocation, nothing_to_measure
 from medrewardbench.errors import DataError, DataProblem, ImageError
 
 logger = logging.getLogger(__name__)
@@ -47,20 +48,30 @@ def check_image(image: ImageRef, location: CaseLocation, case_id: str | None = N
 
 
 def validate_source(
-    source: str, organs: Sequence[str] | None = None, *, check_images: bool = True
+    source: str,
+    organs: Sequence[str] | None = None,
+    *,
+    check_images: bool = True,
+    allow_external_images: bool = False,
+    image_roots: Sequence[str | Path] | None = None,
 ) -> list[DataProblem]:
     """Check a data source and report every problem found, without stopping at the first.
 
     Images are checked on every row that names one, including rows left out for other problems.
-    Reported: missing and duplicate ids, missing required fields and wrong types, labels that are
-    not A/B (or 1/2), unknown dimension names, unreadable images (each image is decoded),
-    mismatched organ files, cases without labels and labels without cases. A source that cannot be
-    opened at all (unknown kind, not cached) gives the problems that say why.
+    Reported: missing, duplicate and unprintable ids, missing required fields and wrong types,
+    labels that are not A/B (or 1/2), unknown dimension names, duplicate JSON keys, nesting too
+    deep, unreadable images (each image is decoded), image paths outside the data or naming
+    something other than a regular file, mismatched organ files, a source with no case or no
+    labelled case, and (as warnings) cases without labels, dimensions labelled null and labels
+    without cases. A source that cannot be opened at all (unknown kind, not cached) gives the
+    problems that say why.
 
     Args:
         source: as for :func:`medrewardbench.data.load_benchmark`.
         organs: restrict to these organ systems.
         check_images: decode every image (the slow part); on by default.
+        allow_external_images: accept image paths outside the data's directory.
+        image_roots: further directories image paths may point into.
 
     Returns:
         The problems, sorted by file and row; empty when the source is clean.
@@ -68,10 +79,13 @@ def validate_source(
     from medrewardbench.data import collect_source
 
     try:
-        result = collect_source(source, organs)
+        result = collect_source(source, organs, allow_external_images=allow_external_images, image_roots=image_roots)
     except DataError as exc:
         return list(exc.problems)
     problems = list(result.errors)
+    empty = nothing_to_measure(source, result.cases)
+    if empty is not None and not (result.errors and not result.cases):
+        problems.append(empty)
     images: list[tuple[ImageRef, CaseLocation, str | None]] = [
         (case.image, location, case.case_id) for case, location in zip(result.cases, result.locations, strict=True)
     ]

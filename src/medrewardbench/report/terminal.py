@@ -1,4 +1,8 @@
-"""Rich tables for the terminal. Built here, printed by the CLI."""
+"""Rich tables for the terminal. Built here, printed by the CLI.
+
+Judge labels, group names and titles come from data and stored runs: they are put in the tables
+as plain :class:`rich.text.Text` (never parsed as markup) with control characters escaped.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.safe_text import terminal_safe
 
 _SHORT = {
     "accuracy": "acc",
@@ -19,13 +25,29 @@ _SHORT = {
 }
 
 
+def plain(value: object) -> Text:
+    """Text from data for a table cell or title: no markup, control characters escaped.
+
+    Args:
+        value: any value (shown with ``str``).
+
+    Returns:
+        The text.
+    """
+    return Text(terminal_safe(str(value), keep_newlines=False))
+
+
+def _title(text: str) -> Text:
+    return Text(terminal_safe(text, keep_newlines=False), style="table.title")
+
+
 def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
 def leaderboard_table(rows: Sequence[Mapping[str, Any]], title: str = "Leaderboard") -> Table:
     """Ranked judges: mean accuracy, each dimension, failures and position consistency (in %)."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=_title(title), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("judge")
     table.add_column("mean", justify="right", style="bold")
@@ -37,7 +59,7 @@ def leaderboard_table(rows: Sequence[Mapping[str, Any]], title: str = "Leaderboa
     for row in rows:
         table.add_row(
             str(row["rank"]),
-            str(row["judge"]),
+            plain(row["judge"]),
             pct(row["mean_accuracy"]),
             *(pct(row[d]) for d in DIMENSIONS),
             pct(row["failure_rate"]),
@@ -53,7 +75,7 @@ def leaderboard_table(rows: Sequence[Mapping[str, Any]], title: str = "Leaderboa
 
 def dimension_table(judge: str, metrics: Mapping[str, Any]) -> Table:
     """One run: per dimension accuracy, answered accuracy, failure rate, per order, consistency."""
-    table = Table(title=f"{judge}: agreement with the experts", title_justify="left")
+    table = Table(title=_title(f"{judge}: agreement with the experts"), title_justify="left")
     for name in ("dimension", "acc", "answered acc", "fail", "n"):
         table.add_column(name, justify="left" if name == "dimension" else "right")
     for order in metrics["by_order"]:
@@ -77,14 +99,14 @@ def dimension_table(judge: str, metrics: Mapping[str, Any]) -> Table:
 
 def group_table(judge: str, field: str, metrics: Mapping[str, Any]) -> Table:
     """One run: accuracy per group of a metadata field (rows) and dimension (columns)."""
-    table = Table(title=f"{judge}: accuracy by {field}", title_justify="left")
-    table.add_column(field)
+    table = Table(title=_title(f"{judge}: accuracy by {field}"), title_justify="left")
+    table.add_column(plain(field))
     table.add_column("n req", justify="right")
     for dim in DIMENSIONS:
         table.add_column(_SHORT[dim], justify="right")
     for group, cells in metrics["by"][field].items():
         n_requests = cells["overall"]["n"]
-        table.add_row(group, str(n_requests), *(pct(cells[d]["accuracy"]) for d in DIMENSIONS))
+        table.add_row(plain(group), str(n_requests), *(pct(cells[d]["accuracy"]) for d in DIMENSIONS))
     if field == "organ_system" and metrics.get("macro"):
         table.add_row("macro (mean of groups)", "", *(pct(metrics["macro"].get(d)) for d in DIMENSIONS))
     return table
@@ -92,7 +114,7 @@ def group_table(judge: str, field: str, metrics: Mapping[str, Any]) -> Table:
 
 def reference_table(judge: str, metrics: Mapping[str, Any]) -> Table:
     """Accuracy per organ system as the reference implementation lays it out: fractions, 4 decimals."""
-    table = Table(title=f"{judge}: accuracy per organ system (reference layout)", title_justify="left")
+    table = Table(title=_title(f"{judge}: accuracy per organ system (reference layout)"), title_justify="left")
     table.add_column("modality")
     for dim in DIMENSIONS:
         table.add_column(f"{dim}_acc", justify="right")
@@ -101,7 +123,7 @@ def reference_table(judge: str, metrics: Mapping[str, Any]) -> Table:
         return "-" if value is None else f"{round(value, 4):.4f}"
 
     for group, cells in metrics["by"]["organ_system"].items():
-        table.add_row(group, *(fmt(cells[d]["accuracy"]) for d in DIMENSIONS))
+        table.add_row(plain(group), *(fmt(cells[d]["accuracy"]) for d in DIMENSIONS))
     table.add_row("all (micro)", *(fmt(metrics["dimensions"][d]["accuracy"]) for d in DIMENSIONS))
     return table
 
@@ -121,7 +143,7 @@ def interval_leaderboard_table(analysis: Mapping[str, Any], title: str | None = 
     settings = analysis["settings"]
     ci = round(100 * settings["confidence"])
     name = analysis.get("dataset", {}).get("name", "")
-    table = Table(title=title or f"Leaderboard: {name} ({ci}% intervals, tiers at alpha={settings['alpha']})",
+    table = Table(title=_title(title or f"Leaderboard: {name} ({ci}% intervals, tiers at alpha={settings['alpha']})"),
                   title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("tier", justify="right")
@@ -139,7 +161,7 @@ def interval_leaderboard_table(analysis: Mapping[str, Any], title: str | None = 
         table.add_row(
             str(row["rank"]),
             str(row["tier"]),
-            label,
+            plain(label),
             est(row["score"]),
             est(row.get("macro")),
             est(row["accuracy"].get("overall")),
@@ -158,7 +180,7 @@ def interval_leaderboard_table(analysis: Mapping[str, Any], title: str | None = 
 def comparison_table(analysis: Mapping[str, Any], judge_a: str, judge_b: str) -> Table:
     """Paired tests of two judges per dimension: accuracies, difference with interval, p-values."""
     ci = round(100 * analysis["settings"]["confidence"])
-    table = Table(title=f"{judge_a}  vs  {judge_b} (paired, same cases)", title_justify="left")
+    table = Table(title=_title(f"{judge_a}  vs  {judge_b} (paired, same cases)"), title_justify="left")
     for name in ("dimension", "acc A", "acc B", f"A - B [{ci}% CI]", "p bootstrap", "McNemar b/c", "p McNemar",
                  "pairs"):
         table.add_column(name, justify="left" if name == "dimension" else "right")

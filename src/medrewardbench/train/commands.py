@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -26,10 +27,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from medrewardbench.cli_support import console, err_console
+from medrewardbench.cli_support import console, err_console, terminal_safe
 from medrewardbench.cli_support import fail as _fail
 from medrewardbench.cli_support import setup_logging as _setup_logging
-from medrewardbench.cli_support import split_list as _split
+from medrewardbench.cli_support import split_option as _split_option
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.train.config import METHODS, TrainConfig
@@ -127,7 +128,7 @@ def build_config(method: str | None, config_file: Path | None, **flags: Any) -> 
 def _load(data: str, organs: list[str] | None, limit: int | None) -> Any:
     from medrewardbench.data import load_benchmark
 
-    return load_benchmark(data, organs=_split(organs) or None, limit=limit)
+    return load_benchmark(data, organs=_split_option(organs, "--organs"), limit=limit)
 
 
 def _run_train(
@@ -166,7 +167,8 @@ def _run_train(
             if split
             else f"{len(benchmark.labeled())} labelled cases"
         )
-        err_console.print(f"[bold]{method}[/] on {base}: {benchmark.name}, {scope}", highlight=False)
+        name = escape(terminal_safe(benchmark.name))
+        err_console.print(f"[bold]{method}[/] on {escape(base)}: {name}, {scope}", highlight=False)
     progress = RichTrainProgress(enabled=not quiet)
     try:
         result = train(method, base, benchmark, out, config, fold=split, progress=progress)
