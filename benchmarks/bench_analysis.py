@@ -31,6 +31,7 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, ORGAN_SYSTEMS, Order, Winner
 from medrewardbench.metrics.analysis import analyze, select_wrong_cases
 from medrewardbench.metrics.core import RunData
+from medrewardbench.metrics.results import Analysis
 from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
 from medrewardbench.report.render import gallery_from_parts
@@ -177,7 +178,7 @@ def main() -> None:
         f"{args.resamples} resamples, {n_pairs} pairs x {len(DIMENSIONS) + 1} columns"
     )
     times = []
-    analysis: dict = {}
+    analysis: Analysis | None = None
     for _ in range(args.repeat):
         start = time.perf_counter()
         analysis = analyze(runs, n_resamples=args.resamples)
@@ -185,7 +186,7 @@ def main() -> None:
     print(
         f"analyze: best {min(times):.2f} s, median {statistics.median(times):.2f} s over {len(times)} runs (goal < 5 s)"
     )
-    assert len([c for c in analysis["pairwise"]["comparisons"] if c["dimension"] == "all"]) == n_pairs
+    assert analysis is not None and len(analysis.pairwise.on_score()) == n_pairs
 
     start = time.perf_counter()
     cases, judgments = gallery_inputs(runs, args.per_judge)
@@ -213,10 +214,12 @@ def main() -> None:
     start = time.perf_counter()
     xlsx_path = write_xlsx(analysis, out_dir / "report.xlsx")
     t_xlsx = time.perf_counter() - start
-    payload = json.dumps(analysis)
+    start = time.perf_counter()
+    payload = json.dumps(analysis.to_json())
+    t_json = time.perf_counter() - start
     print(
         f"markdown {len(markdown) / 1e3:.0f} kB in {t_md:.2f} s; xlsx {xlsx_path.stat().st_size / 1e6:.2f} MB "
-        f"in {t_xlsx:.2f} s; analysis JSON {len(payload) / 1e6:.2f} MB"
+        f"in {t_xlsx:.2f} s; analysis JSON {len(payload) / 1e6:.2f} MB in {t_json:.2f} s"
     )
 
 

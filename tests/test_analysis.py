@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -13,7 +13,6 @@ from fixtures_runs import RunsFixture, runs_fixture  # noqa: F401  (pytest fixtu
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import StoreError
 from medrewardbench.metrics.analysis import (
-    COLUMNS,
     analyze,
     check_same_data,
     judge_labels,
@@ -22,6 +21,7 @@ from medrewardbench.metrics.analysis import (
     select_wrong_cases,
 )
 from medrewardbench.metrics.core import RunData
+from medrewardbench.metrics.results import COLUMNS, POOLED, Analysis, Estimate, RunAnalysis
 
 # Four cases, two organ systems; every dimension has the same labels and verdicts.
 LABELS = [1, 2, 1, 2]
@@ -47,7 +47,7 @@ def tiny_run(run_id: str, rows: list[tuple[int, int]], spec: str | None = None, 
 
 
 @pytest.fixture(scope="module")
-def tiny() -> dict[str, Any]:
+def tiny() -> Analysis:
     runs = [
         tiny_run("a", JUDGE_A),
         tiny_run("twin", JUDGE_A),
@@ -57,153 +57,158 @@ def tiny() -> dict[str, Any]:
     return analyze(runs, n_resamples=400, seed=1)
 
 
-def by_label(analysis: Mapping[str, Any], label: str) -> dict[str, Any]:
-    return next(r for r in analysis["runs"] if r["label"] == label)
+def by_label(analysis: Analysis, label: str) -> RunAnalysis:
+    return analysis.run(label)
 
 
-def test_accuracies_match_hand_computation(tiny: dict[str, Any]) -> None:
+def test_accuracies_match_hand_computation(tiny: Analysis) -> None:
     a = by_label(tiny, "test:a")
     for column in COLUMNS:
-        assert a["accuracy"][column]["point"] == pytest.approx(4 / 8)  # failures count wrong
-        assert a["answered_accuracy"][column]["point"] == pytest.approx(4 / 7)
-        assert a["failure_rate"][column] == pytest.approx(1 / 8)
-        assert a["by_order"]["original"][column]["point"] == pytest.approx(2 / 4)
-        assert a["by_order"]["swapped"][column]["point"] == pytest.approx(2 / 4)
-        assert a["strict_accuracy"][column]["point"] == pytest.approx(1 / 4)
-    assert a["accuracy"]["overall"]["n"] == 8
-    assert a["accuracy"]["all"]["n"] == 8 * len(DIMENSIONS)
-    assert a["score"] == a["accuracy"]["all"]
-    assert a["requests"] == {"judged": 8, "failed": 1}
+        assert a.accuracy[column].point == pytest.approx(4 / 8)  # failures count wrong
+        assert a.answered_accuracy[column].point == pytest.approx(4 / 7)
+        assert a.failure_rate[column] == pytest.approx(1 / 8)
+        assert a.by_order["original"][column].point == pytest.approx(2 / 4)
+        assert a.by_order["swapped"][column].point == pytest.approx(2 / 4)
+        assert a.strict_accuracy[column].point == pytest.approx(1 / 4)
+    assert a.accuracy["overall"].n == 8
+    assert a.accuracy.pooled.n == 8 * len(DIMENSIONS)
+    assert a.score == a.accuracy.pooled
+    assert a.requests.judged == 8 and a.requests.failed == 1
 
 
-def test_position_and_length_diagnostics_match_hand_computation(tiny: dict[str, Any]) -> None:
+def test_position_and_length_diagnostics_match_hand_computation(tiny: Analysis) -> None:
     a = by_label(tiny, "test:a")
     d = "overall"
-    assert a["position"]["consistency"][d]["point"] == pytest.approx(2 / 3)  # cases 0 and 3 of 0, 2, 3
-    assert a["position"]["first_position_rate"][d]["point"] == pytest.approx(2 / 7)
-    assert a["length"]["longer_preference"][d]["point"] == pytest.approx(0 / 5)  # the tie is left out
-    assert a["length"]["accuracy_expert_longer"][d] == {"point": 0.0, "n": 2}
-    assert a["length"]["accuracy_expert_shorter"][d]["point"] == pytest.approx(3 / 4)
-    assert tiny["dataset"]["expert_longer_rate"][d] == pytest.approx(1 / 3)
+    assert a.position.consistency[d].point == pytest.approx(2 / 3)  # cases 0 and 3 of 0, 2, 3
+    assert a.position.first_position_rate[d].point == pytest.approx(2 / 7)
+    assert a.length.longer_preference[d].point == pytest.approx(0 / 5)  # the tie is left out
+    assert a.length.accuracy_expert_longer[d] == Estimate(0.0, n=2)
+    assert a.length.accuracy_expert_shorter[d].point == pytest.approx(3 / 4)
+    assert tiny.dataset.expert_longer_rate[d] == pytest.approx(1 / 3)
     first = by_label(tiny, "baseline:first")
-    assert first["position"]["first_position_rate"][d]["point"] == 1.0
-    assert first["position"]["consistency"][d]["point"] == 0.0
+    assert first.position.first_position_rate[d].point == 1.0
+    assert first.position.consistency[d].point == 0.0
 
 
-def test_groups_micro_and_macro(tiny: dict[str, Any]) -> None:
-    organ = by_label(tiny, "test:a")["groups"]["organ_system"]
-    assert organ["groups"]["brain"]["overall"]["point"] == pytest.approx(3 / 4)
-    assert organ["groups"]["chest"]["overall"]["point"] == pytest.approx(1 / 4)
-    assert organ["micro"]["overall"]["point"] == pytest.approx(4 / 8)
-    assert organ["macro"]["overall"]["point"] == pytest.approx((3 / 4 + 1 / 4) / 2)
-    assert organ["macro"]["overall"]["n"] == 2
-    assert tiny["dataset"]["groups"]["organ_system"] == {"brain": 2, "chest": 2}
+def test_groups_micro_and_macro(tiny: Analysis) -> None:
+    organ = by_label(tiny, "test:a").groups["organ_system"]
+    assert organ.groups["brain"]["overall"].point == pytest.approx(3 / 4)
+    assert organ.groups["chest"]["overall"].point == pytest.approx(1 / 4)
+    assert organ.micro["overall"].point == pytest.approx(4 / 8)
+    assert organ.macro["overall"].point == pytest.approx((3 / 4 + 1 / 4) / 2)
+    assert organ.macro["overall"].n == 2
+    assert tiny.dataset.groups["organ_system"] == {"brain": 2, "chest": 2}
     # organ_system is always analysed; other requested fields come too
-    assert list(tiny["settings"]["group_fields"]) == ["organ_system"]
+    assert list(tiny.settings.group_fields) == ["organ_system"]
     runs = [tiny_run("a", JUDGE_A)]
     with_department = analyze(runs, n_resamples=50, group_fields=("department", "modality"))
-    grouped = with_department["runs"][0]["groups"]
+    grouped = with_department.runs[0].groups
     assert set(grouped) == {"organ_system", "department", "modality"}
-    assert grouped["department"]["groups"]["radiology"]["overall"]["point"] == pytest.approx(0.5)
-    assert list(grouped["modality"]["groups"]) == ["unknown"]
+    assert grouped["department"].groups["radiology"]["overall"].point == pytest.approx(0.5)
+    assert list(grouped["modality"].groups) == ["unknown"]
 
 
-def test_kappa_and_ac1_match_hand_computation(tiny: dict[str, Any]) -> None:
+def test_kappa_and_ac1_match_hand_computation(tiny: Analysis) -> None:
     a = by_label(tiny, "test:a")
     # answered requests, confusion [pred][gold]: (1,1)=3, (1,2)=2, (2,1)=1, (2,2)=1
     p_o, p_e = 4 / 7, (5 / 7) * (4 / 7) + (2 / 7) * (3 / 7)
-    assert a["agreement"]["kappa"]["overall"]["point"] == pytest.approx((p_o - p_e) / (1 - p_e), abs=1e-6)
+    assert a.agreement.kappa["overall"].point == pytest.approx((p_o - p_e) / (1 - p_e), abs=1e-6)
     pi = ((5 / 7) + (4 / 7)) / 2
     ac1_e = 2 * pi * (1 - pi)
-    assert a["agreement"]["ac1"]["overall"]["point"] == pytest.approx((p_o - ac1_e) / (1 - ac1_e), abs=1e-6)
-    assert a["agreement"]["kappa"]["overall"]["n"] == 7
-    assert a["coherence"]["accuracy"] == 1.0
-    assert tiny["dataset"]["expert_coherence"]["accuracy"] == 1.0
+    assert a.agreement.ac1["overall"].point == pytest.approx((p_o - ac1_e) / (1 - ac1_e), abs=1e-6)
+    assert a.agreement.kappa["overall"].n == 7
+    assert a.coherence["accuracy"] == 1.0
+    assert tiny.dataset.expert_coherence["accuracy"] == 1.0
 
 
-def test_a_judge_that_fails_everything(tiny: dict[str, Any]) -> None:
+def test_a_judge_that_fails_everything(tiny: Analysis) -> None:
     broken = by_label(tiny, "test:broken")
-    assert broken["accuracy"]["all"]["point"] == 0.0
-    assert broken["answered_accuracy"]["all"]["point"] is None
-    assert broken["failure_rate"]["all"] == 1.0
-    assert broken["agreement"]["kappa"]["overall"]["point"] is None
-    assert broken["position"]["consistency"]["overall"]["point"] is None
-    assert broken["requests"] == {"judged": 8, "failed": 8}
-    board = tiny["leaderboard"]
-    assert board[-1]["label"] == "test:broken" and board[-1]["rank"] == len(board)
+    assert broken.accuracy.pooled.point == 0.0
+    assert not broken.answered_accuracy.pooled.defined
+    assert broken.failure_rate.pooled == 1.0
+    assert not broken.agreement.kappa["overall"].defined
+    assert not broken.position.consistency["overall"].defined
+    assert (broken.requests.judged, broken.requests.failed) == (8, 8)
+    board = tiny.leaderboard
+    assert board[-1].label == "test:broken" and board[-1].rank == len(board)
+    written = broken.to_json()  # undefined values are null in files
+    assert written["answered_accuracy"][POOLED]["point"] is None
+    assert written["agreement"]["kappa"]["overall"]["low"] is None
 
 
-def test_identical_judges_share_a_tier_and_do_not_differ(tiny: dict[str, Any]) -> None:
-    board = {row["label"]: row for row in tiny["leaderboard"]}
-    assert board["test:a"]["tier"] == board["test:twin"]["tier"]
-    pair = [
-        c
-        for c in tiny["pairwise"]["comparisons"]
-        if {c["a"], c["b"]} == {"test:a", "test:twin"} and c["dimension"] == "all"
-    ]
+def test_identical_judges_share_a_tier_and_do_not_differ(tiny: Analysis) -> None:
+    board = {row.label: row for row in tiny.leaderboard}
+    assert board["test:a"].tier == board["test:twin"].tier
+    pair = [c for c in tiny.pairwise.on_score() if {c.a, c.b} == {"test:a", "test:twin"}]
     assert len(pair) == 1
-    assert pair[0]["diff"] == 0.0 and pair[0]["p_bootstrap"] == 1.0 and pair[0]["p_mcnemar"] == 1.0
-    assert pair[0]["mcnemar_b"] == pair[0]["mcnemar_c"] == 0
-    assert not pair[0]["significant"]
+    assert pair[0].diff == 0.0 and pair[0].p_bootstrap == 1.0 and pair[0].p_mcnemar == 1.0
+    assert pair[0].mcnemar_b == pair[0].mcnemar_c == 0
+    assert not pair[0].significant
 
 
-def _estimates(node: Any) -> Iterator[Mapping[str, Any]]:
-    if isinstance(node, Mapping):
-        if {"point", "low", "high"} <= set(node):
-            yield node
-        for value in node.values():
-            yield from _estimates(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _estimates(value)
+def _estimates(run: RunAnalysis) -> Iterator[Estimate]:
+    tables = [
+        run.accuracy,
+        run.answered_accuracy,
+        run.strict_accuracy,
+        run.position.consistency,
+        run.position.first_position_rate,
+        run.length.longer_preference,
+        *run.by_order.values(),
+    ]
+    for grouped in run.groups.values():
+        tables += [*grouped.groups.values(), grouped.micro, grouped.macro]
+    for table in tables:
+        yield from (value for _, value in table.columns())
+    yield from run.agreement.kappa
+    yield from run.agreement.ac1
 
 
 def test_every_interval_contains_its_point(runs_fixture: RunsFixture) -> None:  # noqa: F811
     analysis = analyze(load_runs([runs_fixture.run_dir]), n_resamples=300)
     found = 0
-    for est in _estimates(analysis["runs"]):
-        if est["point"] is None:
-            assert est["low"] is None and est["high"] is None
+    for est in (e for run in analysis.runs for e in _estimates(run)):
+        if not est.defined:
+            assert math.isnan(est.low) and math.isnan(est.high)
             continue
         found += 1
-        assert est["low"] is not None and est["high"] is not None
-        assert est["low"] - 1e-9 <= est["point"] <= est["high"] + 1e-9, est
-        assert est["low"] >= -1.0 - 1e-9 and est["high"] <= 1.0 + 1e-9
+        assert est.has_interval
+        assert est.low - 1e-9 <= est.point <= est.high + 1e-9, est
+        assert est.low >= -1.0 - 1e-9 and est.high <= 1.0 + 1e-9
     assert found > 500
-    for comparison in analysis["pairwise"]["comparisons"]:
-        if comparison["diff"] is not None:
-            assert comparison["low"] - 1e-9 <= comparison["diff"] <= comparison["high"] + 1e-9
+    for comparison in analysis.pairwise.comparisons:
+        if comparison.difference.defined:
+            assert comparison.low - 1e-9 <= comparison.diff <= comparison.high + 1e-9
 
 
 def test_stored_runs_end_to_end(runs_fixture: RunsFixture) -> None:  # noqa: F811
     analysis = analyze(load_runs([runs_fixture.run_dir]), n_resamples=300)
-    board = {row["label"]: row for row in analysis["leaderboard"]}
+    board = {row.label: row for row in analysis.leaderboard}
     assert set(board) == set(runs_fixture.specs)
-    assert board["test:oracle"]["score"]["point"] == 1.0
-    assert board["test:oracle"]["tier"] == board["test:oracle-twin"]["tier"] == 1
-    assert board["test:broken"]["score"]["point"] == 0.0
-    assert board["test:broken"]["tier"] > board["baseline:random"]["tier"] > 1
-    assert board["test:planted"]["score"]["point"] == pytest.approx(0.5)  # right on even cases only
-    assert [row["is_baseline"] for row in analysis["leaderboard"]] == [
-        row["judge"].startswith("baseline:") for row in analysis["leaderboard"]
+    assert board["test:oracle"].score.point == 1.0
+    assert board["test:oracle"].tier == board["test:oracle-twin"].tier == 1
+    assert board["test:broken"].score.point == 0.0
+    assert board["test:broken"].tier > board["baseline:random"].tier > 1
+    assert board["test:planted"].score.point == pytest.approx(0.5)  # right on even cases only
+    assert [row.is_baseline for row in analysis.leaderboard] == [
+        row.judge.startswith("baseline:") for row in analysis.leaderboard
     ]
-    assert [row["rank"] for row in analysis["leaderboard"]] == list(range(1, len(board) + 1))
+    assert [row.rank for row in analysis.leaderboard] == list(range(1, len(board) + 1))
     n_judges = len(board)
-    pairs = analysis["pairwise"]["comparisons"]
+    pairs = analysis.pairwise.comparisons
     assert len(pairs) == n_judges * (n_judges - 1) // 2 * len(COLUMNS)
-    oracle_vs_broken = next(
-        c for c in pairs if {c["a"], c["b"]} == {"test:oracle", "test:broken"} and c["dimension"] == "overall"
-    )
+    [oracle_vs_broken] = [c for c in analysis.pairwise.between("test:oracle", "test:broken") if c.column == "overall"]
     n_requests = 2 * runs_fixture.benchmark.cases.__len__()
-    better = "mcnemar_b" if oracle_vs_broken["a"] == "test:oracle" else "mcnemar_c"
-    assert oracle_vs_broken[better] == n_requests and oracle_vs_broken["n_pairs"] == n_requests
-    assert oracle_vs_broken["p_mcnemar"] < 1e-6 and oracle_vs_broken["significant"]
+    assert oracle_vs_broken.mcnemar_b == n_requests and oracle_vs_broken.n_pairs == n_requests
+    assert oracle_vs_broken.p_mcnemar < 1e-6 and oracle_vs_broken.significant
+    # in the file, a p-value too small for six decimals keeps significant digits instead of becoming 0
+    assert 0 < oracle_vs_broken.to_json()["p_mcnemar"] < 1e-6
     for c in pairs:
-        if c["diff"] is not None:
-            assert c["diff"] == pytest.approx(c["acc_a"] - c["acc_b"], abs=1e-5)
-            assert c["p_bootstrap_holm"] >= c["p_bootstrap"] - 1e-12
-    assert analysis["dataset"]["name"] is None
-    assert analysis["dataset"]["n_cases"] == len(runs_fixture.benchmark)
+        if c.difference.defined:
+            assert c.diff == pytest.approx(c.acc_a - c.acc_b, abs=1e-5)
+            assert c.p_bootstrap_holm >= c.p_bootstrap - 1e-12
+    assert analysis.dataset.name is None
+    assert analysis.dataset.n_cases == len(runs_fixture.benchmark)
 
 
 def test_same_seed_same_numbers_other_seed_other_intervals(runs_fixture: RunsFixture) -> None:  # noqa: F811
@@ -212,12 +217,8 @@ def test_same_seed_same_numbers_other_seed_other_intervals(runs_fixture: RunsFix
     assert one == analyze(runs, n_resamples=200, seed=5)
     other = analyze(runs, n_resamples=200, seed=6)
 
-    def summary(analysis: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return [
-            (r["accuracy"][c]["point"], r["accuracy"][c]["low"], r["accuracy"][c]["high"])
-            for r in analysis["runs"]
-            for c in COLUMNS
-        ]
+    def summary(analysis: Analysis) -> list[tuple[float, ...]]:
+        return [(r.accuracy[c].point, r.accuracy[c].low, r.accuracy[c].high) for r in analysis.runs for c in COLUMNS]
 
     assert [p for p, _, _ in summary(one)] == [p for p, _, _ in summary(other)]
     assert summary(one) != summary(other)
@@ -293,25 +294,45 @@ def test_runs_with_one_order_or_nothing_judged() -> None:
     nothing = tiny_run("empty", [(-1, -1)] * 4)
     analysis = analyze([tiny_run("a", JUDGE_A), original_only, nothing], n_resamples=100)
     orig = by_label(analysis, "test:orig")
-    assert list(orig["by_order"]) == ["original"]
-    assert orig["score"]["point"] == pytest.approx(2 / 4) and orig["score"]["n"] == 4 * len(DIMENSIONS)
-    assert orig["position"]["consistency"]["overall"]["point"] is None  # never answered in both orders
-    assert orig["strict_accuracy"]["overall"]["n"] == 0
-    pair = next(
-        c
-        for c in analysis["pairwise"]["comparisons"]
-        if {c["a"], c["b"]} == {"test:a", "test:orig"} and c["dimension"] == "overall"
-    )
-    assert pair["n_pairs"] == 4  # only the original-order requests are shared
-    empty = next(r for r in analysis["leaderboard"] if r["label"] == "test:empty")
-    assert empty["score"]["point"] is None and empty["tier"] == 0 and empty["rank"] == 3
+    assert list(orig.by_order) == ["original"]
+    assert orig.score.point == pytest.approx(2 / 4) and orig.score.n == 4 * len(DIMENSIONS)
+    assert not orig.position.consistency["overall"].defined  # never answered in both orders
+    assert orig.strict_accuracy["overall"].n == 0
+    [pair] = [c for c in analysis.pairwise.between("test:a", "test:orig") if c.column == "overall"]
+    assert pair.n_pairs == 4  # only the original-order requests are shared
+    empty = next(r for r in analysis.leaderboard if r.label == "test:empty")
+    assert not empty.score.defined and empty.tier == 0 and empty.rank == 3
     assert "test:empty" in render_html(analysis) and "| 3 | – | test:empty | – |" in render_markdown(analysis)
 
 
-def test_analysis_is_json_ready(tiny: dict[str, Any]) -> None:
-    import json
-
-    text = json.dumps(tiny, allow_nan=False)
+def test_analysis_is_json_ready_and_round_trips(tiny: Analysis) -> None:
+    document = tiny.to_json()
+    text = json.dumps(document, allow_nan=False)
     assert "NaN" not in text
-    assert set(tiny) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise"}
-    assert all(not (isinstance(v, float) and math.isnan(v)) for v in tiny["runs"][0]["failure_rate"].values())
+    assert set(document) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise"}
+    assert document["schema"] == "medrewardbench.analysis/1"
+    assert all(v is None or not math.isnan(v) for v in document["runs"][0]["failure_rate"].values())
+    # NaN -> null -> NaN: the record read back equals the one written, and writes the same document
+    broken = tiny.run("test:broken")
+    assert math.isnan(broken.answered_accuracy.pooled.point)
+    back = Analysis.from_json(json.loads(text))
+    assert math.isnan(back.run("test:broken").answered_accuracy.pooled.point)
+    assert back.to_json() == document
+    assert Analysis.from_json(back.to_json()) == back
+    assert [r.label for r in back.ranked_runs()] == [row.label for row in tiny.leaderboard]
+
+
+def test_point_estimates_only() -> None:
+    """What eval prints: no resamples, so no intervals, tests or tiers, and the same points."""
+    runs = [tiny_run("a", JUDGE_A), tiny_run("first", [(1, 2)] * 4, spec="baseline:first")]
+    points = analyze(runs, n_resamples=0)
+    full = analyze(runs, n_resamples=100)
+    assert points.pairwise.comparisons == () and all(run.tiers is None for run in points.runs)
+    assert [row.tier for row in points.leaderboard] == [None, None]
+    for fast, slow in zip(points.runs, full.runs, strict=True):
+        for column in COLUMNS:
+            assert fast.accuracy[column].point == slow.accuracy[column].point
+            assert not fast.accuracy[column].has_interval
+    assert Analysis.from_json(points.to_json()).to_json() == points.to_json()
+    with pytest.raises(ValueError, match="n_resamples"):
+        analyze(runs, n_resamples=-1)

@@ -128,7 +128,7 @@ def test_demo_folds_are_stratified_by_organ_system() -> None:
 
 
 def test_summary_uses_the_paired_statistics_of_the_metrics_module() -> None:
-    from medrewardbench.train.cv import summarize
+    from medrewardbench.train.cv import HeldOutSummary, summarize
 
     rng = np.random.default_rng(0)
     n = 40
@@ -137,24 +137,30 @@ def test_summary_uses_the_paired_statistics_of_the_metrics_module() -> None:
     base = rng.integers(1, 3, size=(n, 2, len(DIMENSIONS)))
     base[0, 0, :] = 0  # a failure: counted wrong
     organs = [ORGANS[i % 3] for i in range(n)]
-    report = summarize(tuned.astype(np.int8), base.astype(np.int8), labels, organs, n_resamples=500, seed=3)
+    summary = summarize(tuned.astype(np.int8), base.astype(np.int8), labels, organs, n_resamples=500, seed=3)
     weights = stats.bootstrap_weights(n, 500, 3, strata=np.asarray(organs))
-    expected = stats.compare_judges(tuned, base, labels, weights=weights)
+    expected = stats.pairwise_comparisons(np.stack([tuned, base]), labels, weights=weights)
+    assert summary.comparison is not None and summary.base is not None
     for j, dim in enumerate(DIMENSIONS):
-        cell = report["comparison"]["dimensions"][dim]
-        assert cell["diff"] == pytest.approx(expected.diff[j], abs=1e-6)
-        assert cell["p_mcnemar"] == pytest.approx(expected.p_mcnemar[j], rel=1e-3)
-        tuned_cell = report["tuned"]["dimensions"][dim]
-        assert tuned_cell["low"] <= tuned_cell["accuracy"] <= tuned_cell["high"]
-    pooled = report["comparison"]["pooled"]
+        comparison = summary.comparison[dim]
+        assert comparison.diff == pytest.approx(expected.diff[0, 1, j], abs=1e-6)
+        assert comparison.p_mcnemar == pytest.approx(expected.p_mcnemar[0, 1, j], rel=1e-3)
+        assert comparison.p_bootstrap == pytest.approx(expected.p_bootstrap[0, 1, j])
+        tuned_cell = summary.tuned[dim]
+        assert tuned_cell.low <= tuned_cell.point <= tuned_cell.high
+    pooled = summary.comparison.pooled
     correct_t = (tuned == labels[:, None, :]).sum()
     correct_b = (base == labels[:, None, :]).sum()
-    assert pooled["diff"] == pytest.approx((correct_t - correct_b) / (n * 2 * len(DIMENSIONS)), abs=1e-6)
-    assert pooled["low"] < pooled["diff"] < pooled["high"] and pooled["p_bootstrap"] < 0.01
+    assert pooled.diff == pytest.approx((correct_t - correct_b) / (n * 2 * len(DIMENSIONS)), abs=1e-6)
+    assert pooled.low < pooled.diff < pooled.high and pooled.p_bootstrap < 0.01
+    assert summary.tuned.pooled.point == pytest.approx(correct_t / (n * 2 * len(DIMENSIONS)))
+    assert (pooled.a, pooled.b) == ("tuned", "base")
+    assert HeldOutSummary.from_json(json.loads(json.dumps(summary.to_json()))).to_json() == summary.to_json()
     same = summarize(tuned.astype(np.int8), tuned.astype(np.int8), labels, organs, n_resamples=200)
-    assert same["comparison"]["pooled"]["diff"] == 0 and same["comparison"]["pooled"]["p_mcnemar"] == 1.0
+    assert same.comparison is not None
+    assert same.comparison.pooled.diff == 0 and same.comparison.pooled.p_mcnemar == 1.0
     alone = summarize(tuned.astype(np.int8), None, labels, organs, n_resamples=200)
-    assert alone["base"] is None and alone["comparison"] is None
+    assert alone.base is None and alone.comparison is None
 
 
 def test_a_model_trained_on_a_held_out_case_is_refused() -> None:
@@ -214,13 +220,16 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
     assert report["data"]["n_held_out_cases"] == 34 and report["folds_run"] == [0, 1, 2, 3, 4]
     assert report["data"]["data_hash"] == load_benchmark("demo").data_hash()
     assert sum(fold["n_eval_cases"] for fold in report["folds"]) == 34
+    assert report["version"] == 2
     for dim in (*DIMENSIONS,):
-        tuned, base = report["tuned"]["dimensions"][dim], report["base"]["dimensions"][dim]
+        tuned, base = report["tuned"][dim], report["base"][dim]
         assert tuned["n"] == base["n"] == 68  # both orders of every case, the same requests for both
-        assert tuned["low"] <= tuned["accuracy"] <= tuned["high"]
-        comparison = report["comparison"]["dimensions"][dim]
-        assert comparison["diff"] == pytest.approx(tuned["accuracy"] - base["accuracy"], abs=1e-5)
+        assert tuned["low"] <= tuned["point"] <= tuned["high"]
+        comparison = report["comparison"][dim]
+        assert comparison["diff"] == pytest.approx(tuned["point"] - base["point"], abs=1e-5)
         assert 0 <= comparison["p_bootstrap"] <= 1 and 0 <= comparison["p_mcnemar"] <= 1
+    assert report["tuned"]["all"]["n"] == 68 * len(DIMENSIONS)
+    assert all(fold["score"] is not None for fold in report["folds"])
     assert report["base_judge"] == f"hf:{tiny}"
     assert any("illustrative" in note.lower() for note in report["notes"])
     for fold in report["folds"]:
@@ -235,8 +244,8 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
     assert again["tuned"] == report["tuned"] and again["comparison"] == report["comparison"]
     text = rerun.stdout
     assert "held-out accuracy (%) on 34 cases x 2 orders" in text and "95% intervals" in text
-    overall = report["tuned"]["dimensions"]["overall"]
-    assert f"{100 * overall['low']:.1f}-{100 * overall['high']:.1f}" in text
+    overall = report["tuned"]["overall"]
+    assert f"[{100 * overall['low']:.1f}, {100 * overall['high']:.1f}]" in text
     assert "p McN" in text and "Folds" in text
 
 

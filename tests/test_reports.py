@@ -16,9 +16,11 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.judges import build_judge
 from medrewardbench.metrics.analysis import analyze
-from medrewardbench.report.html import fmt_estimate, render_html
+from medrewardbench.metrics.results import Analysis
+from medrewardbench.report.format import estimate
+from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
-from medrewardbench.report.render import CSV_COLUMNS, FILE_NAMES, analyze_paths, render_report
+from medrewardbench.report.render import CSV_COLUMNS, FILE_NAMES, analyze_paths, read_analysis_json, render_report
 from medrewardbench.report.xlsx import SUMMARY_SHEETS, sheet_names
 from medrewardbench.runner import run_judge
 from medrewardbench.store import Store
@@ -30,12 +32,7 @@ N_RESAMPLES = 300
 def report(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
     out = tmp_path_factory.mktemp("report")
     written = render_report([runs_fixture.run_dir], out, n_resamples=N_RESAMPLES)
-    analysis = json.loads(written["json"].read_text("utf-8"))
-    return {"out": out, "written": written, "analysis": analysis}
-
-
-def _row(analysis: dict[str, Any], label: str) -> dict[str, Any]:
-    return next(r for r in analysis["leaderboard"] if r["label"] == label)
+    return {"out": out, "written": written, "analysis": read_analysis_json(written["json"])}
 
 
 def test_every_format_is_written(report: dict[str, Any]) -> None:
@@ -48,8 +45,10 @@ def test_every_format_is_written(report: dict[str, Any]) -> None:
 
 def test_json_is_the_analysis(report: dict[str, Any], runs_fixture: RunsFixture) -> None:  # noqa: F811
     again = analyze_paths([runs_fixture.run_dir], n_resamples=N_RESAMPLES)
-    assert report["analysis"] == json.loads(json.dumps(again))
-    assert report["analysis"]["dataset"]["name"] == "cases"
+    document = json.loads(report["written"]["json"].read_text("utf-8"))
+    assert document == json.loads(json.dumps(again.to_json()))
+    assert report["analysis"] == Analysis.from_json(again.to_json())
+    assert report["analysis"].dataset.name == "cases"
 
 
 def test_reports_are_reproducible(runs_fixture: RunsFixture, report: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
@@ -63,16 +62,16 @@ def test_reports_are_reproducible(runs_fixture: RunsFixture, report: dict[str, A
 def test_markdown_has_the_numbers(report: dict[str, Any]) -> None:
     md = report["written"]["md"].read_text("utf-8")
     analysis = report["analysis"]
-    for row in analysis["leaderboard"]:
-        line = next(line for line in md.splitlines() if line.startswith(f"| {row['rank']} | "))
-        assert row["label"] in line
-        assert fmt_estimate(row["score"]) in line
-        assert f"| {row['tier']} |" in line
+    for row in analysis.leaderboard:
+        line = next(line for line in md.splitlines() if line.startswith(f"| {row.rank} | "))
+        assert row.label in line
+        assert estimate(row.score) in line
+        assert f"| {row.tier} |" in line
     assert "| 1 | 1 | test:oracle | 100.0 [100.0, 100.0] |" in md
     assert "test:broken | 0.0 [0.0, 0.0]" in md
     assert "baseline:first *(baseline)*" in md
-    random_run = next(r for r in analysis["runs"] if r["label"] == "baseline:random")
-    assert fmt_estimate(random_run["accuracy"]["creativity"]) in md
+    random_run = analysis.run("baseline:random")
+    assert estimate(random_run.accuracy["creativity"]) in md
     assert "## How to read" in md and "## Position bias" in md and "## Length bias" in md
     assert "### test:oracle — by organ system" in md
     assert "| brain | 8 |" in md and "| macro (mean) |" in md
@@ -81,12 +80,12 @@ def test_markdown_has_the_numbers(report: dict[str, Any]) -> None:
 
 
 def test_markdown_escapes_labels(report: dict[str, Any]) -> None:
-    analysis = json.loads(json.dumps(report["analysis"]))
+    document = report["analysis"].to_json()
     odd = "hf:org/my_model|v*2"
-    for item in (*analysis["leaderboard"], *analysis["runs"]):
+    for item in (*document["leaderboard"], *document["runs"]):
         if item["label"] == "test:planted":
             item["label"] = odd
-    md = render_markdown(analysis)
+    md = render_markdown(Analysis.from_json(document))
     assert odd not in md
     table_lines = [line for line in md.splitlines() if line.startswith("|") and "my" in line]
     assert len(table_lines) >= 5
@@ -98,7 +97,7 @@ def test_spreadsheet_has_the_reference_layout(report: dict[str, Any]) -> None:
     openpyxl = pytest.importorskip("openpyxl")
     analysis = report["analysis"]
     workbook = openpyxl.load_workbook(report["written"]["xlsx"])
-    labels = [row["label"] for row in analysis["leaderboard"]]
+    labels = [row.label for row in analysis.leaderboard]
     judge_sheets = sheet_names(labels)
     assert workbook.sheetnames == ["leaderboard", *judge_sheets, "pairwise", "position_length"]
     assert "baseline_random" in judge_sheets and "test_oracle-twin" in judge_sheets
@@ -109,14 +108,14 @@ def test_spreadsheet_has_the_reference_layout(report: dict[str, Any]) -> None:
         assert list(rows[0]) == expected_header
         assert [r[0] for r in rows[1:]] == ["brain", "chest", "heart", "all", "macro"]
         assert all(r[1] == label for r in rows[1:])
-        run = next(r for r in analysis["runs"] if r["label"] == label)
-        organ = run["groups"]["organ_system"]
+        run = analysis.run(label)
+        organ = run.groups["organ_system"]
         for r in rows[1:4]:
             for j, d in enumerate(DIMENSIONS):
-                assert r[2 + j] == pytest.approx(organ["groups"][r[0]][d]["point"])
+                assert r[2 + j] == pytest.approx(organ.groups[r[0]][d].point)
                 assert 0.0 <= r[2 + j] <= 1.0  # fractions, not percentages
             assert r[-1] == 8
-        assert rows[4][2 + DIMENSIONS.index("overall")] == pytest.approx(run["accuracy"]["overall"]["point"])
+        assert rows[4][2 + DIMENSIONS.index("overall")] == pytest.approx(run.accuracy["overall"].point)
         assert rows[4][-1] == 24
     board = list(workbook["leaderboard"].iter_rows(values_only=True))
     assert board[0][:6] == ("rank", "tier", "judge", "run_id", "baseline", "score")
@@ -205,22 +204,22 @@ def test_csv_long_format(report: dict[str, Any]) -> None:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0]) == CSV_COLUMNS
     analysis = report["analysis"]
-    for run in analysis["runs"]:
+    for run in analysis.runs:
         score = next(
             r
             for r in rows
-            if r["run_id"] == run["run_id"]
+            if r["run_id"] == run.run_id
             and r["metric"] == "accuracy"
             and r["dimension"] == "all"
             and not r["group"]
             and not r["order"]
         )
-        assert float(score["point"]) == pytest.approx(run["score"]["point"])
-        assert float(score["low"]) == pytest.approx(run["score"]["low"])
+        assert float(score["point"]) == pytest.approx(run.score.point)
+        assert float(score["low"]) == pytest.approx(run.score.low)
         organ = [
             r
             for r in rows
-            if r["run_id"] == run["run_id"]
+            if r["run_id"] == run.run_id
             and r["group_field"] == "organ_system"
             and r["metric"] == "accuracy"
             and r["dimension"] == "overall"
@@ -230,7 +229,7 @@ def test_csv_long_format(report: dict[str, Any]) -> None:
     assert broken and all(r["point"] == "" for r in broken)
     with report["written"]["pairwise_csv"].open(encoding="utf-8") as fh:
         pairs = list(csv.DictReader(fh))
-    n = len(analysis["leaderboard"])
+    n = len(analysis.leaderboard)
     assert len(pairs) == n * (n - 1) // 2 * (len(DIMENSIONS) + 1)
     assert {"a", "b", "p_mcnemar", "p_bootstrap_holm", "significant"} <= set(pairs[0])
 
@@ -239,8 +238,8 @@ def test_selecting_judges_and_bad_requests(runs_fixture: RunsFixture, tmp_path: 
     written = render_report(
         [runs_fixture.run_dir], tmp_path, formats=("json",), n_resamples=50, judges=["baseline:first", "test:oracle"]
     )
-    analysis = json.loads(written["json"].read_text("utf-8"))
-    assert [r["label"] for r in analysis["leaderboard"]] == ["test:oracle", "baseline:first"]
+    analysis = read_analysis_json(written["json"])
+    assert [r.label for r in analysis.leaderboard] == ["test:oracle", "baseline:first"]
     with pytest.raises(StoreError, match="no run of 'nope:model'"):
         render_report([runs_fixture.run_dir], tmp_path, judges=["nope:model"])
     with pytest.raises(ValueError, match="unknown report format"):

@@ -222,11 +222,11 @@ def test_text_only_reward_model_says_it_never_sees_the_image(text_rm: Path, tmp_
     tie = judgments[("tie", Order.SWAPPED)]
     assert tie.failure == TIE_REASON and tie.verdicts == {}
     metrics = result.metrics[run.run_id]
-    assert metrics["failures"] == {TIE_REASON: 2}
-    cell = metrics["dimensions"]["overall"]
-    assert cell["n"] == 6 and cell["answered"] == 4
+    assert metrics.failures == {TIE_REASON: 2}
+    cell = metrics.accuracy["overall"]
+    assert cell.n == 6 and cell.answered == 4
     # both orders of a case reuse the same scores, so the source winner never changes with the order
-    assert metrics["position"]["overall"]["consistency"] == 1.0
+    assert metrics.position["overall"].consistency == 1.0
 
 
 def test_text_only_multi_head_from_dimension_labels(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics import stats as S
+from medrewardbench.metrics.stats.agreement import _case_confusion
 
 # --------------------------------------------------------------------------------------------
 # Fixtures
@@ -50,12 +53,66 @@ def random_labels(rng: np.random.Generator, n: int, d: int = 6, missing: float =
     return labels
 
 
+# The estimates the analysis composes from the package's counts and intervals, written out here
+# as references for the tests.
+
+
+def accuracy(verdicts: np.ndarray, labels: np.ndarray, *, count_failures: bool = True) -> np.ndarray:
+    """Request-weighted accuracy per dimension: the ratio of the summed per-case counts."""
+    return S.ratio(*S.case_counts(verdicts, labels, count_failures=count_failures))
+
+
+def accuracy_ci(verdicts: np.ndarray, labels: np.ndarray, *, count_failures: bool = True, **options: Any) -> S.Estimate:
+    """Accuracy with its case-bootstrap interval (options as ``ratio_ci``)."""
+    return S.ratio_ci(*S.case_counts(verdicts, labels, count_failures=count_failures), **options)
+
+
+def grouped_accuracy_ci(verdicts: np.ndarray, labels: np.ndarray, groups: Any, **options: Any) -> S.GroupedEstimate:
+    return S.grouped_ratio_ci(*S.case_counts(verdicts, labels), groups, **options)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Judge ``i`` (A) against judge ``j`` (B), per dimension, taken out of ``pairwise_comparisons``."""
+
+    acc_a: np.ndarray
+    acc_b: np.ndarray
+    diff: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    p_bootstrap: np.ndarray
+    mcnemar_b: np.ndarray
+    mcnemar_c: np.ndarray
+    p_mcnemar: np.ndarray
+    n_pairs: np.ndarray
+
+
+def pair(pc: S.PairwiseComparisons, i: int, j: int) -> Pair:
+    return Pair(
+        pc.acc_a[i, j],
+        pc.acc_b[i, j],
+        pc.diff[i, j],
+        pc.low[i, j],
+        pc.high[i, j],
+        pc.p_bootstrap[i, j],
+        pc.mcnemar_b[i, j],
+        pc.mcnemar_c[i, j],
+        pc.p_mcnemar[i, j],
+        pc.n_pairs[i, j],
+    )
+
+
+def compare(a: np.ndarray, b: np.ndarray, labels: np.ndarray, **options: Any) -> Pair:
+    """Two judges on the same cases: the pair (0, 1) of ``pairwise_comparisons``."""
+    return pair(S.pairwise_comparisons(np.stack([a, b]), labels, **options), 0, 1)
+
+
 def naive_accuracy_replicates(verdicts: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Bootstrap accuracy by explicitly materialising each resample (the slow reference)."""
     out = []
     for row in weights:
         index = np.repeat(np.arange(len(row)), row)
-        out.append(S.accuracy(verdicts[index], labels[index]))
+        out.append(accuracy(verdicts[index], labels[index]))
     return np.array(out)
 
 
@@ -70,27 +127,24 @@ def test_case_counts_by_hand() -> None:
     np.testing.assert_array_equal(counted, [[2, 2], [1, 1], [0, 2]])
 
 
-def test_case_scores_by_hand() -> None:
-    scores, weights = S.case_scores(TINY_VERDICTS, TINY_LABELS)
-    np.testing.assert_array_equal(scores, [[1.0, 0.0], [0.0, 1.0], [np.nan, 1.0]])
-    np.testing.assert_array_equal(weights, [[2, 2], [1, 1], [0, 2]])
-    request_weighted = np.nansum(scores * weights, axis=0) / weights.sum(axis=0)
-    np.testing.assert_allclose(request_weighted, S.accuracy(TINY_VERDICTS, TINY_LABELS))
-
-
 def test_accuracy_counts_failures_as_wrong_and_answered_accuracy_does_not() -> None:
-    np.testing.assert_allclose(S.accuracy(TINY_VERDICTS, TINY_LABELS), [2 / 3, 3 / 5])
-    np.testing.assert_allclose(S.accuracy(TINY_VERDICTS, TINY_LABELS, count_failures=False), [2 / 3, 3 / 4])
+    np.testing.assert_allclose(accuracy(TINY_VERDICTS, TINY_LABELS), [2 / 3, 3 / 5])
+    np.testing.assert_allclose(accuracy(TINY_VERDICTS, TINY_LABELS, count_failures=False), [2 / 3, 3 / 4])
+
+
+def per_order_accuracy(verdicts: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """(2, n_dims): accuracy in the original order (row 0) and the swapped order (row 1)."""
+    return S.ratio(*S.request_outcomes(verdicts, labels))
 
 
 def test_per_order_accuracy_by_hand() -> None:
-    np.testing.assert_allclose(S.per_order_accuracy(TINY_VERDICTS, TINY_LABELS), [[1 / 2, 2 / 3], [1.0, 1 / 2]])
+    np.testing.assert_allclose(per_order_accuracy(TINY_VERDICTS, TINY_LABELS), [[1 / 2, 2 / 3], [1.0, 1 / 2]])
 
 
 def test_per_order_accuracy_is_nan_for_an_order_not_run() -> None:
     verdicts = TINY_VERDICTS.copy()
     verdicts[:, 1] = -1
-    result = S.per_order_accuracy(verdicts, TINY_LABELS)
+    result = per_order_accuracy(verdicts, TINY_LABELS)
     assert np.isnan(result[1]).all()
     np.testing.assert_allclose(result[0], [1 / 2, 2 / 3])
 
@@ -98,29 +152,31 @@ def test_per_order_accuracy_is_nan_for_an_order_not_run() -> None:
 def test_strict_accuracy_by_hand() -> None:
     # dim 0: only case 0 is run in both orders and labelled, right twice -> 1/1.
     # dim 1: case 0 (failure in swapped: wrong), case 2 (right twice) -> 1/2.
-    np.testing.assert_allclose(S.strict_accuracy(TINY_VERDICTS, TINY_LABELS), [1.0, 0.5])
     right, counted = S.strict_accuracy_counts(TINY_VERDICTS, TINY_LABELS)
+    np.testing.assert_allclose(S.ratio(right, counted), [1.0, 0.5])
     np.testing.assert_array_equal(right, [[1, 0], [0, 0], [0, 1]])
     np.testing.assert_array_equal(counted, [[1, 1], [0, 0], [0, 1]])
 
 
 def test_invalid_inputs_raise() -> None:
     with pytest.raises(ValueError, match="shape"):
-        S.accuracy(np.zeros((3, 3, 2), dtype=np.int8), TINY_LABELS)
+        accuracy(np.zeros((3, 3, 2), dtype=np.int8), TINY_LABELS)
     with pytest.raises(ValueError, match="verdicts must be"):
-        S.accuracy(np.full((3, 2, 2), 5, dtype=np.int8), TINY_LABELS)
+        accuracy(np.full((3, 2, 2), 5, dtype=np.int8), TINY_LABELS)
     with pytest.raises(ValueError, match="labels"):
-        S.accuracy(TINY_VERDICTS, np.full((3, 2), 3, dtype=np.int8))
+        accuracy(TINY_VERDICTS, np.full((3, 2), 3, dtype=np.int8))
     with pytest.raises(ValueError, match="labels have shape"):
-        S.accuracy(TINY_VERDICTS, TINY_LABELS[:2])
+        accuracy(TINY_VERDICTS, TINY_LABELS[:2])
     with pytest.raises(ValueError, match="confidence"):
-        S.bootstrap_accuracy_ci(TINY_VERDICTS, TINY_LABELS, confidence=1.5)
+        accuracy_ci(TINY_VERDICTS, TINY_LABELS, confidence=1.5)
 
 
 def test_package_core_imports_only_numpy_and_the_standard_library() -> None:
-    tree = ast.parse(Path(S.__file__).read_text())
     modules: set[str] = set()
-    for node in ast.walk(tree):
+    files = sorted(Path(S.__file__).parent.glob("*.py"))
+    assert {f.name for f in files} >= {"__init__.py", "counts.py", "bootstrap.py", "paired.py", "agreement.py"}
+    nodes = [node for f in files for node in ast.walk(ast.parse(f.read_text()))]
+    for node in nodes:
         if isinstance(node, ast.Import):
             modules.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -181,9 +237,9 @@ def test_accuracy_interval_matches_explicit_resampling() -> None:
     verdicts = random_judge(rng, labels, 0.7, fail=0.1)
     verdicts[:5, 1] = -1
     weights = S.bootstrap_weights(40, n_resamples=200, seed=11)
-    est = S.bootstrap_accuracy_ci(verdicts, labels, weights=weights, confidence=0.9)
+    est = accuracy_ci(verdicts, labels, weights=weights, confidence=0.9)
     replicates = naive_accuracy_replicates(verdicts, labels, weights)
-    np.testing.assert_allclose(est.point, S.accuracy(verdicts, labels))
+    np.testing.assert_allclose(est.point, accuracy(verdicts, labels))
     np.testing.assert_allclose(est.low, np.quantile(replicates, 0.05, axis=0))
     np.testing.assert_allclose(est.high, np.quantile(replicates, 0.95, axis=0))
     np.testing.assert_array_equal(est.n, S.case_counts(verdicts, labels)[1].sum(axis=0))
@@ -193,10 +249,10 @@ def test_accuracy_interval_is_seeded_and_equals_precomputed_weights() -> None:
     rng = np.random.default_rng(4)
     labels = random_labels(rng, 60)
     verdicts = random_judge(rng, labels, 0.65)
-    a = S.bootstrap_accuracy_ci(verdicts, labels, n_resamples=500, seed=5)
-    b = S.bootstrap_accuracy_ci(verdicts, labels, n_resamples=500, seed=5)
-    c = S.bootstrap_accuracy_ci(verdicts, labels, weights=S.bootstrap_weights(60, 500, seed=5))
-    d = S.bootstrap_accuracy_ci(verdicts, labels, n_resamples=500, seed=6)
+    a = accuracy_ci(verdicts, labels, n_resamples=500, seed=5)
+    b = accuracy_ci(verdicts, labels, n_resamples=500, seed=5)
+    c = accuracy_ci(verdicts, labels, weights=S.bootstrap_weights(60, 500, seed=5))
+    d = accuracy_ci(verdicts, labels, n_resamples=500, seed=6)
     for x, y in ((a, b), (a, c)):
         np.testing.assert_array_equal(x.low, y.low)
         np.testing.assert_array_equal(x.high, y.high)
@@ -208,7 +264,7 @@ def test_intervals_contain_the_point_estimate(seed: int) -> None:
     rng = np.random.default_rng(seed)
     labels = random_labels(rng, int(rng.integers(20, 200)), missing=0.05)
     verdicts = random_judge(rng, labels, float(rng.uniform(0.3, 0.95)), fail=float(rng.uniform(0, 0.2)))
-    est = S.bootstrap_accuracy_ci(verdicts, labels, n_resamples=500, seed=seed)
+    est = accuracy_ci(verdicts, labels, n_resamples=500, seed=seed)
     assert (est.low <= est.point).all()
     assert (est.point <= est.high).all()
     assert (est.low >= 0).all() and (est.high <= 1).all()
@@ -220,12 +276,12 @@ def test_accuracy_interval_on_a_subset_uses_only_those_cases() -> None:
     verdicts = random_judge(rng, labels, 0.7)
     mask = rng.random(80) < 0.4
     weights = S.bootstrap_weights(80, 300, seed=2)
-    sub = S.bootstrap_accuracy_ci(verdicts, labels, weights=weights, cases=mask)
-    np.testing.assert_allclose(sub.point, S.accuracy(verdicts[mask], labels[mask]))
+    sub = accuracy_ci(verdicts, labels, weights=weights, cases=mask)
+    np.testing.assert_allclose(sub.point, accuracy(verdicts[mask], labels[mask]))
     # same resamples restricted to the subset's columns
-    direct = S.bootstrap_accuracy_ci(verdicts[mask], labels[mask], weights=weights[:, mask])
+    direct = accuracy_ci(verdicts[mask], labels[mask], weights=weights[:, mask])
     np.testing.assert_array_equal(sub.low, direct.low)
-    by_index = S.bootstrap_accuracy_ci(verdicts, labels, weights=weights, cases=np.flatnonzero(mask))
+    by_index = accuracy_ci(verdicts, labels, weights=weights, cases=np.flatnonzero(mask))
     np.testing.assert_array_equal(sub.high, by_index.high)
 
 
@@ -233,7 +289,7 @@ def test_degenerate_intervals() -> None:
     labels = np.array([[1, 2, 0], [2, 2, 0], [1, 1, 0]], dtype=np.int8)
     perfect = np.repeat(labels[:, None, :], 2, axis=1)
     perfect[:, :, 2] = 1
-    est = S.bootstrap_accuracy_ci(perfect, labels, n_resamples=100)
+    est = accuracy_ci(perfect, labels, n_resamples=100)
     np.testing.assert_array_equal(est.point[:2], [1.0, 1.0])
     np.testing.assert_array_equal(est.low[:2], [1.0, 1.0])
     np.testing.assert_array_equal(est.high[:2], [1.0, 1.0])
@@ -246,22 +302,22 @@ def test_judge_that_fails_every_request() -> None:
     rng = np.random.default_rng(9)
     labels = random_labels(rng, 30)
     failing = np.zeros((30, 2, 6), dtype=np.int8)
-    est = S.bootstrap_accuracy_ci(failing, labels, n_resamples=200)
+    est = accuracy_ci(failing, labels, n_resamples=200)
     np.testing.assert_array_equal(est.point, 0.0)
     np.testing.assert_array_equal(est.low, 0.0)
     np.testing.assert_array_equal(est.high, 0.0)
-    assert np.isnan(S.accuracy(failing, labels, count_failures=False)).all()
-    answered = S.bootstrap_accuracy_ci(failing, labels, count_failures=False, n_resamples=50)
+    assert np.isnan(accuracy(failing, labels, count_failures=False)).all()
+    answered = accuracy_ci(failing, labels, count_failures=False, n_resamples=50)
     assert np.isnan(answered.point).all() and np.isnan(answered.low).all()
-    agreement = S.agreement(failing, labels)
-    assert np.isnan(agreement.kappa).all() and np.isnan(agreement.ac1).all()
-    np.testing.assert_array_equal(agreement.n, 0)
+    kappa_est, ac1_est = agreement(failing, labels)
+    assert np.isnan(kappa_est.point).all() and np.isnan(ac1_est.point).all()
+    np.testing.assert_array_equal(kappa_est.n, 0)
 
 
 def test_empty_input() -> None:
     verdicts = np.zeros((0, 2, 6), dtype=np.int8)
     labels = np.zeros((0, 6), dtype=np.int8)
-    est = S.bootstrap_accuracy_ci(verdicts, labels, n_resamples=10)
+    est = accuracy_ci(verdicts, labels, n_resamples=10)
     assert np.isnan(est.point).all() and np.isnan(est.low).all()
 
 
@@ -283,7 +339,7 @@ def test_bernoulli_coverage_is_close_to_nominal() -> None:
     covered = 0
     for _ in range(n_sims):
         verdicts = np.where(rng.random((n_cases, 2, 1)) < 0.7, 1, 2).astype(np.int8)
-        est = S.bootstrap_accuracy_ci(verdicts, labels, weights=weights)
+        est = accuracy_ci(verdicts, labels, weights=weights)
         covered += bool(est.low[0] <= 0.7 <= est.high[0])
     assert 0.88 <= covered / n_sims <= 0.99
 
@@ -300,15 +356,15 @@ def test_grouped_accuracy_matches_per_group_accuracy() -> None:
     verdicts = random_judge(rng, labels, 0.7, fail=0.05)
     groups = rng.choice(["chest", "brain", "eye", "heart"], size=n)
     weights = S.bootstrap_weights(n, 300, seed=3, strata=groups)
-    result = S.grouped_accuracy_ci(verdicts, labels, groups, weights=weights)
+    result = grouped_accuracy_ci(verdicts, labels, groups, weights=weights)
     assert result.groups == ("brain", "chest", "eye", "heart")
     for g, name in enumerate(result.groups):
         mask = groups == name
-        np.testing.assert_allclose(result.per_group.point[g], S.accuracy(verdicts[mask], labels[mask]))
-        alone = S.bootstrap_accuracy_ci(verdicts, labels, weights=weights, cases=mask)
+        np.testing.assert_allclose(result.per_group.point[g], accuracy(verdicts[mask], labels[mask]))
+        alone = accuracy_ci(verdicts, labels, weights=weights, cases=mask)
         np.testing.assert_allclose(result.per_group.low[g], alone.low)
         np.testing.assert_allclose(result.per_group.high[g], alone.high)
-    micro = S.bootstrap_accuracy_ci(verdicts, labels, weights=weights)
+    micro = accuracy_ci(verdicts, labels, weights=weights)
     np.testing.assert_allclose(result.micro.point, micro.point)
     np.testing.assert_allclose(result.micro.low, micro.low)
     np.testing.assert_allclose(result.micro.high, micro.high)
@@ -324,7 +380,7 @@ def test_macro_replicates_are_means_of_group_replicates() -> None:
     verdicts = random_judge(rng, labels, 0.6)
     groups = np.array(["a"] * 10 + ["b"] * 20)
     weights = S.bootstrap_weights(n, 200, seed=4, strata=groups)
-    result = S.grouped_accuracy_ci(verdicts, labels, groups, weights=weights, confidence=0.8)
+    result = grouped_accuracy_ci(verdicts, labels, groups, weights=weights, confidence=0.8)
     a = naive_accuracy_replicates(verdicts[:10], labels[:10], weights[:, :10])
     b = naive_accuracy_replicates(verdicts[10:], labels[10:], weights[:, 10:])
     macro = (a + b) / 2
@@ -341,7 +397,7 @@ def test_grouped_handles_unlabelled_group_and_unstratified_empty_resamples() -> 
     verdicts = random_judge(rng, labels, 0.7)
     # unstratified: "rare" (2 cases) is absent from about 5% of resamples
     weights = S.bootstrap_weights(n, 500, seed=0)
-    result = S.grouped_accuracy_ci(verdicts, labels, groups, weights=weights)
+    result = grouped_accuracy_ci(verdicts, labels, groups, weights=weights)
     tiny = result.groups.index("tiny")
     assert np.isnan(result.per_group.point[tiny]).all() and np.isnan(result.per_group.low[tiny]).all()
     np.testing.assert_array_equal(result.macro.n, 2)
@@ -349,8 +405,8 @@ def test_grouped_handles_unlabelled_group_and_unstratified_empty_resamples() -> 
     np.testing.assert_allclose(result.macro.point, (result.per_group.point[rare] + result.per_group.point[big]) / 2)
     assert np.isfinite(result.macro.low).all() and np.isfinite(result.per_group.low[rare]).all()
     # default weights are stratified by group and seeded
-    again = S.grouped_accuracy_ci(verdicts, labels, groups, n_resamples=200, seed=1)
-    same = S.grouped_accuracy_ci(verdicts, labels, groups, n_resamples=200, seed=1)
+    again = grouped_accuracy_ci(verdicts, labels, groups, n_resamples=200, seed=1)
+    same = grouped_accuracy_ci(verdicts, labels, groups, n_resamples=200, seed=1)
     np.testing.assert_array_equal(again.macro.low, same.macro.low)
 
 
@@ -366,7 +422,7 @@ def test_grouped_ratio_ci_accepts_stacked_judges() -> None:
         np.stack([c[0] for c in counts], axis=1), np.stack([c[1] for c in counts], axis=1), groups, weights=weights
     )
     for j, v in enumerate(judges):
-        single = S.grouped_accuracy_ci(v, labels, groups, weights=weights)
+        single = grouped_accuracy_ci(v, labels, groups, weights=weights)
         np.testing.assert_allclose(stacked.per_group.low[:, j], single.per_group.low)
         np.testing.assert_allclose(stacked.macro.high[j], single.macro.high)
 
@@ -396,14 +452,6 @@ def test_mcnemar_vectorised_and_on_outcomes() -> None:
     c = np.array([[0, 1], [1, 8]])
     expected = [[1.0, binomtest(4, 5).pvalue], [binomtest(9, 10).pvalue, binomtest(2, 10).pvalue]]
     np.testing.assert_allclose(S.mcnemar_p_value(b, c), expected, rtol=1e-9)
-    a_right = np.array([1, 1, 1, 0, 0, 1, 0], dtype=bool)
-    b_right = np.array([1, 0, 0, 1, 0, 0, 0], dtype=bool)
-    result = S.mcnemar_exact(a_right, b_right)
-    assert (result.b, result.c) == (3, 1)
-    assert result.p_value == pytest.approx(binomtest(3, 4).pvalue)
-    assert S.mcnemar_exact(a_right, a_right) == S.McNemarResult(0, 0, 1.0)
-    with pytest.raises(ValueError):
-        S.mcnemar_exact(a_right, b_right[:3])
 
 
 def test_compare_judges_by_hand() -> None:
@@ -414,7 +462,7 @@ def test_compare_judges_by_hand() -> None:
     # a right:         1   1   1   1   1   0   0   0   -> 5/8
     # b right:         1   0   0   0   1   1   1   1   -> 5/8
     # b (a only) = c0s c1o c1s = 3; c (b only) = c2s c3o c3s = 3
-    result = S.compare_judges(a, b, labels, n_resamples=300)
+    result = compare(a, b, labels, n_resamples=300)
     assert result.acc_a[0] == pytest.approx(5 / 8) and result.acc_b[0] == pytest.approx(5 / 8)
     assert result.diff[0] == pytest.approx(0.0)
     assert (result.mcnemar_b[0], result.mcnemar_c[0], result.n_pairs[0]) == (3, 3, 8)
@@ -426,14 +474,14 @@ def test_identical_judges() -> None:
     rng = np.random.default_rng(20)
     labels = random_labels(rng, 50)
     judge = random_judge(rng, labels, 0.7, fail=0.1)
-    result = S.compare_judges(judge, judge.copy(), labels, n_resamples=200)
+    result = compare(judge, judge.copy(), labels, n_resamples=200)
     np.testing.assert_array_equal(result.diff, 0.0)
     np.testing.assert_array_equal(result.low, 0.0)
     np.testing.assert_array_equal(result.high, 0.0)
     np.testing.assert_array_equal(result.p_bootstrap, 1.0)
     np.testing.assert_array_equal(result.mcnemar_b, 0)
     np.testing.assert_array_equal(result.p_mcnemar, 1.0)
-    np.testing.assert_allclose(result.acc_a, S.accuracy(judge, labels))
+    np.testing.assert_allclose(result.acc_a, accuracy(judge, labels))
 
 
 def test_paired_bootstrap_matches_explicit_resampling() -> None:
@@ -442,21 +490,21 @@ def test_paired_bootstrap_matches_explicit_resampling() -> None:
     a = random_judge(rng, labels, 0.75, fail=0.05)
     b = random_judge(rng, labels, 0.6)
     weights = S.bootstrap_weights(35, 150, seed=9)
-    result = S.paired_bootstrap_diff(a, b, labels, weights=weights)
+    result = compare(a, b, labels, weights=weights)
     replicates = naive_accuracy_replicates(a, labels, weights) - naive_accuracy_replicates(b, labels, weights)
-    np.testing.assert_allclose(result.diff, S.accuracy(a, labels) - S.accuracy(b, labels))
+    np.testing.assert_allclose(result.diff, accuracy(a, labels) - accuracy(b, labels))
     np.testing.assert_allclose(result.low, np.quantile(replicates, 0.025, axis=0))
     np.testing.assert_allclose(result.high, np.quantile(replicates, 0.975, axis=0))
     below = (replicates <= 0).mean(axis=0)
     above = (replicates >= 0).mean(axis=0)
-    np.testing.assert_allclose(result.p_value, np.minimum(1, 2 * np.minimum(below, above)))
+    np.testing.assert_allclose(result.p_bootstrap, np.minimum(1, 2 * np.minimum(below, above)))
 
 
 def test_clearly_better_judge_is_significant() -> None:
     rng = np.random.default_rng(22)
     labels = random_labels(rng, 400)
     strong, weak = random_judge(rng, labels, 0.85), random_judge(rng, labels, 0.6)
-    result = S.compare_judges(strong, weak, labels, n_resamples=1000)
+    result = compare(strong, weak, labels, n_resamples=1000)
     assert (result.diff > 0.15).all()
     assert (result.low > 0).all()
     assert (result.p_bootstrap < 0.01).all()
@@ -478,12 +526,12 @@ def test_pairwise_comparisons_are_consistent_with_compare_judges() -> None:
         for j in range(4):
             if i == j:
                 continue
-            single = S.compare_judges(judges[i], judges[j], labels, weights=weights)
-            pair = pc.pair(i, j)
+            single = compare(judges[i], judges[j], labels, weights=weights)
+            both = pair(pc, i, j)
             for field in ("acc_a", "acc_b", "diff", "low", "high", "p_bootstrap", "p_mcnemar"):
-                np.testing.assert_allclose(getattr(pair, field), getattr(single, field), err_msg=field)
-            np.testing.assert_array_equal(pair.mcnemar_b, single.mcnemar_b)
-            np.testing.assert_array_equal(pair.mcnemar_c, single.mcnemar_c)
+                np.testing.assert_allclose(getattr(both, field), getattr(single, field), err_msg=field)
+            np.testing.assert_array_equal(both.mcnemar_b, single.mcnemar_b)
+            np.testing.assert_array_equal(both.mcnemar_c, single.mcnemar_c)
 
 
 def test_pairing_uses_only_requests_both_judges_ran() -> None:
@@ -494,16 +542,16 @@ def test_pairing_uses_only_requests_both_judges_ran() -> None:
     b[:, 1] = -1  # judge B ran only the original order
     b[:10, 0] = -1  # ... and not on the first ten cases
     weights = S.bootstrap_weights(50, 200, seed=1)
-    general = S.compare_judges(a, b, labels, weights=weights)  # different run patterns
+    general = compare(a, b, labels, weights=weights)  # different run patterns
     a_masked = a.copy()
     a_masked[b == -1] = -1  # the same comparison, with equal run patterns
-    fast = S.compare_judges(a_masked, b, labels, weights=weights)
+    fast = compare(a_masked, b, labels, weights=weights)
     for field in ("acc_a", "acc_b", "diff", "low", "high", "p_bootstrap", "p_mcnemar", "n_pairs"):
         np.testing.assert_allclose(getattr(general, field), getattr(fast, field), err_msg=field)
     np.testing.assert_array_equal(general.n_pairs, 40)
-    np.testing.assert_allclose(general.acc_a, S.accuracy(a_masked, labels))
+    np.testing.assert_allclose(general.acc_a, accuracy(a_masked, labels))
     pc = S.pairwise_comparisons(np.stack([a, b]), labels, weights=weights)
-    np.testing.assert_allclose(pc.acc_a[0, 0], S.accuracy(a, labels))  # diagonal: own accuracy
+    np.testing.assert_allclose(pc.acc_a[0, 0], accuracy(a, labels))  # diagonal: own accuracy
 
 
 # --------------------------------------------------------------------------------------------
@@ -590,6 +638,29 @@ def test_identical_judges_share_a_tier() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def confusion(pred: Any, gold: Any) -> np.ndarray:
+    """2x2 counts [pred - 1, gold - 1] over the pairs where both are 1 or 2."""
+    p = np.asarray(pred).reshape(-1)
+    g = np.asarray(gold).reshape(-1)
+    ok = np.isin(p, (1, 2)) & np.isin(g, (1, 2))
+    cells = np.zeros((2, 2))
+    np.add.at(cells, (p[ok].astype(np.intp) - 1, g[ok].astype(np.intp) - 1), 1.0)
+    return cells
+
+
+def kappa(pred: Any, gold: Any) -> float:
+    return float(S.kappa_from_confusion(confusion(pred, gold)))
+
+
+def ac1(pred: Any, gold: Any) -> float:
+    return float(S.ac1_from_confusion(confusion(pred, gold)))
+
+
+def agreement(verdicts: np.ndarray, labels: np.ndarray) -> tuple[S.Estimate, S.Estimate]:
+    """Point kappa and AC1 per dimension (one resample: the intervals are not looked at)."""
+    return S.bootstrap_agreement_ci(verdicts, labels, n_resamples=1)
+
+
 def sklearn_kappa(pred: np.ndarray, gold: np.ndarray) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -600,10 +671,10 @@ def test_kappa_and_ac1_by_hand() -> None:
     pred = np.array([1, 1, 2, 2])
     gold = np.array([1, 2, 2, 2])
     # p_o = 3/4; kappa: p_e = 0.5 * 0.25 + 0.5 * 0.75 = 0.5 -> 0.5
-    assert S.cohen_kappa(pred, gold) == pytest.approx(0.5)
+    assert kappa(pred, gold) == pytest.approx(0.5)
     # AC1: pi_1 = (2/4 + 1/4) / 2 = 3/8, p_e = 2 * 3/8 * 5/8 = 15/32 -> (3/4 - 15/32) / (17/32) = 9/17
-    assert S.gwet_ac1(pred, gold) == pytest.approx(9 / 17)
-    assert S.cohen_kappa(pred, gold) == pytest.approx(sklearn_kappa(pred, gold))
+    assert ac1(pred, gold) == pytest.approx(9 / 17)
+    assert kappa(pred, gold) == pytest.approx(sklearn_kappa(pred, gold))
 
 
 @settings(max_examples=80, deadline=None)
@@ -612,7 +683,7 @@ def test_kappa_matches_sklearn(pairs: list[tuple[int, int]]) -> None:
     pred = np.array([p for p, _ in pairs])
     gold = np.array([g for _, g in pairs])
     expected = sklearn_kappa(pred, gold)
-    got = S.cohen_kappa(pred, gold)
+    got = kappa(pred, gold)
     if np.isnan(expected):
         assert np.isnan(got)
     else:
@@ -622,23 +693,23 @@ def test_kappa_matches_sklearn(pairs: list[tuple[int, int]]) -> None:
 def test_agreement_edge_cases() -> None:
     one_class = np.ones(10, dtype=int)
     # both raters use one and the same class: kappa undefined (sklearn: NaN), AC1 = 1
-    assert np.isnan(S.cohen_kappa(one_class, one_class)) and np.isnan(sklearn_kappa(one_class, one_class))
-    assert S.gwet_ac1(one_class, one_class) == pytest.approx(1.0)
+    assert np.isnan(kappa(one_class, one_class)) and np.isnan(sklearn_kappa(one_class, one_class))
+    assert ac1(one_class, one_class) == pytest.approx(1.0)
     # gold has a single class, the judge does not: kappa 0 (as sklearn), AC1 stays defined
     mixed = np.array([1] * 7 + [2] * 3)
-    assert S.cohen_kappa(mixed, one_class) == pytest.approx(sklearn_kappa(mixed, one_class)) == pytest.approx(0.0)
-    assert np.isfinite(S.gwet_ac1(mixed, one_class))
+    assert kappa(mixed, one_class) == pytest.approx(sklearn_kappa(mixed, one_class)) == pytest.approx(0.0)
+    assert np.isfinite(ac1(mixed, one_class))
     # perfect agreement with both classes
     both = np.array([1, 2, 2, 1, 2])
-    assert S.cohen_kappa(both, both) == pytest.approx(1.0)
-    assert S.gwet_ac1(both, both) == pytest.approx(1.0)
+    assert kappa(both, both) == pytest.approx(1.0)
+    assert ac1(both, both) == pytest.approx(1.0)
     # total disagreement
-    assert S.cohen_kappa(both, 3 - both) == pytest.approx(sklearn_kappa(both, 3 - both))
+    assert kappa(both, 3 - both) == pytest.approx(sklearn_kappa(both, 3 - both))
     # failures (0) and unlabelled (0) are left out, not a third category
     pred = np.array([1, 0, 2, 2, 1])
     gold = np.array([1, 1, 2, 0, 2])
-    assert S.cohen_kappa(pred, gold) == pytest.approx(sklearn_kappa(np.array([1, 2, 1]), np.array([1, 2, 2])))
-    assert np.isnan(S.cohen_kappa([], [])) and np.isnan(S.gwet_ac1([0, 0], [1, 2]))
+    assert kappa(pred, gold) == pytest.approx(sklearn_kappa(np.array([1, 2, 1]), np.array([1, 2, 2])))
+    assert np.isnan(kappa([], [])) and np.isnan(ac1([0, 0], [1, 2]))
 
 
 def test_agreement_per_dimension_pools_answered_requests() -> None:
@@ -646,20 +717,19 @@ def test_agreement_per_dimension_pools_answered_requests() -> None:
     labels = random_labels(rng, 70, missing=0.1)
     verdicts = random_judge(rng, labels, 0.7, fail=0.1)
     verdicts[:5, 1] = -1
-    result = S.agreement(verdicts, labels)
+    kappa_est, ac1_est = agreement(verdicts, labels)
     for d in range(6):
         pred = verdicts[:, :, d].ravel()
         gold = np.repeat(labels[:, d], 2)
         ok = (pred > 0) & (gold > 0)
-        assert result.kappa[d] == pytest.approx(sklearn_kappa(pred[ok], gold[ok]))
-        assert result.ac1[d] == pytest.approx(S.gwet_ac1(pred, gold))
-        assert result.n[d] == ok.sum()
-    np.testing.assert_allclose(result.observed, S.accuracy(verdicts, labels, count_failures=False))
+        assert kappa_est.point[d] == pytest.approx(sklearn_kappa(pred[ok], gold[ok]))
+        assert ac1_est.point[d] == pytest.approx(ac1(pred, gold))
+        assert kappa_est.n[d] == ac1_est.n[d] == ok.sum()
     # one label class only on a dimension: kappa NaN if the judge also says only that class
     labels[:, 0] = 1
     verdicts[:, :, 0] = np.where(verdicts[:, :, 0] > 0, 1, verdicts[:, :, 0])
-    edge = S.agreement(verdicts, labels)
-    assert np.isnan(edge.kappa[0]) and edge.ac1[0] == pytest.approx(1.0)
+    edge_kappa, edge_ac1 = agreement(verdicts, labels)
+    assert np.isnan(edge_kappa.point[0]) and edge_ac1.point[0] == pytest.approx(1.0)
 
 
 def test_bootstrap_agreement_interval() -> None:
@@ -667,22 +737,38 @@ def test_bootstrap_agreement_interval() -> None:
     labels = random_labels(rng, 150)
     verdicts = random_judge(rng, labels, 0.75, fail=0.05)
     weights = S.bootstrap_weights(150, 300, seed=2)
-    kappa, ac1 = S.bootstrap_agreement_ci(verdicts, labels, weights=weights)
-    point = S.agreement(verdicts, labels)
-    np.testing.assert_allclose(kappa.point, point.kappa)
-    np.testing.assert_allclose(ac1.point, point.ac1)
-    assert (kappa.low <= kappa.point).all() and (kappa.point <= kappa.high).all()
-    assert (ac1.low <= ac1.point).all() and (ac1.point <= ac1.high).all()
+    kappa_ci, ac1_ci = S.bootstrap_agreement_ci(verdicts, labels, weights=weights)
+    point_kappa, point_ac1 = agreement(verdicts, labels)
+    np.testing.assert_allclose(kappa_ci.point, point_kappa.point)
+    np.testing.assert_allclose(ac1_ci.point, point_ac1.point)
+    assert (kappa_ci.low <= kappa_ci.point).all() and (kappa_ci.point <= kappa_ci.high).all()
+    assert (ac1_ci.low <= ac1_ci.point).all() and (ac1_ci.point <= ac1_ci.high).all()
     # replicate 0 by hand
     index = np.repeat(np.arange(150), weights[0])
-    first = S.agreement(verdicts[index], labels[index])
-    replicate = S.kappa_from_confusion(S.resampled_sums(weights[:1], S._case_confusion(verdicts, labels)))[0]
-    np.testing.assert_allclose(replicate, first.kappa)
+    first_kappa, _ = agreement(verdicts[index], labels[index])
+    replicate = S.kappa_from_confusion(S.resampled_sums(weights[:1], _case_confusion(verdicts, labels)))[0]
+    np.testing.assert_allclose(replicate, first_kappa.point)
 
 
 # --------------------------------------------------------------------------------------------
 # Position
 # --------------------------------------------------------------------------------------------
+
+
+def position_consistency(verdicts: np.ndarray) -> np.ndarray:
+    return S.ratio(*S.position_consistency_counts(verdicts))
+
+
+def first_position_rate(verdicts: np.ndarray) -> np.ndarray:
+    return S.ratio(*S.first_position_counts(verdicts))
+
+
+def position_consistency_ci(verdicts: np.ndarray, **options: Any) -> S.Estimate:
+    return S.ratio_ci(*S.position_consistency_counts(verdicts), **options)
+
+
+def first_position_rate_ci(verdicts: np.ndarray, **options: Any) -> S.Estimate:
+    return S.ratio_ci(*S.first_position_counts(verdicts), **options)
 
 
 def test_position_measures_by_hand() -> None:
@@ -696,9 +782,9 @@ def test_position_measures_by_hand() -> None:
         ],
         dtype=np.int8,
     )
-    np.testing.assert_allclose(S.position_consistency(verdicts), [1 / 2])
+    np.testing.assert_allclose(position_consistency(verdicts), [1 / 2])
     # answered requests: 1o 1s 2o 2s 3o 4o 5s = 7; picked first: 1o 2o 2s 5s = 4
-    np.testing.assert_allclose(S.first_position_rate(verdicts), [4 / 7])
+    np.testing.assert_allclose(first_position_rate(verdicts), [4 / 7])
     same, both = S.position_consistency_counts(verdicts)
     np.testing.assert_array_equal(same[:, 0], [1, 0, 0, 0, 0])
     np.testing.assert_array_equal(both[:, 0], [1, 1, 0, 0, 0])
@@ -709,25 +795,25 @@ def test_position_extremes_and_intervals() -> None:
     source_one = np.ones((n, 2, 2), dtype=np.int8)  # always response_1: consistent, no position bias
     always_first = np.ones((n, 2, 2), dtype=np.int8)
     always_first[:, 1] = 2  # always the response shown first
-    np.testing.assert_allclose(S.position_consistency(source_one), 1.0)
-    np.testing.assert_allclose(S.first_position_rate(source_one), 0.5)
-    np.testing.assert_allclose(S.position_consistency(always_first), 0.0)
-    np.testing.assert_allclose(S.first_position_rate(always_first), 1.0)
-    est = S.first_position_rate_ci(always_first, n_resamples=100)
+    np.testing.assert_allclose(position_consistency(source_one), 1.0)
+    np.testing.assert_allclose(first_position_rate(source_one), 0.5)
+    np.testing.assert_allclose(position_consistency(always_first), 0.0)
+    np.testing.assert_allclose(first_position_rate(always_first), 1.0)
+    est = first_position_rate_ci(always_first, n_resamples=100)
     np.testing.assert_array_equal(est.low, 1.0)
     np.testing.assert_array_equal(est.high, 1.0)
-    consistency = S.position_consistency_ci(source_one, n_resamples=100)
+    consistency = position_consistency_ci(source_one, n_resamples=100)
     np.testing.assert_array_equal(consistency.low, 1.0)
     np.testing.assert_array_equal(consistency.n, n)
     failing = np.zeros((n, 2, 2), dtype=np.int8)
-    assert np.isnan(S.position_consistency(failing)).all()
-    assert np.isnan(S.first_position_rate_ci(failing, n_resamples=50).low).all()
+    assert np.isnan(position_consistency(failing)).all()
+    assert np.isnan(first_position_rate_ci(failing, n_resamples=50).low).all()
 
 
 def test_position_interval_contains_point() -> None:
     rng = np.random.default_rng(50)
     verdicts = rng.integers(0, 3, size=(200, 2, 6)).astype(np.int8)
-    for est in (S.position_consistency_ci(verdicts), S.first_position_rate_ci(verdicts)):
+    for est in (position_consistency_ci(verdicts), first_position_rate_ci(verdicts)):
         assert (est.low <= est.point).all() and (est.point <= est.high).all()
 
 
@@ -741,13 +827,17 @@ LENGTH_LABELS = np.array([[1], [1], [2], [2]], dtype=np.int8)
 # longer response per case: 1, 2, tie, 2. Experts: longer, shorter, (tie), longer.
 
 
+def longer_preference_rate(verdicts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    return S.ratio(*S.longer_preference_counts(verdicts, lengths))
+
+
 def test_longer_preference_by_hand() -> None:
     verdicts = np.array(
         [[[1], [1]], [[2], [1]], [[1], [2]], [[0], [-1]]],
         dtype=np.int8,
     )
     # answered non-tie requests: c0 o,s (longer, longer), c1 o (longer), c1 s (shorter) -> 3/4
-    np.testing.assert_allclose(S.longer_preference_rate(verdicts, LENGTHS), [3 / 4])
+    np.testing.assert_allclose(longer_preference_rate(verdicts, LENGTHS), [3 / 4])
     picked, answered = S.longer_preference_counts(verdicts, LENGTHS)
     np.testing.assert_array_equal(picked[:, 0], [2, 1, 0, 0])
     np.testing.assert_array_equal(answered[:, 0], [2, 2, 0, 0])
@@ -762,17 +852,17 @@ def test_accuracy_by_length_agreement_exposes_a_length_judge() -> None:
     np.testing.assert_allclose(result.shorter_preferred, [0.0])  # case 1
     np.testing.assert_array_equal(result.n_longer, [4])
     np.testing.assert_array_equal(result.n_shorter, [2])
-    np.testing.assert_allclose(S.longer_preference_rate(length_judge, LENGTHS), [1.0])
+    np.testing.assert_allclose(longer_preference_rate(length_judge, LENGTHS), [1.0])
     failing = np.zeros_like(length_judge)
     assert S.accuracy_by_length_agreement(failing, LENGTH_LABELS, LENGTHS).longer_preferred[0] == 0.0
     with pytest.raises(ValueError, match="lengths"):
-        S.longer_preference_rate(length_judge, LENGTHS[:2])
+        longer_preference_rate(length_judge, LENGTHS[:2])
 
 
 def test_length_rates_are_nan_when_all_lengths_tie() -> None:
     ties = np.full((4, 2), 10)
     verdicts = np.ones((4, 2, 1), dtype=np.int8)
-    assert np.isnan(S.longer_preference_rate(verdicts, ties)).all()
+    assert np.isnan(longer_preference_rate(verdicts, ties)).all()
     assert np.isnan(S.expert_longer_rate(LENGTH_LABELS, ties)).all()
 
 

@@ -221,7 +221,7 @@ def test_trl_trainers_write_an_adapter_that_the_hf_judge_evaluates(
     run = evaluation.runs[0]
     assert run.config["adapter"] == str(out.resolve()) and run.config["adapter_sha256"]
     metrics = evaluation.metrics[run.run_id]
-    assert metrics["requests"] == {"judged": 4, "failed": 0}  # constrained decoding always parses
+    assert (metrics.requests.judged, metrics.requests.failed) == (4, 0)  # constrained decoding always parses
 
 
 def test_reward_model_trainer_writes_a_reward_model_that_the_rm_judge_evaluates(
@@ -241,7 +241,7 @@ def test_reward_model_trainer_writes_a_reward_model_that_the_rm_judge_evaluates(
     run = evaluation.runs[0]
     assert run.metadata["sees_image"] is True and run.metadata["heads"] == list(DIMENSIONS)
     assert run.metadata["training"]["fold"] == [5, 0]
-    assert evaluation.metrics[run.run_id]["requests"]["judged"] == 4
+    assert evaluation.metrics[run.run_id].requests.judged == 4
 
 
 def test_bradley_terry_training_visibly_learns_its_training_cases(tiny_qwen2_vl: Path, tmp_path: Path) -> None:
@@ -275,7 +275,7 @@ def test_bradley_terry_training_visibly_learns_its_training_cases(tiny_qwen2_vl:
     assert accuracy["n"] == 48 and accuracy["pooled"] >= 0.8  # chance is 0.5
     # and the rm: judge, loading the saved model, agrees with the experts on these same cases
     evaluation = evaluate(benchmark, [result.judge_spec], tmp_path / "bt-eval", options=JudgeOptions(device="cpu"))
-    assert evaluation.leaderboard[0]["mean_accuracy"] >= 0.8
+    assert evaluation.leaderboard[0].score.point >= 0.8
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -337,4 +337,5 @@ def test_other_model_families_train_and_evaluate(family: str, request: pytest.Fi
         result = train(method, base, demo, tmp_path / method, config, fold=fold)
         options = EVAL_OPTIONS.with_changes(adapter=result.judge_adapter)
         evaluation = evaluate(held_out, [result.judge_spec], tmp_path / f"eval-{method}", options=options)
-        assert evaluation.metrics[evaluation.runs[0].run_id]["requests"] == {"judged": 2, "failed": 0}
+        requests = evaluation.metrics[evaluation.runs[0].run_id].requests
+        assert (requests.judged, requests.failed) == (2, 0)

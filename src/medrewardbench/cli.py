@@ -39,6 +39,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 class _RateColumn(TextColumn):
     def __init__(self) -> None:
         super().__init__("")
@@ -91,12 +92,6 @@ class RichProgress(ProgressSink):
             self.progress.stop()
 
 
-
-
-
-
-
-
 DataOpt = Annotated[
     str,
     typer.Option(
@@ -133,9 +128,7 @@ def eval_command(
     retry_failures: Annotated[
         bool, typer.Option("--retry-failures", help="judge again requests that failed before")
     ] = False,
-    by: Annotated[
-        list[str] | None, typer.Option("--by", help="also group by this metadata field (repeatable)")
-    ] = None,
+    by: Annotated[list[str] | None, typer.Option("--by", help="also group by this metadata field (repeatable)")] = None,
     template: Annotated[str, typer.Option("--template", help="pairwise | pairwise-cot | FILE")] = "pairwise",
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1)] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", min=1)] = None,
@@ -229,16 +222,15 @@ def eval_command(
     if quiet:
         return
     if len(result.runs) == 1:
-        run = result.runs[0]
-        metrics = result.metrics[run.run_id]
-        console.print(dimension_table(run.judge_spec, metrics))
-        for field in metrics["by"]:
-            console.print(group_table(run.judge_spec, field, metrics))
+        analysed = result.analysis.runs[0]
+        console.print(dimension_table(analysed))
+        for field in analysed.groups:
+            console.print(group_table(analysed, field))
     else:
         for field in ["organ_system", *[f for f in _split(by) if f != "organ_system"]]:
             if field != "organ_system":
-                for run in result.runs:
-                    console.print(group_table(run.judge_spec, field, result.metrics[run.run_id]))
+                for analysed in result.analysis.runs:
+                    console.print(group_table(analysed, field))
     console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark.name}"))
     failed = sum(s.failed for s in result.summaries)
     console.print(
@@ -299,29 +291,30 @@ def report_command(
     cases_per_judge: Annotated[int, typer.Option("--cases-per-judge", help="wrong cases shown in HTML")] = 50,
 ) -> None:
     """Render stored runs as reports (no judge is called)."""
-    from medrewardbench.report.render import render_report
+    from medrewardbench.report.render import read_analysis_json, render_report
     from medrewardbench.report.terminal import interval_leaderboard_table
 
     out_dir = out or (runs[0] if runs[0].is_dir() else runs[0].parent)
     fields = ["organ_system", *[f for f in _split(by) if f != "organ_system"]]
     try:
         written = render_report(
-            runs, out_dir, [f for f in _split([formats])], judges=_split(judge) or None, confidence=ci,
-            n_resamples=bootstrap, seed=seed, group_fields=fields, cases_per_judge=cases_per_judge,
+            runs,
+            out_dir,
+            [f for f in _split([formats])],
+            judges=_split(judge) or None,
+            confidence=ci,
+            n_resamples=bootstrap,
+            seed=seed,
+            group_fields=fields,
+            cases_per_judge=cases_per_judge,
         )
-        analysis = _load_analysis_json(written) if "json" in written else None
+        analysis = read_analysis_json(written["json"]) if "json" in written else None
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     if analysis is not None:
         console.print(interval_leaderboard_table(analysis))
     for kind, path in written.items():
         console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
-
-
-def _load_analysis_json(written: dict[str, Path]) -> dict[str, object]:
-    import json
-
-    return json.loads(written["json"].read_text("utf-8"))
 
 
 @app.command("leaderboard")
@@ -358,15 +351,15 @@ def compare_command(
     try:
         if Path(run_a).exists() and Path(run_b).exists():
             analysis = analyze_paths([Path(run_a), Path(run_b)], confidence=ci, n_resamples=bootstrap, seed=seed)
-            labels = [r["label"] for r in analysis["runs"]]
+            labels = [r.label for r in analysis.runs]
             if len(labels) != 2:
-                raise _fail(f"compare needs exactly one run in each directory; found {len(labels)}: "
-                            + ", ".join(labels))
+                raise _fail(
+                    f"compare needs exactly one run in each directory; found {len(labels)}: " + ", ".join(labels)
+                )
             label_a, label_b = labels
         else:
-            analysis = analyze_paths([results], judges=[run_a, run_b], confidence=ci, n_resamples=bootstrap,
-                                     seed=seed)
-            by_key = {key: r["label"] for r in analysis["runs"] for key in (r["label"], r["judge"], r["run_id"])}
+            analysis = analyze_paths([results], judges=[run_a, run_b], confidence=ci, n_resamples=bootstrap, seed=seed)
+            by_key = {key: r.label for r in analysis.runs for key in (r.label, r.judge, r.run_id)}
             label_a, label_b = by_key[run_a], by_key[run_b]
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
@@ -399,7 +392,7 @@ def import_reference_command(
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc
     run = result.runs[0]
-    console.print(reference_table(run.judge_spec, result.metrics[run.run_id]))
+    console.print(reference_table(result.analysis.run(run.run_id)))
     summary = result.summaries[0]
     console.print(
         f"Stored as run {run.run_id} in {out}/ ({summary.judged} cases imported, {summary.failed} without a "

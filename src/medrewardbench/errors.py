@@ -75,6 +75,10 @@ class StoreError(MedRewardBenchError):
     """The results store is unusable or would mix incompatible results."""
 
 
+class ResultsFormatError(MedRewardBenchError, ValueError):
+    """A results document (analysis.json, metrics.json) is not of the schema this version reads."""
+
+
 def require(module: str, extra: str, purpose: str) -> object:
     """Import an optional module or raise :class:`MissingExtraError` naming the extra.
 

@@ -10,13 +10,14 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import Order
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
-from medrewardbench.metrics.core import leaderboard_rows, load_run_data, run_metrics
+from medrewardbench.metrics.analysis import analyze
+from medrewardbench.metrics.core import load_run_data, run_metrics
+from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
 from medrewardbench.report.files import (
     metrics_csv_rows,
     metrics_document,
@@ -50,8 +51,11 @@ class EvaluationResult:
     out_dir: Path
     summaries: tuple[RunSummary, ...]
     runs: tuple[RunRecord, ...]
-    metrics: dict[str, dict[str, Any]]
-    leaderboard: list[dict[str, Any]]
+    metrics: dict[str, RunMetrics]
+    """run id -> point estimates with their counts (metrics.json)"""
+    analysis: Analysis
+    """the runs analysed together, point estimates only (what eval prints)"""
+    leaderboard: tuple[LeaderboardRow, ...]
     files: dict[str, Path]
 
 
@@ -105,8 +109,14 @@ def evaluate(
         judge_factory: how a spec becomes a judge (tests inject judges here).
 
     Returns:
-        The run summaries, metrics per run, the leaderboard and the written files.
+        The run summaries, metrics per run, their point-estimate analysis, the leaderboard and the
+        written files.
+
+    Raises:
+        ValueError: no judge spec.
     """
+    if not judge_specs:
+        raise ValueError("evaluate needs at least one judge spec")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     options = options or JudgeOptions()
@@ -117,8 +127,9 @@ def evaluate(
         summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink))
         runs = [store.run(s.run.run_id) for s in summaries]
         fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
-        metrics = {r.run_id: run_metrics(load_run_data(store, r), fields) for r in runs}
-        leaderboard = leaderboard_rows(metrics, {r.run_id: r.judge_spec for r in runs})
+        data = [load_run_data(store, r) for r in runs]
+        metrics = {d.run_id: run_metrics(d, fields) for d in data}
+        analysis = analyze(data, n_resamples=0, group_fields=fields, dataset_name=benchmark.name)
         files = {
             "store": store.path,
             "judgments": out / "judgments.jsonl",
@@ -126,13 +137,14 @@ def evaluate(
             "metrics_csv": out / "metrics.csv",
         }
         write_judgments_jsonl(store, runs, files["judgments"])
-    write_metrics_json(metrics_document(runs, metrics, leaderboard), files["metrics_json"])
+    write_metrics_json(metrics_document(runs, metrics, analysis.leaderboard), files["metrics_json"])
     write_metrics_csv(metrics_csv_rows(runs, metrics), files["metrics_csv"])
     return EvaluationResult(
         out_dir=out,
         summaries=tuple(summaries),
         runs=tuple(runs),
         metrics=metrics,
-        leaderboard=leaderboard,
+        analysis=analysis,
+        leaderboard=analysis.leaderboard,
         files=files,
     )

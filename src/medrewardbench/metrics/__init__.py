@@ -1,1 +1,2 @@
-"""Metrics: core accuracy tables (:mod:`.core`) and statistics (:mod:`.stats`)."""
+"""Metrics: typed results (:mod:`.results`), runs as arrays and eval's counts (:mod:`.core`),
+statistics (:mod:`.stats`), and the report's analysis (:mod:`.analysis`)."""

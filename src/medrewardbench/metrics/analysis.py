@@ -1,23 +1,24 @@
 """Everything a report shows, computed once: intervals, tiers, paired tests and bias diagnostics.
 
-:func:`analyze` turns the runs of one dataset into a JSON-ready dict. All statistics come from
-:mod:`medrewardbench.metrics.stats`; this module only decides what to compute and how to lay it
-out. One bootstrap weight matrix (cases resampled within organ systems) is drawn once and reused
-for every judge, dimension, group and pair, so judges are compared on the same resamples.
+:func:`analyze` turns the runs of one dataset into an :class:`~medrewardbench.metrics.results.Analysis`.
+All statistics come from :mod:`medrewardbench.metrics.stats`; this module only decides what to
+compute and which record holds it. One bootstrap weight matrix (cases resampled within organ
+systems) is drawn once and reused for every judge, dimension, group and pair, so judges are
+compared on the same resamples.
 
-Besides the six dimensions, every accuracy-like table has a seventh column ``"all"``: the
-accuracy over all six dimensions' requests pooled (correct / counted summed over dimensions). It
-equals the mean of the six when every case is labelled on all six, and it is the leaderboard's
-score. Its paired tests treat each (case, dimension) as an item while resampling whole cases.
+Besides the six dimensions, every accuracy-like table has a pooled column: the accuracy over all
+six dimensions' requests together (correct / counted summed over dimensions). It equals the mean
+of the six when every case is labelled on all six, and it is the leaderboard's score. Its paired
+tests treat each (case, dimension) as an item while resampling whole cases.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,19 +26,34 @@ import numpy.typing as npt
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
-from medrewardbench.metrics.core import RunData, load_run_data
+from medrewardbench.metrics.core import RunData, load_run_data, request_counts
+from medrewardbench.metrics.results import (
+    COLUMNS,
+    POOLED,
+    STRATA,
+    Agreement,
+    Analysis,
+    ColumnTable,
+    DatasetSummary,
+    DimensionTable,
+    Estimate,
+    GroupBreakdown,
+    LeaderboardRow,
+    LengthBias,
+    PairwiseComparison,
+    PairwiseTests,
+    PositionBias,
+    RunAnalysis,
+    Settings,
+    fixed,
+    fixed_p,
+)
+from medrewardbench.metrics.stats import FloatArray, IntArray
 from medrewardbench.store import RunRecord, Store, find_stores
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "medrewardbench.analysis/1"
-SCORE = "all"
-"""Name of the pooled all-dimensions column, the leaderboard's score."""
-COLUMNS: tuple[str, ...] = (*DIMENSIONS, SCORE)
-"""Columns of every accuracy-like table: the six dimensions, then the pooled score."""
 BASELINE_PREFIX = "baseline:"
-
-FloatArray = npt.NDArray[np.float64]
 
 
 # --------------------------------------------------------------------------------------------
@@ -53,26 +69,6 @@ class LoadedRun:
     record: RunRecord
     store_path: Path
 
-
-#: the fields of one pairwise comparison record, in report order
-PAIRWISE_COLUMNS: tuple[str, ...] = (
-    "a",
-    "b",
-    "dimension",
-    "acc_a",
-    "acc_b",
-    "diff",
-    "low",
-    "high",
-    "p_bootstrap",
-    "p_bootstrap_holm",
-    "significant",
-    "mcnemar_b",
-    "mcnemar_c",
-    "p_mcnemar",
-    "p_mcnemar_holm",
-    "n_pairs",
-)
 
 def load_run_bundles(paths: Sequence[str | Path]) -> list[LoadedRun]:
     """Every run of every store found under the given run directories or store files.
@@ -181,23 +177,29 @@ def is_baseline(judge_spec: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# JSON helpers
+# From arrays to records
 # --------------------------------------------------------------------------------------------
 
 
-def _values(array: npt.ArrayLike) -> list[float | None]:
-    """Floats rounded to 6 places, NaN as None (JSON has no NaN)."""
-    a = np.round(np.asarray(array, dtype=np.float64), 6)
-    return [None if v != v else v for v in a.tolist()]
-
-
-def _estimates(estimate: stats.Estimate, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """A per-column :class:`~medrewardbench.metrics.stats.Estimate` as ``{name: {point, low, high, n}}``."""
-    points, lows, highs = _values(estimate.point), _values(estimate.low), _values(estimate.high)
+def _estimates(estimate: stats.Estimate) -> list[Estimate]:
+    """A 1-D array :class:`~medrewardbench.metrics.stats.Estimate` as one record per element."""
+    points, lows, highs = (_reals(a) for a in (estimate.point, estimate.low, estimate.high))
     ns = np.asarray(estimate.n).tolist()
-    return {
-        name: {"point": points[i], "low": lows[i], "high": highs[i], "n": int(ns[i])} for i, name in enumerate(names)
-    }
+    return [Estimate(p, lo, hi, n) for p, lo, hi, n in zip(points, lows, highs, ns, strict=True)]
+
+
+def _column_estimates(estimate: stats.Estimate) -> ColumnTable[Estimate]:
+    """Seven estimates (the six dimensions, then the pooled column) as a table."""
+    return ColumnTable.of(_estimates(estimate))
+
+
+def _dimension_estimates(estimate: stats.Estimate) -> DimensionTable[Estimate]:
+    return DimensionTable(tuple(_estimates(estimate)))
+
+
+def _reals(array: npt.ArrayLike) -> list[float]:
+    """Numbers as the records hold them: rounded as files write them (NaN stays NaN)."""
+    return [fixed(v) for v in np.asarray(array, dtype=np.float64).tolist()]
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +232,7 @@ class _Batch:
     by_length: stats.LengthAccuracy
 
 
-def _wide(runs: Sequence[RunData], labels: npt.NDArray[np.int8]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
+def _wide(runs: Sequence[RunData], labels: IntArray) -> tuple[IntArray, IntArray]:
     """All judges side by side on the dimension axis: verdicts (n, 2, J*D), labels (n, J*D)."""
     stacked = np.stack([r.verdicts for r in runs])  # (J, n, 2, D)
     n_judges, n_cases, _, n_dims = stacked.shape
@@ -247,7 +249,7 @@ def _per_judge(counts: npt.ArrayLike, n_judges: int) -> npt.NDArray[np.int64]:
 
 def _batch(
     runs: Sequence[RunData],
-    labels: npt.NDArray[np.int8],
+    labels: IntArray,
     lengths: npt.NDArray[np.int64],
     groups: Mapping[str, tuple[str, ...]],
     weights: npt.NDArray[np.float32],
@@ -261,8 +263,8 @@ def _batch(
     pairs = [
         (correct, counted),
         (answered_correct, answered),
-        (request_correct[:, 0], request_counted[:, 0]),
-        (request_correct[:, 1], request_counted[:, 1]),
+        (request_correct[:, stats.ORIGINAL], request_counted[:, stats.ORIGINAL]),
+        (request_correct[:, stats.SWAPPED], request_counted[:, stats.SWAPPED]),
         stats.strict_accuracy_counts(v, lab),
         stats.position_consistency_counts(v),
         stats.first_position_counts(v),
@@ -305,68 +307,59 @@ def _pick(estimate: stats.Estimate, *index: int) -> stats.Estimate:
     return stats.Estimate(estimate.point[index], estimate.low[index], estimate.high[index], estimate.n[index])
 
 
-def _run_analysis(run: RunData, label: str, j: int, batch: _Batch) -> dict[str, Any]:
-    metric = {name: _estimates(_pick(batch.ratios, m, j), COLUMNS) for m, name in enumerate(RATIO_METRICS)}
-    d = len(DIMENSIONS)
-    longer_point = _values(batch.by_length.longer_preferred[j * d : (j + 1) * d])
-    shorter_point = _values(batch.by_length.shorter_preferred[j * d : (j + 1) * d])
-    n_longer = batch.by_length.n_longer[j * d : (j + 1) * d].tolist()
-    n_shorter = batch.by_length.n_shorter[j * d : (j + 1) * d].tolist()
-    grouped: dict[str, Any] = {}
-    for field_name, g in batch.groups.items():
-        per_group = g.per_group  # arrays (G, J, C)
-        grouped[field_name] = {
-            "groups": {str(name): _estimates(_pick(per_group, i, j), COLUMNS) for i, name in enumerate(g.groups)},
-            "micro": _estimates(_pick(g.micro, j), COLUMNS),
-            "macro": _estimates(_pick(g.macro, j), COLUMNS),
-        }
-    v = run.verdicts
-    judged = int((v[:, :, 0] != -1).sum())
-    failed_whole = int(((v == 0).all(axis=2) & (v[:, :, 0] != -1)).sum())
-    return {
-        "label": label,
-        "judge": run.judge_spec,
-        "run_id": run.run_id,
-        "is_baseline": is_baseline(run.judge_spec),
-        "orders": [o.value for o in run.orders],
-        "n_cases": run.n_cases,
-        "config": dict(run.config),
-        "metadata": dict(run.metadata),
-        # token counts only: summed latencies are wall-clock times, and report files stay reproducible
-        "usage": {k: v for k, v in run.usage.items() if k != "latency_s"},
-        "requests": {"judged": judged, "failed": failed_whole},
-        "failures": dict(run.failures),
-        "score": metric["accuracy"][SCORE],
-        "accuracy": metric["accuracy"],
-        "answered_accuracy": metric["answered_accuracy"],
-        "failure_rate": dict(zip(COLUMNS, _values(batch.failure_rate[j]), strict=True)),
-        "n_counted": dict(zip(COLUMNS, batch.counted[j].tolist(), strict=True)),
-        "by_order": {o.value: metric[o.value] for o in run.orders},
-        "strict_accuracy": metric["strict_accuracy"],
-        "agreement": {
-            "kappa": _estimates(_pick(batch.kappa, j), DIMENSIONS),
-            "ac1": _estimates(_pick(batch.ac1, j), DIMENSIONS),
-        },
-        "position": {
-            "consistency": metric["consistency"],
-            "first_position_rate": metric["first_position_rate"],
-        },
-        "length": {
-            "longer_preference": metric["longer_preference"],
-            "accuracy_expert_longer": {
-                dim: {"point": p, "n": int(n)} for dim, p, n in zip(DIMENSIONS, longer_point, n_longer, strict=True)
-            },
-            "accuracy_expert_shorter": {
-                dim: {"point": p, "n": int(n)} for dim, p, n in zip(DIMENSIONS, shorter_point, n_shorter, strict=True)
-            },
-        },
-        "coherence": {dim: _value(stats.coherence_rate(v, "overall", dim)) for dim in DIMENSIONS if dim != "overall"},
-        "groups": grouped,
+def _run_analysis(run: RunData, label: str, j: int, batch: _Batch) -> RunAnalysis:
+    metric = {name: _column_estimates(_pick(batch.ratios, m, j)) for m, name in enumerate(RATIO_METRICS)}
+    judge_dims = slice(j * len(DIMENSIONS), (j + 1) * len(DIMENSIONS))
+    by_length = batch.by_length
+
+    def split(points: FloatArray, ns: npt.NDArray[np.int64]) -> DimensionTable[Estimate]:
+        return DimensionTable(
+            tuple(Estimate(p, n=n) for p, n in zip(_reals(points[judge_dims]), ns[judge_dims].tolist(), strict=True))
+        )
+
+    grouped = {
+        field_name: GroupBreakdown(
+            groups={
+                str(name): _column_estimates(_pick(g.per_group, i, j)) for i, name in enumerate(g.groups)
+            },  # per_group arrays are (G, J, C)
+            micro=_column_estimates(_pick(g.micro, j)),
+            macro=_column_estimates(_pick(g.macro, j)),
+        )
+        for field_name, g in batch.groups.items()
     }
-
-
-def _value(x: float) -> float | None:
-    return _values([x])[0]
+    return RunAnalysis(
+        label=label,
+        judge=run.judge_spec,
+        run_id=run.run_id,
+        is_baseline=is_baseline(run.judge_spec),
+        orders=tuple(o.value for o in run.orders),
+        n_cases=run.n_cases,
+        config=dict(run.config),
+        metadata=dict(run.metadata),
+        # token counts only: summed latencies are wall-clock times, and report files stay reproducible
+        usage={k: v for k, v in run.usage.items() if k != "latency_s"},
+        requests=request_counts(run.verdicts),
+        failures=dict(run.failures),
+        accuracy=metric["accuracy"],
+        answered_accuracy=metric["answered_accuracy"],
+        failure_rate=ColumnTable.of(_reals(batch.failure_rate[j])),
+        n_counted=ColumnTable.of([int(n) for n in batch.counted[j].tolist()]),
+        by_order={o.value: metric[o.value] for o in run.orders},
+        strict_accuracy=metric["strict_accuracy"],
+        agreement=Agreement(
+            kappa=_dimension_estimates(_pick(batch.kappa, j)), ac1=_dimension_estimates(_pick(batch.ac1, j))
+        ),
+        position=PositionBias(consistency=metric["consistency"], first_position_rate=metric["first_position_rate"]),
+        length=LengthBias(
+            longer_preference=metric["longer_preference"],
+            accuracy_expert_longer=split(by_length.longer_preferred, by_length.n_longer),
+            accuracy_expert_shorter=split(by_length.shorter_preferred, by_length.n_shorter),
+        ),
+        coherence={
+            dim: fixed(stats.coherence_rate(run.verdicts, "overall", dim)) for dim in DIMENSIONS if dim != "overall"
+        },
+        groups=grouped,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,14 +369,14 @@ def _value(x: float) -> float | None:
 
 def _pairwise(
     runs: Sequence[RunData],
-    labels: npt.NDArray[np.int8],
+    labels: IntArray,
     weights: npt.NDArray[np.float32],
     confidence: float,
 ) -> list[stats.PairwiseComparisons]:
-    """Pairwise comparisons per dimension, then for the pooled score (in :data:`COLUMNS` order)."""
+    """Pairwise comparisons per dimension, then for the pooled column (in :data:`COLUMNS` order)."""
     stacked = np.stack([r.verdicts for r in runs])  # (J, n, 2, D)
     per_dim = stats.pairwise_comparisons(stacked, labels, weights=weights, confidence=confidence)
-    # The pooled score: every (case, dimension) becomes an item with its two orders, and each
+    # The pooled column: every (case, dimension) becomes an item with its two orders, and each
     # case's weight is repeated over its dimensions, so resamples still draw whole cases.
     n_judges, n_cases, _, n_dims = stacked.shape
     items = stacked.transpose(0, 1, 3, 2).reshape(n_judges, n_cases * n_dims, 2, 1)
@@ -395,15 +388,15 @@ def _pairwise(
 
 def _pairwise_records(
     labels_: Sequence[str], comparisons: list[stats.PairwiseComparisons], alpha: float
-) -> tuple[list[dict[str, Any]], dict[str, FloatArray]]:
+) -> tuple[list[PairwiseComparison], dict[str, FloatArray]]:
     """Records for every pair i < j and column, with Holm-adjusted p-values per column."""
     n = len(labels_)
     rows, cols = np.triu_indices(n, 1)
     per_dim, pooled = comparisons
-    records: list[dict[str, Any]] = []
+    records: list[PairwiseComparison] = []
     p_matrices: dict[str, FloatArray] = {}
     for column in COLUMNS:
-        if column == SCORE:
+        if column == POOLED:
             pc, d = pooled, 0
         else:
             pc, d = per_dim, DIMENSIONS.index(column)
@@ -414,94 +407,109 @@ def _pairwise_records(
         p_mc = pc.p_mcnemar[rows, cols, d]
         holm_boot = stats.holm_adjust(p_boot)
         holm_mc = stats.holm_adjust(p_mc)
-        fields = {
-            "acc_a": _values(pc.acc_a[rows, cols, d]),
-            "acc_b": _values(pc.acc_a[cols, rows, d]),
-            "diff": _values(pc.diff[rows, cols, d]),
-            "low": _values(pc.low[rows, cols, d]),
-            "high": _values(pc.high[rows, cols, d]),
-            "p_bootstrap": _values(p_boot),
-            "p_bootstrap_holm": _values(holm_boot),
-            "mcnemar_b": pc.mcnemar_b[rows, cols, d].tolist(),
-            "mcnemar_c": pc.mcnemar_b[cols, rows, d].tolist(),
-            "p_mcnemar": _values(p_mc),
-            "p_mcnemar_holm": _values(holm_mc),
-            "n_pairs": pc.n_pairs[rows, cols, d].tolist(),
-        }
-        significant = (holm_boot < alpha).tolist()
-        for k, (i, j) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
-            record: dict[str, Any] = {"a": labels_[i], "b": labels_[j], "dimension": column}
-            for key, values in fields.items():
-                record[key] = values[k]
-            record["significant"] = bool(significant[k])
-            records.append(record)
+        fields = zip(
+            rows.tolist(),
+            cols.tolist(),
+            pc.acc_a[rows, cols, d].tolist(),
+            pc.acc_a[cols, rows, d].tolist(),
+            pc.diff[rows, cols, d].tolist(),
+            pc.low[rows, cols, d].tolist(),
+            pc.high[rows, cols, d].tolist(),
+            p_boot.tolist(),
+            holm_boot.tolist(),
+            (holm_boot < alpha).tolist(),
+            pc.mcnemar_b[rows, cols, d].tolist(),
+            pc.mcnemar_b[cols, rows, d].tolist(),
+            p_mc.tolist(),
+            holm_mc.tolist(),
+            pc.n_pairs[rows, cols, d].tolist(),
+            strict=True,
+        )
+        for i, j, acc_a, acc_b, diff, low, high, p_b, p_bh, sig, b, c, p_m, p_mh, n_pairs in fields:
+            records.append(
+                PairwiseComparison(
+                    a=labels_[i],
+                    b=labels_[j],
+                    column=column,
+                    acc_a=fixed(acc_a),
+                    acc_b=fixed(acc_b),
+                    diff=fixed(diff),
+                    low=fixed(low),
+                    high=fixed(high),
+                    p_bootstrap=fixed_p(p_b),
+                    p_bootstrap_holm=fixed_p(p_bh),
+                    significant=bool(sig),
+                    mcnemar_b=int(b),
+                    mcnemar_c=int(c),
+                    p_mcnemar=fixed_p(p_m),
+                    p_mcnemar_holm=fixed_p(p_mh),
+                    n_pairs=int(n_pairs),
+                )
+            )
     return records, p_matrices
 
 
-def _leaderboard(
-    run_results: Sequence[dict[str, Any]], p_matrices: Mapping[str, FloatArray], alpha: float
-) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
-    tiers: dict[str, list[int]] = {}
+def _tiers(
+    run_results: Sequence[RunAnalysis], p_matrices: Mapping[str, FloatArray], alpha: float
+) -> list[ColumnTable[int]]:
+    """Tiers of every run on every column (see :func:`~medrewardbench.metrics.stats.leaderboard_tiers`)."""
+    per_column = []
     for column in COLUMNS:
-        points = np.array(
-            [np.nan if r["accuracy"][column]["point"] is None else r["accuracy"][column]["point"] for r in run_results]
-        )
-        tiers[column] = stats.leaderboard_tiers(points, p_matrices[column], alpha=alpha).tolist()
-    rows = []
-    for index, r in enumerate(run_results):
-        rows.append(
-            {
-                "label": r["label"],
-                "judge": r["judge"],
-                "run_id": r["run_id"],
-                "is_baseline": r["is_baseline"],
-                "tier": tiers[SCORE][index],
-                "score": r["score"],
-                "macro": r["groups"]["organ_system"]["macro"][SCORE] if "organ_system" in r["groups"] else None,
-                "accuracy": {c: r["accuracy"][c] for c in DIMENSIONS},
-                "tiers": {c: tiers[c][index] for c in DIMENSIONS},
-                "answered_accuracy": r["answered_accuracy"][SCORE]["point"],
-                "failure_rate": r["failure_rate"][SCORE],
-                "consistency": r["position"]["consistency"][SCORE]["point"],
-                "first_position_rate": r["position"]["first_position_rate"][SCORE]["point"],
-                "longer_preference": r["length"]["longer_preference"][SCORE]["point"],
-                "kappa_overall": r["agreement"]["kappa"]["overall"]["point"],
-            }
-        )
+        points = np.array([run.accuracy[column].point for run in run_results], dtype=np.float64)
+        per_column.append(stats.leaderboard_tiers(points, p_matrices[column], alpha=alpha).tolist())
+    return [ColumnTable.of([int(tiers[index]) for tiers in per_column]) for index in range(len(run_results))]
 
-    def key(row: dict[str, Any]) -> tuple[float, str]:
-        point = row["score"]["point"]
-        return (-(point if point is not None else -1.0), row["label"])
 
-    rows.sort(key=key)
-    for rank, row in enumerate(rows, start=1):
-        row["rank"] = rank
-    return rows, tiers
+def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
+    """The runs ranked by score (ties by label), with tiers when the runs carry them."""
+    rows = [
+        LeaderboardRow(
+            rank=0,
+            label=run.label,
+            judge=run.judge,
+            run_id=run.run_id,
+            is_baseline=run.is_baseline,
+            tier=None if run.tiers is None else run.tiers.pooled,
+            score=run.score,
+            macro=run.groups[STRATA].macro.pooled if STRATA in run.groups else None,
+            accuracy=run.accuracy.dimensions,
+            tiers=None if run.tiers is None else run.tiers.dimensions,
+            answered_accuracy=run.answered_accuracy.pooled.point,
+            failure_rate=run.failure_rate.pooled,
+            consistency=run.position.consistency.pooled.point,
+            first_position_rate=run.position.first_position_rate.pooled.point,
+            longer_preference=run.length.longer_preference.pooled.point,
+            kappa_overall=run.agreement.kappa["overall"].point,
+        )
+        for run in run_results
+    ]
+    rows.sort(key=lambda row: (-(row.score.point if row.score.defined else -1.0), row.label))
+    return [replace(row, rank=rank) for rank, row in enumerate(rows, start=1)]
 
 
 def _dataset_section(
     first: RunData,
-    labels: npt.NDArray[np.int8],
+    labels: IntArray,
     groups: Mapping[str, tuple[str, ...]],
     dataset_name: str | None,
-) -> dict[str, Any]:
+) -> DatasetSummary:
     group_sizes: dict[str, dict[str, int]] = {}
     for field_name, values in groups.items():
         names, counts = np.unique(np.asarray(values, dtype=object), return_counts=True)
         group_sizes[field_name] = {str(k): int(c) for k, c in zip(names.tolist(), counts.tolist(), strict=True)}
-    longer = stats.expert_longer_rate(labels, first.lengths)
-    return {
-        "name": dataset_name,
-        "data_hash": first.data_hash,
-        "n_cases": first.n_cases,
-        "n_labelled": dict(zip(DIMENSIONS, (labels > 0).sum(axis=0).tolist(), strict=True)),
-        "groups": group_sizes,
-        "expert_longer_rate": dict(zip(DIMENSIONS, _values(longer), strict=True)),
-        "expert_coherence": {
-            d: _value(stats.expert_coherence_rate(labels, "overall", d)) for d in DIMENSIONS if d != "overall"
+    mean_length = _reals(first.lengths.mean(axis=0)) if first.n_cases else [math.nan, math.nan]
+    return DatasetSummary(
+        name=dataset_name,
+        data_hash=first.data_hash,
+        n_cases=first.n_cases,
+        n_labelled=DimensionTable(tuple(int(n) for n in (labels > 0).sum(axis=0).tolist())),
+        groups=group_sizes,
+        expert_longer_rate=DimensionTable(tuple(_reals(stats.expert_longer_rate(labels, first.lengths)))),
+        expert_coherence={
+            d: fixed(stats.expert_coherence_rate(labels, "overall", d)) for d in DIMENSIONS if d != "overall"
         },
-        "mean_length": _values(first.lengths.mean(axis=0)) if first.n_cases else [None, None],
-    }
+        mean_length=(mean_length[0], mean_length[1]),
+    )
 
 
 def analyze(
@@ -510,20 +518,21 @@ def analyze(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-    group_fields: Sequence[str] = ("organ_system",),
+    group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
     dataset_name: str | None = None,
-) -> dict[str, Any]:
+) -> Analysis:
     """Analyse runs of one dataset: every table of a report, with intervals and paired tests.
 
     Intervals are case-bootstrap percentile intervals from one weight matrix, drawn once and
-    stratified by the first group field (organ systems keep their size in every resample); the
-    same resamples serve every judge, so paired differences are paired. Failures count as wrong.
+    stratified by organ system (organ systems keep their size in every resample); the same
+    resamples serve every judge, so paired differences are paired. Failures count as wrong.
 
     Args:
         runs: runs made on the same data (checked with :func:`check_same_data`).
         confidence: interval coverage.
-        n_resamples: bootstrap resamples.
+        n_resamples: bootstrap resamples; 0 computes the point estimates only (what ``eval``
+            prints): no intervals, no pairwise tests, no tiers.
         seed: seed of the resamples; the same seed gives the same intervals.
         group_fields: case metadata fields to break accuracy down by; ``organ_system`` is always
             included (the leaderboard's macro average uses it).
@@ -532,56 +541,51 @@ def analyze(
         dataset_name: a name to show in reports.
 
     Returns:
-        A JSON-ready dict with keys ``schema``, ``settings``, ``dataset``, ``runs`` (one dict per
-        run, input order), ``leaderboard`` (ranked rows with tiers) and ``pairwise``
-        (every pair of judges per column, McNemar and paired bootstrap, Holm-adjusted).
-        Fractions are in [0, 1]; undefined values are None.
+        The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
+        the leaderboard ranked by score with tiers, and every pair of judges per column
+        (McNemar and paired bootstrap, Holm-adjusted). Fractions are in [0, 1]; undefined values
+        are NaN.
 
     Raises:
         StoreError: no runs, or runs made on different data.
+        ValueError: a negative number of resamples.
     """
     check_same_data(runs)
+    if n_resamples < 0:
+        raise ValueError(f"n_resamples must be >= 0, got {n_resamples}")
     first = runs[0]
     labels = first.labels
-    fields = list(dict.fromkeys(["organ_system", *group_fields]))
+    fields = list(dict.fromkeys([STRATA, *group_fields]))
     groups = {f: tuple(first.groups.get(f, ("unknown",) * first.n_cases)) for f in fields}
-    strata = np.asarray(groups["organ_system"], dtype=object) if first.n_cases else None
-    # One matrix for everything; float32 holds these whole counts exactly and multiplies faster.
-    weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata).astype(np.float32)
+    if n_resamples:
+        strata = np.asarray(groups[STRATA], dtype=object) if first.n_cases else None
+        # One matrix for everything; float32 holds these whole counts exactly and multiplies faster.
+        weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata).astype(np.float32)
+    else:
+        weights = np.zeros((0, first.n_cases), dtype=np.float32)
     names = judge_labels(runs)
     batch = _batch(runs, labels, first.lengths, groups, weights, confidence)
     run_results = [_run_analysis(run, name, j, batch) for j, (run, name) in enumerate(zip(runs, names, strict=True))]
-    comparisons = _pairwise(runs, labels, weights, confidence)
-    records, p_matrices = _pairwise_records(names, comparisons, alpha)
-    leaderboard, tiers = _leaderboard(run_results, p_matrices, alpha)
-    for index, result in enumerate(run_results):
-        result["tiers"] = {c: tiers[c][index] for c in COLUMNS}
-    return {
-        "schema": SCHEMA,
-        "settings": {
-            "confidence": confidence,
-            "n_resamples": n_resamples,
-            "seed": seed,
-            "alpha": alpha,
-            "group_fields": fields,
-            "strata": "organ_system",
-            "dimensions": list(DIMENSIONS),
-            "columns": list(COLUMNS),
-            "score": SCORE,
-            "interval": "case bootstrap, percentile",
-            "failures": "counted as wrong (accuracy); excluded from answered accuracy and agreement",
-        },
-        "dataset": _dataset_section(first, labels, groups, dataset_name),
-        "runs": run_results,
-        "leaderboard": leaderboard,
-        "pairwise": {
-            "judges": names,
-            "columns": list(COLUMNS),
-            "test": "paired case bootstrap (p_bootstrap, used for tiers) and exact McNemar over requests",
-            "adjustment": "Holm, per column over all pairs",
-            "comparisons": records,
-        },
-    }
+    records: list[PairwiseComparison] = []
+    if n_resamples:
+        records, p_matrices = _pairwise_records(names, _pairwise(runs, labels, weights, confidence), alpha)
+        tiers = _tiers(run_results, p_matrices, alpha)
+        run_results = [replace(run, tiers=run_tiers) for run, run_tiers in zip(run_results, tiers, strict=True)]
+    settings = Settings(
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        alpha=alpha,
+        group_fields=tuple(fields),
+        **({} if n_resamples else {"interval": "none (point estimates only)"}),
+    )
+    return Analysis(
+        settings=settings,
+        dataset=_dataset_section(first, labels, groups, dataset_name),
+        runs=tuple(run_results),
+        leaderboard=tuple(_leaderboard(run_results)),
+        pairwise=PairwiseTests(judges=tuple(names), comparisons=tuple(records)),
+    )
 
 
 # --------------------------------------------------------------------------------------------

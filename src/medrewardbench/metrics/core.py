@@ -1,14 +1,12 @@
-"""Core accuracy metrics on the shared array layout.
+"""Runs as arrays, and eval's point estimates with the counts behind them.
 
-Array layout (shared with :mod:`medrewardbench.metrics.stats`):
-
-* ``verdicts``: int8 (n_cases, 2, n_dims); axis 1 is [original, swapped]; 1 or 2 = the judge's
-  winner in source order, 0 = failure (judged, no verdict), -1 = that order was not run.
-* ``labels``: int8 (n_cases, n_dims); 1 or 2 = expert winner in source order, 0 = no label.
-* ``lengths``: int (n_cases, 2), character lengths of response_1 and response_2.
-
-A failure counts as wrong for ``accuracy`` (the reference convention); ``answered_accuracy`` is
-over answered requests only; requests not run and cases without a label are not counted at all.
+:func:`load_run_data` reads a run from the store into the array layout of
+:mod:`medrewardbench.metrics.stats` (verdicts, labels and lengths over cases).
+:func:`run_metrics` turns one run into a :class:`~medrewardbench.metrics.results.RunMetrics`
+with the same count functions the report's analysis uses, so eval and report agree on every
+point estimate. A failure counts as wrong for ``accuracy`` (the reference convention);
+``answered_accuracy`` is over answered requests only; requests not run and cases without a label
+are not counted at all.
 """
 
 from __future__ import annotations
@@ -22,13 +20,19 @@ import numpy.typing as npt
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.metrics import stats
+from medrewardbench.metrics.results import (
+    COLUMNS,
+    STRATA,
+    AccuracyCell,
+    ColumnTable,
+    PositionCell,
+    RequestCounts,
+    RunMetrics,
+)
+from medrewardbench.metrics.stats import FAILED, NOT_RUN, IntArray
 from medrewardbench.store import RunRecord, Store, summed_usage
 
-NOT_RUN = -1
-FAILED = 0
-ORDER_INDEX: dict[Order, int] = {Order.ORIGINAL: 0, Order.SWAPPED: 1}
-
-IntArray = npt.NDArray[np.int8]
+ORDER_INDEX: dict[Order, int] = {Order.ORIGINAL: stats.ORIGINAL, Order.SWAPPED: stats.SWAPPED}
 
 
 @dataclass(frozen=True)
@@ -124,44 +128,8 @@ def load_run_data(store: Store, run: RunRecord) -> RunData:
     )
 
 
-@dataclass(frozen=True)
-class AccuracyCell:
-    """Accuracy of one dimension over one set of requests."""
-
-    n: int
-    """requests counted (run, labelled)"""
-    correct: int
-    answered: int
-
-    @property
-    def accuracy(self) -> float:
-        """Correct over counted requests; failures count as wrong. NaN when nothing is counted."""
-        return self.correct / self.n if self.n else float("nan")
-
-    @property
-    def answered_accuracy(self) -> float:
-        """Correct over answered requests. NaN when nothing was answered."""
-        return self.correct / self.answered if self.answered else float("nan")
-
-    @property
-    def failure_rate(self) -> float:
-        return (self.n - self.answered) / self.n if self.n else float("nan")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "correct": self.correct,
-            "answered": self.answered,
-            "accuracy": _clean(self.accuracy),
-            "answered_accuracy": _clean(self.answered_accuracy),
-            "failure_rate": _clean(self.failure_rate),
-        }
-
-
-def accuracy_cells(
-    verdicts: IntArray, labels: IntArray, orders: Sequence[int] = (0, 1)
-) -> list[AccuracyCell]:
-    """Per-dimension accuracy over the given order indices.
+def accuracy_cells(verdicts: IntArray, labels: IntArray, orders: Sequence[int] = (0, 1)) -> ColumnTable[AccuracyCell]:
+    """Accuracy counts per dimension and pooled over dimensions, on the given order indices.
 
     Args:
         verdicts: (n_cases, 2, n_dims) verdicts in the shared layout.
@@ -169,22 +137,20 @@ def accuracy_cells(
         orders: which order indices to count (0 = original, 1 = swapped).
 
     Returns:
-        One :class:`AccuracyCell` per dimension.
+        One :class:`~medrewardbench.metrics.results.AccuracyCell` per dimension, then the pooled one.
     """
-    v = verdicts[:, list(orders), :]
-    lab = labels[:, None, :]
-    counted = (v != NOT_RUN) & (lab != 0)
-    answered = counted & (v != FAILED)
-    correct = answered & (v == lab)
-    return [
-        AccuracyCell(int(counted[..., j].sum()), int(correct[..., j].sum()), int(answered[..., j].sum()))
-        for j in range(verdicts.shape[2])
-    ]
+    correct, counted = stats.request_outcomes(verdicts, labels)
+    _, answered = stats.request_outcomes(verdicts, labels, count_failures=False)
+    selected = list(orders)
+    sums = [a[:, selected].sum(axis=(0, 1)).tolist() for a in (counted, correct, answered)]
+    cells = [AccuracyCell(int(n), int(c), int(a)) for n, c, a in zip(*sums, strict=True)]
+    pooled = AccuracyCell(*(int(sum(values)) for values in sums))
+    return ColumnTable.of([*cells, pooled])
 
 
 def grouped_accuracy(
     verdicts: IntArray, labels: IntArray, groups: Sequence[str], orders: Sequence[int] = (0, 1)
-) -> dict[str, list[AccuracyCell]]:
+) -> dict[str, ColumnTable[AccuracyCell]]:
     """:func:`accuracy_cells` applied to each group of cases, groups sorted by name.
 
     Args:
@@ -194,138 +160,85 @@ def grouped_accuracy(
         orders: order indices to count.
 
     Returns:
-        group -> per-dimension cells.
+        group -> per-column cells.
     """
     keys = np.asarray(groups, dtype=object)
-    return {
-        g: accuracy_cells(verdicts[keys == g], labels[keys == g], orders) for g in sorted(set(groups))
-    }
+    return {g: accuracy_cells(verdicts[keys == g], labels[keys == g], orders) for g in sorted(set(groups))}
 
 
-def macro_accuracy(by_group: Mapping[str, list[AccuracyCell]]) -> list[float]:
-    """Per-dimension mean over groups of group accuracy (groups with nothing counted skipped)."""
-    n_dims = len(next(iter(by_group.values()))) if by_group else len(DIMENSIONS)
-    out = []
-    for j in range(n_dims):
-        values = [cells[j].accuracy for cells in by_group.values() if cells[j].n > 0]
-        out.append(float(np.mean(values)) if values else float("nan"))
-    return out
+def macro_accuracy(by_group: Mapping[str, ColumnTable[AccuracyCell]]) -> ColumnTable[float]:
+    """Per column, the mean over groups of the group accuracy (groups with nothing counted skipped).
 
+    Args:
+        by_group: group -> accuracy cells, as :func:`grouped_accuracy` returns.
 
-def position_consistency(verdicts: IntArray) -> list[tuple[int, int]]:
-    """Per dimension: (cases answered in both orders, of those the same source winner in both)."""
-    same, both = stats.position_consistency_counts(verdicts)
-    return [(int(b), int(s)) for b, s in zip(both.sum(axis=0), same.sum(axis=0), strict=True)]
-
-
-def first_position_picks(verdicts: IntArray) -> list[tuple[int, int]]:
-    """Per dimension: (answered requests, of those where the judge picked the response shown first).
-
-    In the original order the first-shown response is 1; in the swapped order it is 2.
+    Returns:
+        The macro accuracy per column, NaN where no group counted anything.
     """
+    means = []
+    for column in COLUMNS:
+        counted = [cells[column].accuracy for cells in by_group.values() if cells[column].n > 0]
+        means.append(float(np.mean(counted)) if counted else float("nan"))
+    return ColumnTable.of(means)
+
+
+def position_cells(verdicts: IntArray) -> ColumnTable[PositionCell]:
+    """Position consistency and first-position picks as counts, per dimension and pooled.
+
+    Args:
+        verdicts: (n_cases, 2, n_dims).
+
+    Returns:
+        One :class:`~medrewardbench.metrics.results.PositionCell` per dimension, then the pooled one.
+    """
+    consistent, both = stats.position_consistency_counts(verdicts)
     picked, answered = stats.first_position_counts(verdicts)
-    return [(int(a), int(p)) for a, p in zip(answered.sum(axis=0), picked.sum(axis=0), strict=True)]
+    sums = [a.sum(axis=0).tolist() for a in (both, consistent, answered, picked)]
+    cells = [PositionCell(*(int(v) for v in values)) for values in zip(*sums, strict=True)]
+    return ColumnTable.of([*cells, PositionCell(*(int(sum(values)) for values in sums))])
 
 
-def run_metrics(data: RunData, group_fields: Sequence[str] = ("organ_system",)) -> dict[str, Any]:
-    """Every core metric of a run as a JSON-ready dict.
+def request_counts(verdicts: IntArray) -> RequestCounts:
+    """Requests run (with or without a verdict), and requests that failed on every dimension.
+
+    Args:
+        verdicts: (n_cases, 2, n_dims).
+
+    Returns:
+        The two counts.
+    """
+    run = verdicts[:, :, 0] != NOT_RUN
+    failed = (verdicts == FAILED).all(axis=2) & run
+    return RequestCounts(judged=int(run.sum()), failed=int(failed.sum()))
+
+
+def run_metrics(data: RunData, group_fields: Sequence[str] = (STRATA,)) -> RunMetrics:
+    """Every point estimate of a run with the counts behind it.
 
     Args:
         data: the run's arrays.
-        group_fields: metadata fields to group by (organ_system first by convention).
+        group_fields: metadata fields to group by (organ_system first by convention; its groups
+            also give the macro average).
 
     Returns:
-        ``{"dimensions": {...}, "by_order": {...}, "by": {field: {group: {...}}},
-        "macro": {...}, "position": {...}, "failures": {...}}``.
+        The run's :class:`~medrewardbench.metrics.results.RunMetrics`.
     """
     run_orders = [ORDER_INDEX[o] for o in data.orders]
-    combined = accuracy_cells(data.verdicts, data.labels, run_orders)
-    result: dict[str, Any] = {
-        "n_cases": data.n_cases,
-        "orders": [o.value for o in data.orders],
-        "dimensions": {d: c.as_dict() for d, c in zip(DIMENSIONS, combined, strict=False)},
-        "mean_accuracy": _clean(_nanmean([c.accuracy for c in combined])),
-        "by_order": {
-            o.value: {
-                d: c.as_dict()
-                for d, c in zip(DIMENSIONS, accuracy_cells(data.verdicts, data.labels, [ORDER_INDEX[o]]), strict=False)
-            }
-            for o in data.orders
-        },
-        "by": {},
-        "macro": {},
-    }
+    by: dict[str, dict[str, ColumnTable[AccuracyCell]]] = {}
+    macro = None
     for field_name in dict.fromkeys(group_fields):
         values = data.groups.get(field_name, ("unknown",) * data.n_cases)
-        by_group = grouped_accuracy(data.verdicts, data.labels, values, run_orders)
-        result["by"][field_name] = {
-            g: {d: c.as_dict() for d, c in zip(DIMENSIONS, cells, strict=False)} for g, cells in by_group.items()
-        }
-        if field_name == "organ_system":
-            result["macro"] = {
-                d: _clean(v) for d, v in zip(DIMENSIONS, macro_accuracy(by_group), strict=False)
-            }
-    consistency = position_consistency(data.verdicts)
-    first = first_position_picks(data.verdicts)
-    result["position"] = {
-        d: {
-            "both_answered": both,
-            "consistent": same,
-            "consistency": _clean(same / both if both else float("nan")),
-            "answered": answered,
-            "picked_first": picked,
-            "first_position_rate": _clean(picked / answered if answered else float("nan")),
-        }
-        for d, (both, same), (answered, picked) in zip(DIMENSIONS, consistency, first, strict=False)
-    }
-    n_requests = int((data.verdicts[:, :, 0] != NOT_RUN).sum())
-    n_failed_all = int(((data.verdicts == FAILED).all(axis=2) & (data.verdicts[:, :, 0] != NOT_RUN)).sum())
-    result["requests"] = {"judged": n_requests, "failed": n_failed_all}
-    result["failures"] = dict(data.failures)
-    return result
-
-
-def leaderboard_rows(metrics_by_run: Mapping[str, Mapping[str, Any]], specs: Mapping[str, str]) -> list[dict[str, Any]]:
-    """One row per run, ranked by mean accuracy over the six dimensions (ties by spec).
-
-    Args:
-        metrics_by_run: run_id -> :func:`run_metrics` output.
-        specs: run_id -> judge spec.
-
-    Returns:
-        Rows with rank, judge, run_id, mean accuracy, per-dimension accuracy, failure rate and
-        position consistency (overall dimension).
-    """
-    rows = []
-    for run_id, m in metrics_by_run.items():
-        dims = m["dimensions"]
-        n_total = sum(dims[d]["n"] for d in DIMENSIONS)
-        n_failed = sum(dims[d]["n"] - dims[d]["answered"] for d in DIMENSIONS)
-        rows.append(
-            {
-                "judge": specs[run_id],
-                "run_id": run_id,
-                "mean_accuracy": m["mean_accuracy"],
-                **{d: dims[d]["accuracy"] for d in DIMENSIONS},
-                "macro_overall": m["macro"].get("overall"),
-                "failure_rate": _clean(n_failed / n_total if n_total else float("nan")),
-                "consistency": m["position"]["overall"]["consistency"],
-                "first_position_rate": m["position"]["overall"]["first_position_rate"],
-            }
-        )
-    rows.sort(key=lambda r: (-(r["mean_accuracy"] if r["mean_accuracy"] is not None else -1.0), r["judge"]))
-    for rank, row in enumerate(rows, start=1):
-        row["rank"] = rank
-    return rows
-
-
-def _nanmean(values: Sequence[float]) -> float:
-    finite = [v for v in values if not np.isnan(v)]
-    return float(np.mean(finite)) if finite else float("nan")
-
-
-def _clean(value: float) -> float | None:
-    """JSON has no NaN: missing values become None; floats are rounded for stable output."""
-    if value is None or np.isnan(value):
-        return None
-    return round(float(value), 6)
+        by[field_name] = grouped_accuracy(data.verdicts, data.labels, values, run_orders)
+        if field_name == STRATA:
+            macro = macro_accuracy(by[field_name])
+    return RunMetrics(
+        n_cases=data.n_cases,
+        orders=tuple(o.value for o in data.orders),
+        accuracy=accuracy_cells(data.verdicts, data.labels, run_orders),
+        by_order={o.value: accuracy_cells(data.verdicts, data.labels, [ORDER_INDEX[o]]) for o in data.orders},
+        by=by,
+        macro=macro,
+        position=position_cells(data.verdicts),
+        requests=request_counts(data.verdicts),
+        failures=dict(data.failures),
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.metrics.results import METRICS_SCHEMA, AccuracyCell, ColumnTable, LeaderboardRow, RunMetrics, number
 from medrewardbench.store import RunRecord, Store
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -58,17 +59,32 @@ def write_judgments_jsonl(store: Store, runs: Sequence[RunRecord], path: Path) -
     return count
 
 
+def leaderboard_entry(row: LeaderboardRow) -> dict[str, Any]:
+    """One leaderboard row of metrics.json: point estimates, pooled over the six dimensions."""
+    return {
+        "rank": row.rank,
+        "judge": row.judge,
+        "run_id": row.run_id,
+        "score": number(row.score.point),
+        **{d: number(row.accuracy[d].point) for d in DIMENSIONS},
+        "macro": None if row.macro is None else number(row.macro.point),
+        "failure_rate": number(row.failure_rate),
+        "consistency": number(row.consistency),
+        "first_position_rate": number(row.first_position_rate),
+    }
+
+
 def metrics_document(
     runs: Sequence[RunRecord],
-    metrics_by_run: Mapping[str, Mapping[str, Any]],
-    leaderboard: Sequence[Mapping[str, Any]],
+    metrics_by_run: Mapping[str, RunMetrics],
+    leaderboard: Sequence[LeaderboardRow],
 ) -> dict[str, Any]:
-    """The content of metrics.json."""
+    """The content of metrics.json (schema ``medrewardbench.metrics/2``)."""
     datasets = sorted({(r.dataset_name, r.data_hash, r.n_cases) for r in runs})
     return {
-        "schema": "medrewardbench.metrics/1",
+        "schema": METRICS_SCHEMA,
         "datasets": [{"name": n, "data_hash": h, "n_cases": c} for n, h, c in datasets],
-        "leaderboard": list(leaderboard),
+        "leaderboard": [leaderboard_entry(row) for row in leaderboard],
         "runs": [
             {
                 "run_id": r.run_id,
@@ -78,7 +94,7 @@ def metrics_document(
                 "dataset": r.dataset_name,
                 "config": r.config,
                 "metadata": r.metadata,
-                "metrics": metrics_by_run[r.run_id],
+                "metrics": metrics_by_run[r.run_id].to_json(),
             }
             for r in runs
         ],
@@ -89,9 +105,7 @@ def write_metrics_json(document: Mapping[str, Any], path: Path) -> None:
     path.write_text(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8")
 
 
-def metrics_csv_rows(
-    runs: Sequence[RunRecord], metrics_by_run: Mapping[str, Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+def metrics_csv_rows(runs: Sequence[RunRecord], metrics_by_run: Mapping[str, RunMetrics]) -> list[dict[str, Any]]:
     """Long-format rows: one per (run, scope, group, order, dimension)."""
     rows: list[dict[str, Any]] = []
     for run in runs:
@@ -99,27 +113,50 @@ def metrics_csv_rows(
         base = {"run_id": run.run_id, "judge": run.judge_spec}
 
         def add(
-            scope: str, field: str, group: str, order: str, cells: Mapping[str, Any], base: dict[str, Any] = base
+            scope: str,
+            field: str,
+            group: str,
+            order: str,
+            cells: ColumnTable[AccuracyCell],
+            base: dict[str, Any] = base,
         ) -> None:
             for dim in DIMENSIONS:
-                cell = cells[dim]
+                values = cells[dim].to_json()
                 rows.append(
-                    {**base, "scope": scope, "group_field": field, "group": group, "order": order,
-                     "dimension": dim, **{k: cell[k] for k in CSV_COLUMNS[7:]}}
+                    {
+                        **base,
+                        "scope": scope,
+                        "group_field": field,
+                        "group": group,
+                        "order": order,
+                        "dimension": dim,
+                        **{k: values[k] for k in CSV_COLUMNS[7:]},
+                    }
                 )
 
-        add("all", "", "", "both", m["dimensions"])
-        for order, cells in m["by_order"].items():
+        add("all", "", "", "both", m.accuracy)
+        for order, cells in m.by_order.items():
             add("order", "", "", order, cells)
-        for field, groups in m["by"].items():
+        for field, groups in m.by.items():
             for group, cells in groups.items():
                 add("group", field, group, "both", cells)
         for dim in DIMENSIONS:
-            value = m["macro"].get(dim)
+            value = None if m.macro is None else number(m.macro[dim])
             rows.append(
-                {**base, "scope": "macro", "group_field": "organ_system", "group": "", "order": "both",
-                 "dimension": dim, "n": "", "correct": "", "answered": "", "accuracy": value,
-                 "answered_accuracy": "", "failure_rate": ""}
+                {
+                    **base,
+                    "scope": "macro",
+                    "group_field": "organ_system",
+                    "group": "",
+                    "order": "both",
+                    "dimension": dim,
+                    "n": "",
+                    "correct": "",
+                    "answered": "",
+                    "accuracy": value,
+                    "answered_accuracy": "",
+                    "failure_rate": "",
+                }
             )
     return rows
 

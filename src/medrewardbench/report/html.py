@@ -17,8 +17,18 @@ from typing import Any
 from medrewardbench.cases import ImageRef
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
+from medrewardbench.metrics.results import Analysis, LeaderboardRow, PairwiseComparison
 from medrewardbench.report import plots
-from medrewardbench.report.plots import pct
+from medrewardbench.report.format import (
+    METRIC,
+    coefficient,
+    coefficient_estimate,
+    estimate,
+    optional,
+    p_value,
+    percent,
+    signed_percent,
+)
 
 TEMPLATES = Path(__file__).parent / "templates"
 THUMBNAIL_MAX_SIDE = 256
@@ -32,7 +42,6 @@ SHORT = {
     "creativity": "Creativity",
     "responsiveness": "Respons.",
     "overall": "Overall",
-    "all": "All dims",
 }
 
 
@@ -112,20 +121,6 @@ def thumbnail_data_uri(image: ImageRef, max_side: int = THUMBNAIL_MAX_SIDE) -> s
 # --------------------------------------------------------------------------------------------
 
 
-def fmt_estimate(estimate: Mapping[str, Any] | None, digits: int = 1) -> str:
-    """``"71.2 [68.0, 74.3]"`` in percent; ``"–"`` when the point is missing."""
-    if not estimate or estimate.get("point") is None:
-        return "–"
-    point = pct(estimate["point"], digits)
-    if estimate.get("low") is None or estimate.get("high") is None:
-        return point
-    return f"{point} [{pct(estimate['low'], digits)}, {pct(estimate['high'], digits)}]"
-
-
-def _point(estimate: Mapping[str, Any] | None) -> float | None:
-    return None if not estimate else estimate.get("point")
-
-
 def _clip(text: str | None, limit: int = RAW_OUTPUT_LIMIT) -> tuple[str | None, int]:
     if text is None or len(text) <= limit:
         return text, 0
@@ -146,42 +141,39 @@ def _diverging(value: float, scale: float) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _context(analysis: Mapping[str, Any], gallery: CaseGallery | None, title: str) -> dict[str, Any]:
-    runs = {r["label"]: r for r in analysis["runs"]}
-    board = analysis["leaderboard"]
-    ordered = [runs[row["label"]] for row in board]
-    labels = [r["label"] for r in ordered]
-    settings = analysis["settings"]
-    dataset = analysis["dataset"]
+def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dict[str, Any]:
+    board = analysis.leaderboard
+    ordered = analysis.ranked_runs()
+    labels = [r.label for r in ordered]
+    settings = analysis.settings
+    dataset = analysis.dataset
 
-    leaderboard = []
-    for row in board:
-        run = runs[row["label"]]
-        leaderboard.append(
-            {
-                "rank": row["rank"],
-                "tier": row["tier"],
-                "label": row["label"],
-                "run_id": row["run_id"],
-                "is_baseline": row["is_baseline"],
-                "score": fmt_estimate(row["score"]),
-                "macro": fmt_estimate(row["macro"]) if row["macro"] else "–",
-                "answered": pct(row["answered_accuracy"]),
-                "failures": pct(row["failure_rate"]),
-                "consistency": pct(row["consistency"]),
-                "first": pct(row["first_position_rate"]),
-                "longer": pct(row["longer_preference"]),
-                "band": row["tier"] % 2 == 0,
-                "orders": ", ".join(run["orders"]),
-            }
-        )
+    leaderboard = [
+        {
+            "rank": row.rank,
+            "tier": row.tier,
+            "label": row.label,
+            "run_id": row.run_id,
+            "is_baseline": row.is_baseline,
+            "score": estimate(row.score),
+            "macro": estimate(row.macro),
+            "answered": percent(row.answered_accuracy),
+            "failures": percent(row.failure_rate),
+            "consistency": percent(row.consistency),
+            "first": percent(row.first_position_rate),
+            "longer": percent(row.longer_preference),
+            "band": (row.tier or 0) % 2 == 0,
+            "orders": ", ".join(run.orders),
+        }
+        for row, run in zip(board, ordered, strict=True)
+    ]
     forest = plots.forest(
-        [("◆ " if r["is_baseline"] else "") + r["label"] for r in board],
-        [_point(r["score"]) for r in board],
-        [r["score"]["low"] for r in board],
-        [r["score"]["high"] for r in board],
-        title=f"Agreement with the experts, all six dimensions ({round(100 * settings['confidence'])} % intervals)",
-        groups=[r["tier"] for r in board],
+        [("◆ " if r.is_baseline else "") + r.label for r in board],
+        [optional(r.score.point) for r in board],
+        [optional(r.score.low) for r in board],
+        [optional(r.score.high) for r in board],
+        title=f"Agreement with the experts, all six dimensions ({round(100 * settings.confidence)} % intervals)",
+        groups=[r.tier or 0 for r in board],
         reference=0.5,
         reference_label="chance",
         width=900,
@@ -189,20 +181,22 @@ def _context(analysis: Mapping[str, Any], gallery: CaseGallery | None, title: st
 
     dimension_rows = [
         {
-            "label": r["label"],
-            "is_baseline": r["is_baseline"],
-            "cells": [{"text": fmt_estimate(r["accuracy"][d]), "tier": r["tiers"][d]} for d in DIMENSIONS],
+            "label": r.label,
+            "is_baseline": r.is_baseline,
+            "cells": [
+                {"text": estimate(r.accuracy[d]), "tier": "" if r.tiers is None else r.tiers[d]} for d in DIMENSIONS
+            ],
         }
         for r in ordered
     ]
     dimension_bars = [
         plots.interval_bars(
             labels,
-            [_point(r["accuracy"][d]) for r in ordered],
-            [r["accuracy"][d]["low"] for r in ordered],
-            [r["accuracy"][d]["high"] for r in ordered],
+            [optional(r.accuracy[d].point) for r in ordered],
+            [optional(r.accuracy[d].low) for r in ordered],
+            [optional(r.accuracy[d].high) for r in ordered],
             title=d.capitalize(),
-            highlight=[r["is_baseline"] for r in ordered],
+            highlight=[r.is_baseline for r in ordered],
             reference=0.5,
             reference_label="chance",
         )
@@ -211,56 +205,51 @@ def _context(analysis: Mapping[str, Any], gallery: CaseGallery | None, title: st
 
     heatmaps = []
     for r in ordered:
-        organ = r["groups"].get("organ_system")
+        organ = r.groups.get("organ_system")
         if not organ:
             continue
-        row_names = list(organ["groups"])
-        values = [[organ["groups"][g][d]["point"] for d in DIMENSIONS] for g in row_names]
-        values.append([organ["micro"][d]["point"] for d in DIMENSIONS])
-        values.append([organ["macro"][d]["point"] for d in DIMENSIONS])
+        tables = [*organ.groups.values(), organ.micro, organ.macro]
         heatmaps.append(
             {
-                "label": r["label"],
+                "label": r.label,
                 "svg": plots.heatmap(
-                    [*row_names, "all (pooled)", "macro (mean)"],
+                    [*organ.groups, "all (pooled)", "macro (mean)"],
                     [SHORT[d] for d in DIMENSIONS],
-                    values,
-                    title=r["label"],
+                    [[optional(table[d].point) for d in DIMENSIONS] for table in tables],
+                    title=r.label,
                     caption_rows=("all (pooled)", "macro (mean)"),
                 ),
             }
         )
-    organ_sizes = dataset["groups"].get("organ_system", {})
 
     agreement_rows = [
         {
-            "label": r["label"],
-            "kappa": [_fmt_kappa(r["agreement"]["kappa"][d]) for d in DIMENSIONS],
-            "kappa_overall": _fmt_kappa_ci(r["agreement"]["kappa"]["overall"]),
-            "ac1_overall": _fmt_kappa_ci(r["agreement"]["ac1"]["overall"]),
-            "coherence": pct(r["coherence"].get("accuracy")),
+            "label": r.label,
+            "kappa": [coefficient(r.agreement.kappa[d].point) for d in DIMENSIONS],
+            "kappa_overall": coefficient_estimate(r.agreement.kappa["overall"]),
+            "ac1_overall": coefficient_estimate(r.agreement.ac1["overall"]),
+            "coherence": percent(r.coherence.get("accuracy")),
         }
         for r in ordered
     ]
 
-    position_rows = []
-    for r in ordered:
-        by_order = r["by_order"]
-        position_rows.append(
-            {
-                "label": r["label"],
-                "consistency": fmt_estimate(r["position"]["consistency"]["all"]),
-                "first": fmt_estimate(r["position"]["first_position_rate"]["all"]),
-                "strict": fmt_estimate(r["strict_accuracy"]["all"]),
-                "original": fmt_estimate(by_order["original"]["all"]) if "original" in by_order else "not run",
-                "swapped": fmt_estimate(by_order["swapped"]["all"]) if "swapped" in by_order else "not run",
-            }
-        )
+    position_rows = [
+        {
+            "label": r.label,
+            "consistency": estimate(r.position.consistency.pooled),
+            "first": estimate(r.position.first_position_rate.pooled),
+            "strict": estimate(r.strict_accuracy.pooled),
+            "original": estimate(r.by_order["original"].pooled) if "original" in r.by_order else "not run",
+            "swapped": estimate(r.by_order["swapped"].pooled) if "swapped" in r.by_order else "not run",
+        }
+        for r in ordered
+    ]
+    first_shown = [r.position.first_position_rate.pooled for r in ordered]
     position_plot = plots.forest(
         labels,
-        [_point(r["position"]["first_position_rate"]["all"]) for r in ordered],
-        [r["position"]["first_position_rate"]["all"]["low"] for r in ordered],
-        [r["position"]["first_position_rate"]["all"]["high"] for r in ordered],
+        [optional(e.point) for e in first_shown],
+        [optional(e.low) for e in first_shown],
+        [optional(e.high) for e in first_shown],
         title="Share of picks of the response shown first (50 = no position preference)",
         reference=0.5,
         reference_label="no preference",
@@ -270,42 +259,37 @@ def _context(analysis: Mapping[str, Any], gallery: CaseGallery | None, title: st
 
     length_rows = [
         {
-            "label": r["label"],
-            "longer": fmt_estimate(r["length"]["longer_preference"]["all"]),
-            "acc_longer": pct(r["length"]["accuracy_expert_longer"]["overall"]["point"]),
-            "n_longer": r["length"]["accuracy_expert_longer"]["overall"]["n"],
-            "acc_shorter": pct(r["length"]["accuracy_expert_shorter"]["overall"]["point"]),
-            "n_shorter": r["length"]["accuracy_expert_shorter"]["overall"]["n"],
+            "label": r.label,
+            "longer": estimate(r.length.longer_preference.pooled),
+            "acc_longer": percent(r.length.accuracy_expert_longer["overall"].point),
+            "n_longer": r.length.accuracy_expert_longer["overall"].n,
+            "acc_shorter": percent(r.length.accuracy_expert_shorter["overall"].point),
+            "n_shorter": r.length.accuracy_expert_shorter["overall"].n,
         }
         for r in ordered
     ]
     length_plot = plots.dumbbell(
         labels,
-        [r["length"]["accuracy_expert_longer"]["overall"]["point"] for r in ordered],
-        [r["length"]["accuracy_expert_shorter"]["overall"]["point"] for r in ordered],
-        title="Overall accuracy when the experts preferred the longer vs. the shorter response",
+        [optional(r.length.accuracy_expert_longer["overall"].point) for r in ordered],
+        [optional(r.length.accuracy_expert_shorter["overall"].point) for r in ordered],
+        title=f"Overall {METRIC} when the experts preferred the longer vs. the shorter response",
         first_label="experts preferred the longer",
         second_label="experts preferred the shorter",
         width=900,
     )
 
-    pairwise = _pairwise_matrix(analysis, labels)
     failures = [
-        {"label": r["label"], "rate": pct(r["failure_rate"]["all"]), "reasons": list(r["failures"].items())[:5]}
+        {"label": r.label, "rate": percent(r.failure_rate.pooled), "reasons": list(r.failures.items())[:5]}
         for r in ordered
-        if r["failures"]
+        if r.failures
     ]
-
-    gallery_ctx = None
-    if gallery is not None:
-        gallery_ctx = _gallery_context(gallery, labels)
 
     return {
         "title": title,
-        "schema": analysis.get("schema", ""),
+        "schema": analysis.schema,
         "dataset": dataset,
         "settings": settings,
-        "confidence_pct": round(100 * settings["confidence"]),
+        "confidence_pct": round(100 * settings.confidence),
         "n_judges": len(board),
         "dimensions": DIMENSIONS,
         "short": SHORT,
@@ -315,53 +299,33 @@ def _context(analysis: Mapping[str, Any], gallery: CaseGallery | None, title: st
         "dimension_bars": dimension_bars,
         "heatmaps": heatmaps,
         "colour_scale": plots.colour_scale(),
-        "organ_sizes": organ_sizes,
+        "organ_sizes": dataset.groups.get("organ_system", {}),
         "agreement_rows": agreement_rows,
-        "expert_coherence": pct(dataset["expert_coherence"].get("accuracy")),
+        "expert_coherence": percent(dataset.expert_coherence.get("accuracy")),
         "position_rows": position_rows,
         "position_plot": position_plot,
         "length_rows": length_rows,
         "length_plot": length_plot,
-        "expert_longer": pct(dataset["expert_longer_rate"].get("overall")),
-        "pairwise": pairwise,
+        "expert_longer": percent(dataset.expert_longer_rate["overall"]),
+        "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
-        "gallery": gallery_ctx,
+        "gallery": None if gallery is None else _gallery_context(gallery, labels),
     }
 
 
-def _two(value: float) -> str:
-    """Two decimals, never "-0.00"."""
-    text = f"{value:.2f}"
-    return "0.00" if text == "-0.00" else text
-
-
-def _fmt_kappa(estimate: Mapping[str, Any]) -> str:
-    point = estimate.get("point")
-    return "–" if point is None else _two(point)
-
-
-def _fmt_kappa_ci(estimate: Mapping[str, Any]) -> str:
-    point = estimate.get("point")
-    if point is None:
-        return "–"
-    if estimate.get("low") is None or estimate.get("high") is None:
-        return _two(point)
-    return f"{_two(point)} [{_two(estimate['low'])}, {_two(estimate['high'])}]"
-
-
-def _pairwise_matrix(analysis: Mapping[str, Any], labels: Sequence[str]) -> dict[str, Any]:
+def _pairwise_matrix(analysis: Analysis, board: Sequence[LeaderboardRow]) -> dict[str, Any]:
     """The upper triangle of score differences: row judge (higher rank) minus column judge, in points.
 
     Rows are ranks 1..J-1 and columns ranks 2..J, so every pair appears once. Significant cells
     (Holm-adjusted paired bootstrap) are bold on a blue background whose depth grows with the
     difference; the others are grey text.
     """
-    score = analysis["settings"]["score"]
-    lookup: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for rec in analysis["pairwise"]["comparisons"]:
-        if rec["dimension"] == score:
-            lookup[(rec["a"], rec["b"])] = rec
-    diffs = [abs(rec["diff"]) for rec in lookup.values() if rec["diff"] is not None]
+    labels = [row.label for row in board]
+    lookup: dict[tuple[str, str], PairwiseComparison] = {}
+    for pair in analysis.pairwise.on_score():
+        lookup[(pair.a, pair.b)] = pair
+        lookup[(pair.b, pair.a)] = pair.flipped()
+    diffs = [abs(c.diff) for c in analysis.pairwise.on_score() if c.diff == c.diff]
     scale = max(diffs, default=0.0) or 1.0
     rows = []
     for i, a in enumerate(labels[:-1]):
@@ -370,36 +334,32 @@ def _pairwise_matrix(analysis: Mapping[str, Any], labels: Sequence[str]) -> dict
             if j <= i:
                 cells.append({"text": "", "style": "", "cls": "empty", "title": ""})
                 continue
-            rec, sign = lookup.get((a, b)), 1.0
-            if rec is None:
-                rec, sign = lookup.get((b, a)), -1.0
-            if rec is None or rec["diff"] is None:
+            comparison = lookup.get((a, b))
+            if comparison is None or comparison.diff != comparison.diff:
                 cells.append({"text": "–", "style": "", "cls": "ns", "title": f"{a} vs {b}: no shared judgments"})
                 continue
-            diff = sign * rec["diff"]
-            text = f"{100 * diff:.1f}".replace("-", "−")
+            diff = comparison.diff
+            text = percent(diff).replace("-", "−")
             if text in ("0.0", "−0.0"):
                 text = "0.0"
-            significant = bool(rec["significant"])
-            p_holm = rec["p_bootstrap_holm"]
-            p_text = "–" if p_holm is None else f"{p_holm:.3g}"
+            significant = comparison.significant
             cells.append(
                 {
                     "text": text,
                     "style": f"background:{_diverging(diff, scale)}" if significant else "",
                     "cls": "sig" if significant else "ns",
-                    "title": f"{a} minus {b}: {100 * diff:+.1f} points, Holm-adjusted p = {p_text}"
+                    "title": f"{a} minus {b}: {signed_percent(diff)} points, Holm-adjusted p = "
+                    f"{p_value(comparison.p_bootstrap_holm, resamples=analysis.settings.n_resamples)}"
                     + ("" if significant else " (not significant)"),
                 }
             )
         rows.append({"rank": i + 1, "label": a, "cells": cells})
-    n_sig = sum(1 for rec in lookup.values() if rec["significant"])
     return {
         "rows": rows,
         "columns": list(range(2, len(labels) + 1)),
         "n": len(labels),
-        "n_pairs": len(lookup),
-        "n_significant": n_sig,
+        "n_pairs": len(analysis.pairwise.on_score()),
+        "n_significant": sum(1 for c in analysis.pairwise.on_score() if c.significant),
     }
 
 
@@ -482,7 +442,7 @@ def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, A
 
 
 def render_html(
-    analysis: Mapping[str, Any], gallery: CaseGallery | None = None, *, title: str = "Med-RewardBench report"
+    analysis: Analysis, gallery: CaseGallery | None = None, *, title: str = "Med-RewardBench report"
 ) -> str:
     """The report page as one string.
 
@@ -516,7 +476,7 @@ def render_html(
 
 
 def write_html(
-    analysis: Mapping[str, Any],
+    analysis: Analysis,
     path: str | Path,
     gallery: CaseGallery | None = None,
     *,

@@ -5,12 +5,11 @@ Numbers are percentages with one decimal, intervals written ``71.2 [68.0, 74.3]`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.report.html import fmt_estimate
-from medrewardbench.report.plots import pct
+from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, number
+from medrewardbench.report.format import METRIC, coefficient, estimate, p_value, percent
 
 MAX_PAIRS_LISTED = 60
 
@@ -38,12 +37,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]], right: Seque
     return lines
 
 
-def _kappa(estimate: Mapping[str, Any]) -> str:
-    point = estimate.get("point")
-    return "–" if point is None else f"{point:.2f}"
+def _points(table: ColumnTable[Estimate]) -> list[str]:
+    """The points of the six dimensions and the pooled column, in percent."""
+    return [percent(value.point) for _, value in table.columns()]
 
 
-def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBench report") -> str:
+def _with_n(value: Estimate) -> str:
+    return f"{percent(value.point)} ({value.n})"
+
+
+def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report") -> str:
     """The report as Markdown.
 
     Args:
@@ -53,17 +56,16 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
     Returns:
         The document (ends with a newline).
     """
-    settings = analysis["settings"]
-    dataset = analysis["dataset"]
-    board = analysis["leaderboard"]
-    runs = {r["label"]: r for r in analysis["runs"]}
-    ordered = [runs[row["label"]] for row in board]
-    conf = round(100 * settings["confidence"])
+    settings = analysis.settings
+    dataset = analysis.dataset
+    board = analysis.leaderboard
+    ordered = analysis.ranked_runs()
+    conf = round(100 * settings.confidence)
     out: list[str] = [f"# {title}", ""]
-    name = f"Dataset **{_esc(dataset['name'])}** · " if dataset.get("name") else ""
+    name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
     out.append(
-        f"{name}{dataset['n_cases']} cases · {len(board)} judges · data fingerprint `{dataset['data_hash'][:12]}` · "
-        f"{conf} % bootstrap intervals ({settings['n_resamples']} resamples, seed {settings['seed']})"
+        f"{name}{dataset.n_cases} cases · {len(board)} judges · data fingerprint `{dataset.data_hash[:12]}` · "
+        f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
     )
     out += [
         "",
@@ -74,9 +76,9 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
         f"- `71.2 [68.0, 74.3]` is an estimate with its {conf} % interval (cases resampled within organ systems). "
         "50 % is chance.",
         "- **Score** pools all six dimensions (equal to their mean when every case is labelled on all six); "
-        "**macro** weights every organ system equally.",
+        "**macro** weights every organ system equally. Consistent and 1st pos. pool the six dimensions too.",
         f"- **Tier**: tier 1 is the leader plus every judge not significantly different from it (paired bootstrap, "
-        f"Holm-corrected, α = {settings['alpha']}); the rule repeats on the rest. Members of one tier may still "
+        f"Holm-corrected, α = {settings.alpha}); the rule repeats on the rest. Members of one tier may still "
         "differ from each other.",
         "- Judges marked *(baseline)* are simple rules; a useful judge beats them.",
         "",
@@ -85,18 +87,18 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
     ]
     rows = []
     for row in board:
-        label = _esc(row["label"]) + (" *(baseline)*" if row["is_baseline"] else "")
+        label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
         rows.append(
             [
-                row["rank"],
-                row["tier"] or "–",
+                row.rank,
+                row.tier or "–",
                 label,
-                fmt_estimate(row["score"]),
-                fmt_estimate(row["macro"]) if row["macro"] else "–",
-                pct(row["answered_accuracy"]),
-                pct(row["failure_rate"]),
-                pct(row["consistency"]),
-                pct(row["first_position_rate"]),
+                estimate(row.score),
+                estimate(row.macro),
+                percent(row.answered_accuracy),
+                percent(row.failure_rate),
+                percent(row.consistency),
+                percent(row.first_position_rate),
             ]
         )
     out += _table(
@@ -115,31 +117,29 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
         [True, True, False, True, True, True, True, True, True],
     )
 
-    out += ["", "## Per dimension", "", f"Accuracy [{conf} % CI]; `t` = tier on that dimension.", ""]
+    out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
     out += _table(
         ["Judge", *[d.capitalize() for d in DIMENSIONS]],
         [
-            [_esc(r["label"]), *[f"{fmt_estimate(r['accuracy'][d])} t{r['tiers'][d]}" for d in DIMENSIONS]]
+            [
+                _esc(r.label),
+                *[f"{estimate(r.accuracy[d])} t{'' if r.tiers is None else r.tiers[d]}" for d in DIMENSIONS],
+            ]
             for r in ordered
         ],
     )
 
     out += ["", "## Organ systems × dimensions", ""]
-    for field_name in settings["group_fields"]:
+    for field_name in settings.group_fields:
         for r in ordered:
-            grouped = r["groups"].get(field_name)
+            grouped = r.groups.get(field_name)
             if not grouped:
                 continue
-            sizes = dataset["groups"].get(field_name, {})
-            out += [f"### {_esc(r['label'])} — by {field_name.replace('_', ' ')}", ""]
-            table_rows = [
-                [_esc(group), sizes.get(group, ""), *[pct(est[d]["point"]) for d in (*DIMENSIONS, "all")]]
-                for group, est in grouped["groups"].items()
-            ]
-            table_rows.append(
-                ["all (pooled)", dataset["n_cases"], *[pct(grouped["micro"][d]["point"]) for d in (*DIMENSIONS, "all")]]
-            )
-            table_rows.append(["macro (mean)", "", *[pct(grouped["macro"][d]["point"]) for d in (*DIMENSIONS, "all")]])
+            sizes = dataset.groups.get(field_name, {})
+            out += [f"### {_esc(r.label)} — by {field_name.replace('_', ' ')}", ""]
+            table_rows = [[_esc(group), sizes.get(group, ""), *_points(est)] for group, est in grouped.groups.items()]
+            table_rows.append(["all (pooled)", dataset.n_cases, *_points(grouped.micro)])
+            table_rows.append(["macro (mean)", "", *_points(grouped.macro)])
             out += _table(
                 [field_name.replace("_", " "), "cases", *[d.capitalize() for d in DIMENSIONS], "All"], table_rows
             )
@@ -155,9 +155,9 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
         ["Judge", *[f"κ {d}" for d in DIMENSIONS], "AC1 overall"],
         [
             [
-                _esc(r["label"]),
-                *[_kappa(r["agreement"]["kappa"][d]) for d in DIMENSIONS],
-                _kappa(r["agreement"]["ac1"]["overall"]),
+                _esc(r.label),
+                *[coefficient(r.agreement.kappa[d].point) for d in DIMENSIONS],
+                coefficient(r.agreement.ac1["overall"].point),
             ]
             for r in ordered
         ],
@@ -173,19 +173,19 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
     ]
     position_rows = []
     for r in ordered:
-        by_order = r["by_order"]
+        by_order = r.by_order
         position_rows.append(
             [
-                _esc(r["label"]),
-                fmt_estimate(r["position"]["consistency"]["all"]),
-                fmt_estimate(r["position"]["first_position_rate"]["all"]),
-                fmt_estimate(r["strict_accuracy"]["all"]),
-                fmt_estimate(by_order["original"]["all"]) if "original" in by_order else "not run",
-                fmt_estimate(by_order["swapped"]["all"]) if "swapped" in by_order else "not run",
+                _esc(r.label),
+                estimate(r.position.consistency.pooled),
+                estimate(r.position.first_position_rate.pooled),
+                estimate(r.strict_accuracy.pooled),
+                estimate(by_order["original"].pooled) if "original" in by_order else "not run",
+                estimate(by_order["swapped"].pooled) if "swapped" in by_order else "not run",
             ]
         )
     out += _table(
-        ["Judge", "Consistent", "Picks first shown", "Strict accuracy", "Original order", "Swapped order"],
+        ["Judge", "Consistent", "Picks first shown", f"Strict {METRIC}", "Original order", "Swapped order"],
         position_rows,
     )
 
@@ -193,7 +193,7 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
         "",
         "## Length bias",
         "",
-        f"The experts preferred the longer answer in {pct(dataset['expert_longer_rate'].get('overall'))} % of "
+        f"The experts preferred the longer answer in {percent(dataset.expert_longer_rate['overall'])} % of "
         "cases (overall). A length-biased judge picks the longer answer much more often and is far more accurate "
         "when the experts preferred the longer answer.",
         "",
@@ -207,20 +207,17 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
         ],
         [
             [
-                _esc(r["label"]),
-                fmt_estimate(r["length"]["longer_preference"]["all"]),
-                f"{pct(r['length']['accuracy_expert_longer']['overall']['point'])} "
-                f"({r['length']['accuracy_expert_longer']['overall']['n']})",
-                f"{pct(r['length']['accuracy_expert_shorter']['overall']['point'])} "
-                f"({r['length']['accuracy_expert_shorter']['overall']['n']})",
+                _esc(r.label),
+                estimate(r.length.longer_preference.pooled),
+                _with_n(r.length.accuracy_expert_longer["overall"]),
+                _with_n(r.length.accuracy_expert_shorter["overall"]),
             ]
             for r in ordered
         ],
     )
 
-    score = settings["score"]
-    pairs = [c for c in analysis["pairwise"]["comparisons"] if c["dimension"] == score]
-    significant = sorted((c for c in pairs if c["significant"]), key=lambda c: -abs(c["diff"] or 0.0))
+    pairs = analysis.pairwise.on_score()
+    significant = sorted((c for c in pairs if c.significant), key=lambda c: -abs(number(c.diff) or 0.0))
     out += [
         "",
         "## Pairwise differences",
@@ -235,11 +232,11 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
             ["Judge A", "Judge B", "A − B (points)", "Holm p (bootstrap)", "McNemar p (Holm)"],
             [
                 [
-                    _esc(c["a"]),
-                    _esc(c["b"]),
-                    f"{100 * c['diff']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
-                    _p(c["p_bootstrap_holm"]),
-                    _p(c["p_mcnemar_holm"]),
+                    _esc(c.a),
+                    _esc(c.b),
+                    estimate(c.difference, signed=True),
+                    p_value(c.p_bootstrap_holm, resamples=settings.n_resamples),
+                    p_value(c.p_mcnemar_holm),
                 ]
                 for c in listed
             ],
@@ -248,16 +245,16 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
         if len(significant) > len(listed):
             out.append(f"\n…and {len(significant) - len(listed)} more.")
 
-    failing = [r for r in ordered if r["failures"]]
+    failing = [r for r in ordered if r.failures]
     if failing:
         out += ["", "## Failures", ""]
         out += _table(
             ["Judge", "Failed", "Most frequent reasons (count)"],
             [
                 [
-                    _esc(r["label"]),
-                    pct(r["failure_rate"]["all"]),
-                    "; ".join(f"{_esc(reason)} ({n})" for reason, n in list(r["failures"].items())[:3]),
+                    _esc(r.label),
+                    percent(r.failure_rate.pooled),
+                    "; ".join(f"{_esc(reason)} ({n})" for reason, n in list(r.failures.items())[:3]),
                 ]
                 for r in failing
             ],
@@ -265,9 +262,3 @@ def render_markdown(analysis: Mapping[str, Any], *, title: str = "Med-RewardBenc
         )
     out.append("")
     return "\n".join(out)
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"

@@ -13,6 +13,10 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from medrewardbench.metrics.results import Estimate, real
+from medrewardbench.report.format import estimate as format_estimate
+from medrewardbench.report.format import percent as pct
+
 VIRIDIS: tuple[tuple[float, str], ...] = (
     (0.0, "#440154"),
     (0.125, "#482878"),
@@ -57,11 +61,6 @@ def text_colour_on(background: str) -> str:
     r, g, b = (c / 255 for c in _hex_to_rgb(background))
     luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
     return "#000000" if luminance > 0.45 else "#ffffff"
-
-
-def pct(value: Value, digits: int = 1) -> str:
-    """A fraction as a percentage without the sign; ``"–"`` for missing values."""
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.{digits}f}"
 
 
 def _text(
@@ -338,7 +337,7 @@ def forest(
     else:
         lo, hi = domain
     values = [
-        pct(p) if lo_ is None or hi_ is None else f"{pct(p)} [{pct(lo_)}, {pct(hi_)}]"
+        format_estimate(Estimate(real(p), real(lo_), real(hi_)))
         for p, lo_, hi_ in zip(points, lows, highs, strict=True)
     ]
     left = _label_width(labels, 12, 42)

@@ -17,7 +17,6 @@ from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import MedRewardBenchError, StoreError
 from medrewardbench.metrics.analysis import (
-    PAIRWISE_COLUMNS,
     LoadedRun,
     analyze,
     case_difficulty_order,
@@ -26,6 +25,15 @@ from medrewardbench.metrics.analysis import (
     select_wrong_cases,
 )
 from medrewardbench.metrics.core import RunData
+from medrewardbench.metrics.results import (
+    PAIRWISE_COLUMNS,
+    STRATA,
+    Analysis,
+    ColumnTable,
+    DimensionTable,
+    Estimate,
+    number,
+)
 from medrewardbench.report.html import CaseGallery, CaseView, JudgeMistake, OrderOutcome, thumbnail_data_uri
 from medrewardbench.store import Store, StoredJudgment
 
@@ -91,9 +99,9 @@ def analyze_paths(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-    group_fields: Sequence[str] = ("organ_system",),
+    group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
-) -> dict[str, Any]:
+) -> Analysis:
     """Load the runs under ``paths`` (optionally only some judges) and analyse them.
 
     Args:
@@ -128,78 +136,91 @@ def analyze_paths(
 # --------------------------------------------------------------------------------------------
 
 
-def write_analysis_json(analysis: Mapping[str, Any], path: str | Path) -> Path:
+def write_analysis_json(analysis: Analysis, path: str | Path) -> Path:
     """Write the analysis as indented JSON (keys sorted, UTF-8). Returns the path."""
     out = Path(path)
-    out.write_text(json.dumps(analysis, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(analysis.to_json(), indent=2, sort_keys=True, ensure_ascii=False)
+    out.write_text(text + "\n", encoding="utf-8")
     return out
 
 
-def analysis_csv_rows(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
+def read_analysis_json(path: str | Path) -> Analysis:
+    """Read an ``analysis.json`` written by :func:`write_analysis_json`.
+
+    Raises:
+        ResultsFormatError: the file holds another document or schema.
+    """
+    return Analysis.from_json(json.loads(Path(path).read_text("utf-8")))
+
+
+_Value = Estimate | float | int
+
+
+def analysis_csv_rows(analysis: Analysis) -> list[dict[str, Any]]:
     """The analysis in long format: one row per (run, metric, dimension, group, order) estimate.
 
     Args:
         analysis: the output of :func:`~medrewardbench.metrics.analysis.analyze`.
 
     Returns:
-        Rows with the keys of :data:`CSV_COLUMNS` (missing values are None).
+        Rows with the keys of :data:`CSV_COLUMNS` (missing values are None); the pooled column's
+        dimension is ``all``.
     """
     rows: list[dict[str, Any]] = []
-    for run in analysis["runs"]:
-        base = {"run_id": run["run_id"], "judge": run["judge"], "label": run["label"]}
+    for run in analysis.runs:
+        base = {"run_id": run.run_id, "judge": run.judge, "label": run.label}
 
         def add(
             metric: str,
-            dimension: str,
-            estimate: Mapping[str, Any] | float | int | None,
+            table: ColumnTable[Any] | DimensionTable[Any] | Sequence[tuple[str, _Value]],
             base: dict[str, Any] = base,
             **where: str,
         ) -> None:
-            if isinstance(estimate, Mapping):
-                values = {k: estimate.get(k) for k in ("point", "low", "high", "n")}
+            if isinstance(table, ColumnTable):
+                items: Sequence[tuple[str, _Value]] = table.columns()
+            elif isinstance(table, DimensionTable):
+                items = table.items()
             else:
-                values = {"point": estimate, "low": None, "high": None, "n": None}
-            rows.append(
-                {
-                    **base,
-                    "metric": metric,
-                    "dimension": dimension,
-                    "group_field": where.get("field"),
-                    "group": where.get("group"),
-                    "order": where.get("order"),
-                    **values,
-                }
-            )
+                items = table
+            for dimension, value in items:
+                if isinstance(value, Estimate):
+                    values = value.to_json()
+                elif isinstance(value, float):
+                    values = {"point": number(value), "low": None, "high": None, "n": None}
+                else:
+                    values = {"point": value, "low": None, "high": None, "n": None}
+                rows.append(
+                    {
+                        **base,
+                        "metric": metric,
+                        "dimension": dimension,
+                        "group_field": where.get("field"),
+                        "group": where.get("group"),
+                        "order": where.get("order"),
+                        **values,
+                    }
+                )
 
-        for metric, table in (
-            ("accuracy", run["accuracy"]),
-            ("answered_accuracy", run["answered_accuracy"]),
-            ("strict_accuracy", run["strict_accuracy"]),
-            ("position_consistency", run["position"]["consistency"]),
-            ("first_position_rate", run["position"]["first_position_rate"]),
-            ("longer_preference", run["length"]["longer_preference"]),
-            ("kappa", run["agreement"]["kappa"]),
-            ("ac1", run["agreement"]["ac1"]),
-            ("accuracy_expert_longer", run["length"]["accuracy_expert_longer"]),
-            ("accuracy_expert_shorter", run["length"]["accuracy_expert_shorter"]),
-        ):
-            for dimension, estimate in table.items():
-                add(metric, dimension, estimate)
-        for dimension, value in run["failure_rate"].items():
-            add("failure_rate", dimension, value)
-        for dimension, tier in run["tiers"].items():
-            add("tier", dimension, tier)
-        for order, table in run["by_order"].items():
-            for dimension, estimate in table.items():
-                add("accuracy", dimension, estimate, order=order)
-        for dimension, value in run["coherence"].items():
-            add("coherence_with_overall", dimension, value)
-        for field_name, grouped in run["groups"].items():
-            for group, table in grouped["groups"].items():
-                for dimension, estimate in table.items():
-                    add("accuracy", dimension, estimate, field=field_name, group=group)
-            for dimension, estimate in grouped["macro"].items():
-                add("macro_accuracy", dimension, estimate, field=field_name)
+        add("accuracy", run.accuracy)
+        add("answered_accuracy", run.answered_accuracy)
+        add("strict_accuracy", run.strict_accuracy)
+        add("position_consistency", run.position.consistency)
+        add("first_position_rate", run.position.first_position_rate)
+        add("longer_preference", run.length.longer_preference)
+        add("kappa", run.agreement.kappa)
+        add("ac1", run.agreement.ac1)
+        add("accuracy_expert_longer", run.length.accuracy_expert_longer)
+        add("accuracy_expert_shorter", run.length.accuracy_expert_shorter)
+        add("failure_rate", run.failure_rate)
+        if run.tiers is not None:
+            add("tier", run.tiers)
+        for order, table in run.by_order.items():
+            add("accuracy", table, order=order)
+        add("coherence_with_overall", list(run.coherence.items()))
+        for field_name, grouped in run.groups.items():
+            for group, table in grouped.groups.items():
+                add("accuracy", table, field=field_name, group=group)
+            add("macro_accuracy", grouped.macro, field=field_name)
     return rows
 
 
@@ -212,14 +233,14 @@ def _write_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], path: 
     return path
 
 
-def write_analysis_csv(analysis: Mapping[str, Any], path: str | Path) -> Path:
+def write_analysis_csv(analysis: Analysis, path: str | Path) -> Path:
     """Write :func:`analysis_csv_rows` as CSV. Returns the path."""
     return _write_csv(analysis_csv_rows(analysis), CSV_COLUMNS, Path(path))
 
 
-def write_pairwise_csv(analysis: Mapping[str, Any], path: str | Path) -> Path:
+def write_pairwise_csv(analysis: Analysis, path: str | Path) -> Path:
     """Write every pairwise comparison (one row per pair and column) as CSV. Returns the path."""
-    return _write_csv(analysis["pairwise"]["comparisons"], PAIRWISE_COLUMNS, Path(path))
+    return _write_csv([c.to_json() for c in analysis.pairwise.comparisons], PAIRWISE_COLUMNS, Path(path))
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,7 +416,7 @@ def render_report(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-    group_fields: Sequence[str] = ("organ_system",),
+    group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
     cases_per_judge: int = 50,
     case_dimension: str = "overall",

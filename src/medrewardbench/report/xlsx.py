@@ -10,14 +10,15 @@ and ``n_cases``, and closes each judge sheet with an ``all`` row (every case) an
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
-from medrewardbench.metrics.analysis import PAIRWISE_COLUMNS
+from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
 
 SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length")
 MAX_SHEET_NAME = 31
@@ -76,7 +77,12 @@ def _format_columns(sheet: Any, first_row: int, columns: Sequence[int], number_f
             row[index - 1].number_format = number_format
 
 
-def write_xlsx(analysis: Mapping[str, Any], path: str | Path) -> Path:
+def _points(table: ColumnTable[Estimate]) -> list[float | None]:
+    """The six dimensions' points, then the pooled one, as written to cells."""
+    return [number(value.point) for _, value in table.columns()]
+
+
+def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
     """Write the spreadsheet report.
 
     Args:
@@ -91,10 +97,9 @@ def write_xlsx(analysis: Mapping[str, Any], path: str | Path) -> Path:
 
     bold = Font(bold=True)
     workbook = openpyxl.Workbook()
-    board = analysis["leaderboard"]
-    runs = {r["label"]: r for r in analysis["runs"]}
-    ordered = [runs[row["label"]] for row in board]
-    dataset = analysis["dataset"]
+    board = analysis.leaderboard
+    ordered = analysis.ranked_runs()
+    dataset = analysis.dataset
 
     sheet = workbook.active
     sheet.title = "leaderboard"
@@ -121,41 +126,40 @@ def write_xlsx(analysis: Mapping[str, Any], path: str | Path) -> Path:
     for row in board:
         sheet.append(
             [
-                row["rank"],
-                row["tier"],
-                row["label"],
-                row["run_id"],
-                row["is_baseline"],
-                row["score"]["point"],
-                row["score"]["low"],
-                row["score"]["high"],
-                row["macro"]["point"] if row["macro"] else None,
-                *[row["accuracy"][d]["point"] for d in DIMENSIONS],
-                *[row["tiers"][d] for d in DIMENSIONS],
-                row["answered_accuracy"],
-                row["failure_rate"],
-                row["consistency"],
-                row["first_position_rate"],
-                row["longer_preference"],
-                row["kappa_overall"],
+                row.rank,
+                row.tier,
+                row.label,
+                row.run_id,
+                row.is_baseline,
+                number(row.score.point),
+                number(row.score.low),
+                number(row.score.high),
+                None if row.macro is None else number(row.macro.point),
+                *[number(row.accuracy[d].point) for d in DIMENSIONS],
+                *[None if row.tiers is None else row.tiers[d] for d in DIMENSIONS],
+                number(row.answered_accuracy),
+                number(row.failure_rate),
+                number(row.consistency),
+                number(row.first_position_rate),
+                number(row.longer_preference),
+                number(row.kappa_overall),
             ]
         )
     _style_header(sheet, bold, [6, 5, 34, 30, 9] + [11] * (len(header) - 5))
     _format_columns(sheet, 2, [*range(6, 16), *range(22, 27)], PERCENT)
 
-    names = sheet_names([r["label"] for r in ordered])
+    names = sheet_names([r.label for r in ordered])
     for name, run in zip(names, ordered, strict=True):
         judge_sheet = workbook.create_sheet(name)
-        judge_sheet.append(["modality", "model", *[f"{d}_acc" for d in DIMENSIONS], "all_acc", "n_cases"])
-        organ = run["groups"].get("organ_system", {"groups": {}, "micro": None, "macro": None})
-        sizes = dataset["groups"].get("organ_system", {})
-        columns = (*DIMENSIONS, "all")
-        for group, estimates in organ["groups"].items():
-            judge_sheet.append([group, run["label"], *[estimates[c]["point"] for c in columns], sizes.get(group)])
-        judge_sheet.append(["all", run["label"], *[run["accuracy"][c]["point"] for c in columns], dataset["n_cases"]])
-        if organ["macro"]:
-            judge_sheet.append(["macro", run["label"], *[organ["macro"][c]["point"] for c in columns], None])
-        for cell in judge_sheet[judge_sheet.max_row - (1 if organ["macro"] else 0)]:
+        judge_sheet.append(["modality", "model", *[f"{d}_acc" for d in DIMENSIONS], f"{POOLED}_acc", "n_cases"])
+        organ = run.groups.get("organ_system")
+        sizes = dataset.groups.get("organ_system", {})
+        for group, estimates in ({} if organ is None else organ.groups).items():
+            judge_sheet.append([group, run.label, *_points(estimates), sizes.get(group)])
+        judge_sheet.append([POOLED, run.label, *_points(run.accuracy), dataset.n_cases])
+        if organ is not None:
+            judge_sheet.append(["macro", run.label, *_points(organ.macro), None])
+        for cell in judge_sheet[judge_sheet.max_row - (1 if organ is not None else 0)]:
             cell.font = bold
         _style_header(judge_sheet, bold, [24, 30] + [18] * 7 + [9])
         _format_columns(judge_sheet, 2, range(3, 10), FRACTION)
@@ -163,7 +167,8 @@ def write_xlsx(analysis: Mapping[str, Any], path: str | Path) -> Path:
     pairwise = workbook.create_sheet("pairwise")
     pair_columns = list(PAIRWISE_COLUMNS)
     pairwise.append(pair_columns)
-    for record in analysis["pairwise"]["comparisons"]:
+    for comparison in analysis.pairwise.comparisons:
+        record = comparison.to_json()
         pairwise.append([record[c] for c in pair_columns])
     _style_header(pairwise, bold, [30, 30, 18] + [12] * 13)
     _format_columns(pairwise, 2, range(4, 9), FRACTION)
@@ -193,32 +198,34 @@ def write_xlsx(analysis: Mapping[str, Any], path: str | Path) -> Path:
     ]
     position.append(position_columns)
     for run in ordered:
-        consistency = run["position"]["consistency"]["all"]
-        first = run["position"]["first_position_rate"]["all"]
-        longer = run["length"]["longer_preference"]["all"]
-        by_order = run["by_order"]
+        consistency = run.position.consistency.pooled
+        first = run.position.first_position_rate.pooled
+        longer = run.length.longer_preference.pooled
+        expert_longer = run.length.accuracy_expert_longer["overall"]
+        expert_shorter = run.length.accuracy_expert_shorter["overall"]
+        original, swapped = (run.by_order.get(order) for order in ("original", "swapped"))
         position.append(
             [
-                run["label"],
-                consistency["point"],
-                consistency["low"],
-                consistency["high"],
-                first["point"],
-                first["low"],
-                first["high"],
-                run["strict_accuracy"]["all"]["point"],
-                by_order["original"]["all"]["point"] if "original" in by_order else None,
-                by_order["swapped"]["all"]["point"] if "swapped" in by_order else None,
-                longer["point"],
-                longer["low"],
-                longer["high"],
-                dataset["expert_longer_rate"].get("overall"),
-                run["length"]["accuracy_expert_longer"]["overall"]["point"],
-                run["length"]["accuracy_expert_longer"]["overall"]["n"],
-                run["length"]["accuracy_expert_shorter"]["overall"]["point"],
-                run["length"]["accuracy_expert_shorter"]["overall"]["n"],
-                run["coherence"].get("accuracy"),
-                dataset["expert_coherence"].get("accuracy"),
+                run.label,
+                number(consistency.point),
+                number(consistency.low),
+                number(consistency.high),
+                number(first.point),
+                number(first.low),
+                number(first.high),
+                number(run.strict_accuracy.pooled.point),
+                None if original is None else number(original.pooled.point),
+                None if swapped is None else number(swapped.pooled.point),
+                number(longer.point),
+                number(longer.low),
+                number(longer.high),
+                number(dataset.expert_longer_rate["overall"]),
+                number(expert_longer.point),
+                expert_longer.n,
+                number(expert_shorter.point),
+                expert_shorter.n,
+                number(run.coherence.get("accuracy", math.nan)),
+                number(dataset.expert_coherence.get("accuracy", math.nan)),
             ]
         )
     _style_header(position, bold, [34] + [14] * (len(position_columns) - 1))

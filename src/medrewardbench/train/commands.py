@@ -10,6 +10,7 @@ Like cli.py, this module is thin: it parses flags, calls :mod:`medrewardbench.tr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,8 +32,9 @@ from medrewardbench.cli_support import console, err_console, terminal_safe
 from medrewardbench.cli_support import fail as _fail
 from medrewardbench.cli_support import setup_logging as _setup_logging
 from medrewardbench.cli_support import split_option as _split_option
-from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import MedRewardBenchError
+from medrewardbench.metrics.results import POOLED, Estimate, PairwiseComparison
+from medrewardbench.report.format import METRIC, MISSING, interval, p_value, percent, signed_percent
 from medrewardbench.train.config import METHODS, TrainConfig
 from medrewardbench.train.progress import TrainProgress
 
@@ -200,77 +202,64 @@ def _loss(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
+def _interval(value: Estimate) -> str:
+    """Accuracy over its interval on a second line: ``79.4`` / ``[64.7, 91.2]``."""
+    if not value.defined:
+        return MISSING
+    return f"{percent(value.point)}\n[dim]{interval(value.low, value.high)}[/]"
 
 
-def _interval(cell: dict[str, Any] | None) -> str:
-    """Accuracy over its interval on a second line: ``79.4`` / ``64.7-91.2``."""
-    if not cell or cell.get("accuracy") is None:
-        return "-"
-    return f"{_pct(cell['accuracy'])}\n[dim]{_pct(cell['low'])}-{_pct(cell['high'])}[/]"
+def _diff(comparison: PairwiseComparison) -> str:
+    """A signed difference over its interval: ``+29.4`` / ``[+14.7, +41.2]``."""
+    if comparison.diff != comparison.diff:
+        return MISSING
+    return f"{signed_percent(comparison.diff)}\n[dim]{interval(comparison.low, comparison.high, signed=True)}[/]"
 
 
-def _diff(cell: dict[str, Any] | None) -> str:
-    """A signed difference over its interval: ``+29.4`` / ``+14.7,+41.2``."""
-    if not cell or cell.get("diff") is None:
-        return "-"
+def cv_tables(report: Mapping[str, Any]) -> list[Table]:
+    """The held-out comparison table and the per-fold table of a cv report (as written to cv.json)."""
+    from medrewardbench.train.cv import HeldOutSummary
 
-    def signed(v: float | None) -> str:
-        return "-" if v is None else f"{100 * v:+.1f}"
-
-    return f"{signed(cell['diff'])}\n[dim]{signed(cell['low'])},{signed(cell['high'])}[/]"
-
-
-def _p(value: float | None, resamples: int | None = None) -> str:
-    if value is None:
-        return "-"
-    if value == 0 and resamples:
-        return f"<{1 / resamples:.1g}"
-    return f"{value:.2g}"
-
-
-def cv_tables(report: dict[str, Any]) -> list[Table]:
-    """The held-out comparison table and the per-fold table of a cv report."""
+    summary = HeldOutSummary.from_json(report)
     confidence = int(round(100 * report["confidence"]))
     title = (
-        f"{report['method']} cross-validation, {report['k']} folds: held-out accuracy (%) on "
+        f"{report['method']} cross-validation, {report['k']} folds: held-out {METRIC} (%) on "
         f"{report['data']['n_held_out_cases']} cases x 2 orders, {confidence}% intervals below each value"
     )
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
     table.add_column("dimension", no_wrap=True)
     table.add_column("tuned", justify="right")
-    has_base = report.get("base") is not None
-    if has_base:
+    if summary.comparison is not None:
         table.add_column("base", justify="right")
         table.add_column("tuned-base", justify="right")
         table.add_column("p boot", justify="right")
         table.add_column("p McN", justify="right")
     table.add_column("n", justify="right")
-    rows: list[tuple[str, str | None]] = [(dim, dim) for dim in DIMENSIONS] + [("all", None)]
-    for name, dim in rows:
-        tuned = report["tuned"]["dimensions"][dim] if dim else report["tuned"]["pooled"]
-        cells = [name, _interval(tuned)]
-        if has_base:
-            base = report["base"]["dimensions"][dim] if dim else report["base"]["pooled"]
-            comparison = report["comparison"]["dimensions"][dim] if dim else report["comparison"]["pooled"]
+    for column, tuned in summary.tuned.columns():
+        cells = [column, _interval(tuned)]
+        if summary.base is not None and summary.comparison is not None:
+            comparison = summary.comparison[column]
             cells += [
-                _interval(base),
+                _interval(summary.base[column]),
                 _diff(comparison),
-                _p(comparison["p_bootstrap"], report.get("n_resamples")),
-                _p(comparison["p_mcnemar"]),
+                p_value(comparison.p_bootstrap, resamples=report.get("n_resamples")),
+                p_value(comparison.p_mcnemar),
             ]
-        cells.append(str(tuned["n"]))
+        cells.append(str(tuned.n))
         table.add_row(*cells)
     demo = any(n.startswith("data:") for n in report["notes"])
     table.caption = (
         f"tuned: {report['tuned_judge']}; base: {report.get('base_judge') or 'not run'}. Failures count as wrong; "
-        "p boot = paired case bootstrap, p McN = exact McNemar."
+        f"{POOLED} = the six dimensions pooled; p boot = paired case bootstrap, p McN = exact McNemar."
         + (" Labels of this data are illustrative, not expert annotations (see the notes in the JSON)." if demo else "")
     )
-    folds = Table(title="Folds (acc: held-out mean over dimensions, %)", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("fold", "train", "held out", "loss first -> final", "acc", "train s", "eval s"):
-        folds.add_column(column, justify="left" if column == "fold" else "right")
+    folds = Table(
+        title=f"Folds (score: held-out {METRIC} pooled over the six dimensions, %)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for column_name in ("fold", "train", "held out", "loss first -> final", "score", "train s", "eval s"):
+        folds.add_column(column_name, justify="left" if column_name == "fold" else "right")
     for fold in report["folds"]:
         losses = fold["losses"]
         loss_text = f"{_loss(losses.get('first'))} -> {_loss(losses.get('final'))}"
@@ -279,7 +268,7 @@ def cv_tables(report: dict[str, Any]) -> list[Table]:
             str(fold["n_train_cases"]),
             str(fold["n_eval_cases"]),
             loss_text,
-            _pct(fold["mean_accuracy"]),
+            percent(fold["score"]),
             f"{fold['train_s']:.1f}",
             f"{fold['eval_s']:.1f}",
         )

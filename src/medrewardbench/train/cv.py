@@ -11,11 +11,12 @@ organ system), :func:`cross_validate`
 
 The held-out judgments of all folds are pooled (each case judged once per order, by the model
 that never saw it), and the untuned base model (by default ``hf:BASE``, the same judge without an
-adapter) is run on the same cases. The report gives, per dimension and pooled over dimensions, the
-held-out accuracy of both with case-bootstrap intervals stratified by organ system, their
-difference with a paired bootstrap interval and p-value (the same resamples for both judges), and
-the exact McNemar test (:func:`medrewardbench.metrics.stats.compare_judges`). Failures (unparseable
-answers, reward ties) count as wrong, as everywhere in medrewardbench.
+adapter) is run on the same cases. Both are analysed together by
+:func:`~medrewardbench.metrics.analysis.analyze`, as ``report`` analyses runs: per dimension and
+pooled over dimensions, the held-out accuracy of both with case-bootstrap intervals stratified by
+organ system, their difference with a paired bootstrap interval and p-value (the same resamples
+for both judges), and the exact McNemar test. Failures (unparseable answers, reward ties) count as
+wrong, as everywhere in medrewardbench.
 
 Output layout::
 
@@ -43,8 +44,9 @@ from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.evaluation import ProgressSink, evaluate
 from medrewardbench.judges.registry import JudgeOptions
-from medrewardbench.metrics import stats
-from medrewardbench.metrics.core import load_run_data
+from medrewardbench.metrics.analysis import analyze
+from medrewardbench.metrics.core import RunData, load_run_data
+from medrewardbench.metrics.results import STRATA, ColumnTable, Estimate, PairwiseComparison, number
 from medrewardbench.store import Store
 from medrewardbench.train.api import TrainResult, train
 from medrewardbench.train.card import CARD_FILE, read_training_card
@@ -54,10 +56,21 @@ from medrewardbench.train.progress import TrainProgress
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CV_FILE", "CVResult", "FoldOutcome", "LeakageError", "cross_validate", "default_baseline_spec"]
+__all__ = [
+    "CV_FILE",
+    "CVResult",
+    "FoldOutcome",
+    "HeldOutSummary",
+    "LeakageError",
+    "cross_validate",
+    "default_baseline_spec",
+]
 
 CV_FILE = "cv.json"
 CV_FORMAT = "medrewardbench-cv"
+CV_VERSION = 2
+"""2: held-out tables are the typed results' tables (``{dimension or "all": estimate}``), the
+comparison holds pairwise records, and a fold's ``score`` is its pooled held-out accuracy."""
 ORDERS = (Order.ORIGINAL, Order.SWAPPED)
 
 
@@ -77,8 +90,10 @@ class FoldOutcome:
     adapter: str | None
     run_id: str
     losses: Mapping[str, Any]
-    accuracy: Mapping[str, float | None]
-    mean_accuracy: float | None
+    accuracy: Mapping[str, float]
+    """dimension -> held-out accuracy of the fold's model"""
+    score: float
+    """held-out accuracy pooled over the six dimensions (the leaderboard score)"""
     train_s: float
     eval_s: float
     reused_model: bool = False
@@ -93,8 +108,8 @@ class FoldOutcome:
             "adapter": self.adapter,
             "run_id": self.run_id,
             "losses": {k: self.losses.get(k) for k in ("first", "final", "mean")},
-            "accuracy": dict(self.accuracy),
-            "mean_accuracy": self.mean_accuracy,
+            "accuracy": {dim: number(value) for dim, value in self.accuracy.items()},
+            "score": number(self.score),
             "train_s": round(self.train_s, 3),
             "eval_s": round(self.eval_s, 3),
             "reused_model": self.reused_model,
@@ -107,6 +122,7 @@ class CVResult:
 
     Attributes:
         report: the JSON-ready report (also written to ``OUT/cv.json``).
+        summary: the pooled held-out tables and comparison (typed; ``report`` holds them as JSON).
         case_ids: the pooled held-out cases, in benchmark order.
         labels: (n_cases, n_dims) expert labels.
         tuned: (n_cases, 2, n_dims) verdicts of the fold models, each case by the model of its fold.
@@ -117,6 +133,7 @@ class CVResult:
     """
 
     report: dict[str, Any]
+    summary: HeldOutSummary
     case_ids: tuple[str, ...]
     labels: npt.NDArray[np.int8]
     tuned: npt.NDArray[np.int8]
@@ -130,17 +147,6 @@ class CVResult:
 def default_baseline_spec(base_model: str) -> str:
     """The untuned comparison: the base model as a generative ``hf:`` judge."""
     return f"hf:{base_model}"
-
-
-def _clean(value: Any) -> float | None:
-    number = float(value)
-    return None if np.isnan(number) else round(number, 6)
-
-
-def _clean_p(value: Any) -> float | None:
-    """p-values keep four significant digits (rounding to decimals would turn 1e-9 into 0)."""
-    number = float(value)
-    return None if np.isnan(number) else float(f"{number:.4g}")
 
 
 def _verdicts_by_case(out_dir: Path, run_id: str) -> dict[str, npt.NDArray[np.int8]]:
@@ -189,29 +195,53 @@ def _check_no_leakage(result: TrainResult, split: FoldSplit) -> None:
         )
 
 
-def _accuracy_block(estimate: stats.Estimate, pooled: stats.Estimate) -> dict[str, Any]:
-    return {
-        "dimensions": {
-            dim: {
-                "accuracy": _clean(estimate.point[j]),
-                "low": _clean(estimate.low[j]),
-                "high": _clean(estimate.high[j]),
-                "n": int(estimate.n[j]),
-            }
-            for j, dim in enumerate(DIMENSIONS)
-        },
-        "pooled": {
-            "accuracy": _clean(pooled.point[0]),
-            "low": _clean(pooled.low[0]),
-            "high": _clean(pooled.high[0]),
-            "n": int(pooled.n[0]),
-        },
-    }
+@dataclass(frozen=True)
+class HeldOutSummary:
+    """The pooled held-out result: both judges' accuracy and their paired comparison, per column."""
+
+    tuned: ColumnTable[Estimate]
+    base: ColumnTable[Estimate] | None
+    comparison: ColumnTable[PairwiseComparison] | None
+    """tuned (``a``) against base (``b``)"""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"tuned": table, "base": table or None, "comparison": {column: record} or None}``."""
+        return {
+            "tuned": self.tuned.to_json(Estimate.to_json),
+            "base": None if self.base is None else self.base.to_json(Estimate.to_json),
+            "comparison": None if self.comparison is None else self.comparison.to_json(PairwiseComparison.to_json),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HeldOutSummary:
+        """Read :meth:`to_json` output (or a whole cv.json report)."""
+        base, comparison = data.get("base"), data.get("comparison")
+        return cls(
+            tuned=ColumnTable.from_json(data["tuned"], Estimate.from_json),
+            base=None if base is None else ColumnTable.from_json(base, Estimate.from_json),
+            comparison=None if comparison is None else ColumnTable.from_json(comparison, PairwiseComparison.from_json),
+        )
 
 
-def _pooled_counts(verdicts: npt.NDArray[np.int8], labels: npt.NDArray[np.int8]) -> tuple[Any, Any]:
-    correct, counted = stats.case_counts(verdicts, labels)
-    return correct.sum(axis=1, keepdims=True), counted.sum(axis=1, keepdims=True)
+def _held_out_run(
+    run_id: str,
+    spec: str,
+    verdicts: npt.NDArray[np.int8],
+    labels: npt.NDArray[np.int8],
+    organs: Sequence[str],
+    lengths: npt.NDArray[np.int64],
+) -> RunData:
+    return RunData(
+        run_id=run_id,
+        judge_spec=spec,
+        data_hash="held-out",
+        case_ids=tuple(str(i) for i in range(len(labels))),
+        verdicts=np.asarray(verdicts, dtype=np.int8),
+        labels=np.asarray(labels, dtype=np.int8),
+        lengths=lengths,
+        groups={STRATA: tuple(organs)},
+        orders=ORDERS,
+    )
 
 
 def summarize(
@@ -223,8 +253,14 @@ def summarize(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-) -> dict[str, Any]:
+    tuned_label: str = "tuned",
+    base_label: str = "base",
+    lengths: npt.ArrayLike | None = None,
+) -> HeldOutSummary:
     """Held-out accuracies with intervals and the paired comparison with the base model.
+
+    The two judges are analysed together like runs in a report (the same bootstrap resamples for
+    both, stratified by organ system), so the numbers mean what they mean everywhere else.
 
     Args:
         tuned: (n, 2, n_dims) pooled held-out verdicts of the trained models.
@@ -234,64 +270,25 @@ def summarize(
         confidence: interval coverage.
         n_resamples: bootstrap resamples.
         seed: bootstrap seed.
+        tuned_label: the tuned judge's name in the comparison records.
+        base_label: the base judge's name in the comparison records.
+        lengths: (n, 2) response lengths; they play no part in accuracy and may be left out.
 
     Returns:
-        ``{"tuned": ..., "base": ..., "comparison": ...}`` (base and comparison None without a base).
+        The :class:`HeldOutSummary` (base and comparison None without a base).
     """
-    weights = stats.bootstrap_weights(len(labels), n_resamples, seed, strata=np.asarray(organs))
-    tuned_ci = stats.bootstrap_accuracy_ci(tuned, labels, weights=weights, confidence=confidence)
-    tuned_correct, counted = _pooled_counts(tuned, labels)
-    tuned_pooled = stats.ratio_ci(tuned_correct, counted, weights=weights, confidence=confidence)
-    out: dict[str, Any] = {"tuned": _accuracy_block(tuned_ci, tuned_pooled), "base": None, "comparison": None}
+    n = len(labels)
+    case_lengths = np.zeros((n, 2), dtype=np.int64) if lengths is None else np.asarray(lengths, dtype=np.int64)
+    runs = [_held_out_run("tuned", tuned_label, tuned, labels, organs, case_lengths)]
+    if base is not None:
+        runs.append(_held_out_run("base", base_label, base, labels, organs, case_lengths))
+    analysis = analyze(runs, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    tuned_run = analysis.runs[0]
     if base is None:
-        return out
-    base_ci = stats.bootstrap_accuracy_ci(base, labels, weights=weights, confidence=confidence)
-    base_correct, _ = _pooled_counts(base, labels)
-    base_pooled = stats.ratio_ci(base_correct, counted, weights=weights, confidence=confidence)
-    out["base"] = _accuracy_block(base_ci, base_pooled)
-    comparison = stats.compare_judges(tuned, base, labels, weights=weights, confidence=confidence)
-    # pooled over dimensions: the same resamples, a ratio of summed counts for each judge
-    resampled_tuned = stats.resampled_sums(weights, tuned_correct[:, 0])
-    resampled_base = stats.resampled_sums(weights, base_correct[:, 0])
-    resampled_counted = stats.resampled_sums(weights, counted[:, 0])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        samples = (resampled_tuned - resampled_base) / resampled_counted
-    samples = np.where(resampled_counted > 0, samples, np.nan)
-    low, high = stats.percentile_interval(samples[:, None], confidence)
-    valid = samples[~np.isnan(samples)]
-    p_bootstrap = (
-        min(1.0, 2.0 * min(float((valid <= 0).mean()), float((valid >= 0).mean()))) if valid.size else float("nan")
-    )
-    correct_t, counted_t = stats.request_outcomes(tuned, labels)
-    correct_b, _ = stats.request_outcomes(base, labels)
-    mcnemar = stats.mcnemar_exact(correct_t[counted_t], correct_b[counted_t])
-    total = counted.sum()
-    out["comparison"] = {
-        "dimensions": {
-            dim: {
-                "diff": _clean(comparison.diff[j]),
-                "low": _clean(comparison.low[j]),
-                "high": _clean(comparison.high[j]),
-                "p_bootstrap": _clean_p(comparison.p_bootstrap[j]),
-                "mcnemar_b": int(comparison.mcnemar_b[j]),
-                "mcnemar_c": int(comparison.mcnemar_c[j]),
-                "p_mcnemar": _clean_p(comparison.p_mcnemar[j]),
-                "n_pairs": int(comparison.n_pairs[j]),
-            }
-            for j, dim in enumerate(DIMENSIONS)
-        },
-        "pooled": {
-            "diff": _clean((tuned_correct.sum() - base_correct.sum()) / total) if total else None,
-            "low": _clean(low[0]),
-            "high": _clean(high[0]),
-            "p_bootstrap": _clean_p(p_bootstrap),
-            "mcnemar_b": mcnemar.b,
-            "mcnemar_c": mcnemar.c,
-            "p_mcnemar": _clean_p(mcnemar.p_value),
-            "n_pairs": int(total),
-        },
-    }
-    return out
+        return HeldOutSummary(tuned_run.accuracy, None, None)
+    base_run = analysis.runs[1]
+    comparison = ColumnTable.of(analysis.pairwise.between(tuned_run.label, base_run.label))
+    return HeldOutSummary(tuned_run.accuracy, base_run.accuracy, comparison)
 
 
 def cross_validate(
@@ -400,7 +397,7 @@ def cross_validate(
         fold_verdicts = _verdicts_by_case(evaluation.out_dir, run.run_id)
         for case_id in split.evaluation.case_ids():
             tuned_by_case[case_id] = fold_verdicts[case_id]
-        metrics = evaluation.metrics[run.run_id]
+        fold_run = evaluation.analysis.run(run.run_id)
         outcomes.append(
             FoldOutcome(
                 index=index,
@@ -411,14 +408,14 @@ def cross_validate(
                 adapter=result.judge_adapter,
                 run_id=run.run_id,
                 losses=result.card.losses,
-                accuracy={dim: metrics["dimensions"][dim]["accuracy"] for dim in DIMENSIONS},
-                mean_accuracy=metrics["mean_accuracy"],
+                accuracy={dim: fold_run.accuracy[dim].point for dim in DIMENSIONS},
+                score=fold_run.score.point,
                 train_s=train_s,
                 eval_s=eval_s,
                 reused_model=reused,
             )
         )
-        logger.info("fold %d: held-out mean accuracy %s", index, metrics["mean_accuracy"])
+        logger.info("fold %d: held-out score %.4f", index, fold_run.score.point)
     held_out = Benchmark(
         labelled.name, labelled.source, tuple(case for case in labelled.cases if case.case_id in tuned_by_case)
     )
@@ -448,8 +445,19 @@ def cross_validate(
         base = np.stack([base_by_case[case_id] for case_id in case_ids]).astype(np.int8)
         baseline_s = time.perf_counter() - baseline_started
     organs = tuple(case.organ_system for case in held_out.cases)
-    summary = summarize(tuned, base, labels, organs, confidence=confidence, n_resamples=n_resamples, seed=seed)
     tuned_label = f"hf:{base_model} + fold LoRA adapters ({method})" if method != "rm" else "rm: fold reward models"
+    summary = summarize(
+        tuned,
+        base,
+        labels,
+        organs,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        tuned_label=tuned_label,
+        base_label=resolved_baseline or "base",
+        lengths=[(len(case.response_1), len(case.response_2)) for case in held_out.cases],
+    )
     notes = [
         "held-out: each case is judged, in both orders, only by the model of the fold that did not train on it",
         "failures (unparseable answers, equal reward scores) count as wrong",
@@ -461,7 +469,7 @@ def cross_validate(
         notes.append(f"data: {label_note}")
     report: dict[str, Any] = {
         "format": CV_FORMAT,
-        "version": 1,
+        "version": CV_VERSION,
         "method": method,
         "base_model": base_model,
         "k": k,
@@ -478,7 +486,7 @@ def cross_validate(
         "tuned_judge": tuned_label,
         "base_judge": resolved_baseline,
         "baseline_run_id": baseline_run,
-        **summary,
+        **summary.to_json(),
         "folds": [outcome.as_dict() for outcome in outcomes],
         "hyperparameters": config.as_dict(),
         "confidence": confidence,
@@ -495,6 +503,7 @@ def cross_validate(
     report_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", "utf-8")
     return CVResult(
         report=report,
+        summary=summary,
         case_ids=case_ids,
         labels=labels,
         tuned=tuned,

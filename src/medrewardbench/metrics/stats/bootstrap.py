@@ -1,0 +1,310 @@
+"""Case-bootstrap machinery: resample weights, resampled sums, percentile intervals, ratio estimates.
+
+One bootstrap weight matrix ``W`` (n_resamples, n_cases) of multinomial counts is drawn once
+(:func:`bootstrap_weights`) and reused for every judge, dimension and group: a resampled statistic
+is ``(W @ numerators) / (W @ denominators)``, a matrix product rather than a loop. Reusing the same
+``W`` for two judges makes their resamples paired. Intervals are bootstrap percentile intervals;
+resamples in which a ratio is undefined (its denominator resampled to zero, possible for small
+subsets) are left out of that quantile.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from medrewardbench.metrics.stats.counts import CountArray, FloatArray, _check_confidence, _safe_divide, ratio
+
+_FLOAT32_EXACT = 2**24
+"""Integers below this are exact in float32, so count products can use the faster type."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with a bootstrap percentile interval, elementwise (usually per dimension)."""
+
+    point: FloatArray
+    low: FloatArray
+    high: FloatArray
+    n: CountArray
+    """The denominator behind each point (requests or cases counted); for a macro average, the
+    number of groups averaged."""
+
+
+@dataclass(frozen=True)
+class GroupedEstimate:
+    """Per-group estimates plus the micro (pooled) and macro (mean of groups) summaries."""
+
+    groups: tuple[object, ...]
+    """Group names, sorted; row ``g`` of ``per_group`` belongs to ``groups[g]``."""
+    per_group: Estimate
+    """Arrays of shape (n_groups, ...)."""
+    micro: Estimate
+    macro: Estimate
+
+
+def _row_bincount(draws: npt.NDArray[np.int64], n_bins: int) -> npt.NDArray[np.int32]:
+    rows = draws.shape[0]
+    offsets = (np.arange(rows, dtype=np.int64) * n_bins)[:, None]
+    counts = np.bincount((draws + offsets).ravel(), minlength=rows * n_bins)
+    return counts.reshape(rows, n_bins).astype(np.int32)
+
+
+def bootstrap_weights(
+    n_cases: int,
+    n_resamples: int = 2000,
+    seed: int | None = 0,
+    strata: npt.ArrayLike | None = None,
+) -> npt.NDArray[np.int32]:
+    """Multinomial resample counts: how often each case is drawn in each bootstrap resample.
+
+    Draw once and pass the matrix to every interval and test, so that all judges, dimensions and
+    groups see the same resamples (paired comparisons need that).
+
+    Args:
+        n_cases: number of cases.
+        n_resamples: number of bootstrap resamples B.
+        seed: seed of numpy's default generator; the same seed gives the same matrix.
+        strata: optional (n_cases,) group id per case; each stratum is resampled within itself,
+            so every resample keeps each group's size (recommended for per-group and macro
+            intervals: no group is ever empty).
+
+    Returns:
+        int32 array (n_resamples, n_cases); each row sums to n_cases (and within every stratum to
+        the stratum's size).
+    """
+    if n_cases < 0 or n_resamples < 1:
+        raise ValueError("n_cases must be >= 0 and n_resamples >= 1")
+    rng = np.random.default_rng(seed)
+    if n_cases == 0:
+        return np.zeros((n_resamples, 0), dtype=np.int32)
+    if strata is None:
+        return _row_bincount(rng.integers(0, n_cases, size=(n_resamples, n_cases)), n_cases)
+    strata_a = np.asarray(strata)
+    if strata_a.shape != (n_cases,):
+        raise ValueError(f"strata must have shape ({n_cases},), got {strata_a.shape}")
+    _, inverse = np.unique(strata_a, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    weights = np.zeros((n_resamples, n_cases), dtype=np.int32)
+    for stratum in range(int(inverse.max()) + 1):
+        members = np.flatnonzero(inverse == stratum)
+        draws = rng.integers(0, members.size, size=(n_resamples, members.size))
+        weights[:, members] = _row_bincount(draws, members.size)
+    return weights
+
+
+def resampled_sums(weights: npt.ArrayLike, values: npt.ArrayLike) -> FloatArray:
+    """Column sums of ``values`` in every resample: ``weights @ values``.
+
+    Args:
+        weights: (B, n_cases) resample counts: int, or float32/float64 holding whole counts.
+        values: (n_cases, ...) per-case counts.
+
+    Returns:
+        (B, ...) float64. When both hold integers (int weights, or float32 weights chosen by the
+        caller) and every sum stays below 2**24, the product runs in float32, which is exact
+        for such sums and about twice as fast; pass ``W.astype(np.float32)`` once to avoid a
+        conversion per call.
+    """
+    w = np.asarray(weights)
+    x = np.asarray(values)
+    if w.ndim != 2 or x.shape[:1] != w.shape[1:]:
+        raise ValueError(f"weights {w.shape} and values {x.shape} do not align on cases")
+    flat = x.reshape(x.shape[0], math.prod(x.shape[1:]))
+    dtype = _product_dtype(w, flat)
+    product = w.astype(dtype, copy=False) @ flat.astype(dtype, copy=False)
+    return product.astype(np.float64, copy=False).reshape((w.shape[0],) + x.shape[1:])
+
+
+def _product_dtype(w: npt.NDArray[Any], x: npt.NDArray[Any]) -> type[np.floating[Any]]:
+    """float32 when the product of these counts is exact in it, else float64."""
+    if (w.dtype.kind in "iub" or w.dtype == np.float32) and x.dtype.kind in "iub" and x.size:
+        bound = float(w.shape[1]) * float(np.abs(w).max(initial=0)) * float(np.abs(x).max())
+        if bound < _FLOAT32_EXACT:
+            return np.float32
+    return np.float64
+
+
+def percentile_interval(samples: npt.ArrayLike, confidence: float = 0.95) -> tuple[FloatArray, FloatArray]:
+    """Percentile interval over axis 0, ignoring NaN resamples column by column.
+
+    Args:
+        samples: (B, ...) bootstrap replicates.
+        confidence: coverage of the interval.
+
+    Returns:
+        ``(low, high)``, each of shape (...); NaN where every replicate is NaN.
+    """
+    _check_confidence(confidence)
+    s = np.asarray(samples, dtype=np.float64)
+    tail = (1.0 - confidence) / 2.0
+    qs = [tail, 1.0 - tail]
+    flat = s.reshape(s.shape[0], math.prod(s.shape[1:]))
+    out = np.full((2, flat.shape[1]), np.nan)
+    if flat.shape[0] and flat.shape[1]:
+        has_nan = np.isnan(flat).any(axis=0)
+        clean = ~has_nan
+        if clean.any():
+            out[:, clean] = np.quantile(flat[:, clean], qs, axis=0)
+        if has_nan.any():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                out[:, has_nan] = np.nanquantile(flat[:, has_nan], qs, axis=0)
+    return out[0].reshape(s.shape[1:]), out[1].reshape(s.shape[1:])
+
+
+def _resolve_weights(
+    weights: npt.ArrayLike | None, n_cases: int, n_resamples: int, seed: int | None, strata: npt.ArrayLike | None
+) -> npt.NDArray[np.generic]:
+    if weights is None:
+        return bootstrap_weights(n_cases, n_resamples, seed, strata)
+    w = np.asarray(weights)
+    if w.ndim != 2 or w.shape[1] != n_cases:
+        raise ValueError(f"weights must have shape (n_resamples, {n_cases}), got {w.shape}")
+    return w
+
+
+def _select_cases(cases: npt.ArrayLike | None, n_cases: int) -> npt.NDArray[np.intp] | None:
+    if cases is None:
+        return None
+    c = np.asarray(cases)
+    if c.dtype == np.bool_:
+        if c.shape != (n_cases,):
+            raise ValueError(f"a boolean case mask must have shape ({n_cases},), got {c.shape}")
+        return np.flatnonzero(c)
+    return c.astype(np.intp).reshape(-1)
+
+
+def ratio_ci(
+    numerators: npt.ArrayLike,
+    denominators: npt.ArrayLike,
+    *,
+    weights: npt.ArrayLike | None = None,
+    cases: npt.ArrayLike | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int | None = 0,
+    strata: npt.ArrayLike | None = None,
+) -> Estimate:
+    """Ratio of sums with a case-bootstrap percentile interval; the building block of every CI.
+
+    Args:
+        numerators: (n_cases, ...) per-case counts (e.g. correct requests).
+        denominators: same shape (e.g. counted requests).
+        weights: a precomputed (B, n_cases) matrix from :func:`bootstrap_weights`; when given,
+            ``n_resamples``, ``seed`` and ``strata`` are ignored.
+        cases: optional boolean mask or indices of the cases to use (a subset such as one organ
+            system); the weights' columns of those cases are used, so subsets share resamples
+            with the full set.
+        confidence: interval coverage.
+        n_resamples: resamples to draw when ``weights`` is None.
+        seed: seed when ``weights`` is None.
+        strata: strata when ``weights`` is None.
+
+    Returns:
+        An :class:`Estimate` of shape (...).
+    """
+    _check_confidence(confidence)
+    num = np.asarray(numerators)
+    den = np.asarray(denominators)
+    if num.shape != den.shape or num.ndim < 1:
+        raise ValueError(f"numerators {num.shape} and denominators {den.shape} must match, with a case axis")
+    w = _resolve_weights(weights, num.shape[0], n_resamples, seed, strata)
+    index = _select_cases(cases, num.shape[0])
+    if index is not None:
+        num, den, w = num[index], den[index], w[:, index]
+    sums = resampled_sums(w, np.stack([num, den], axis=1))  # one product for both: (B, 2, ...)
+    samples = _safe_divide(sums[:, 0], sums[:, 1])
+    return _estimate(ratio(num, den), samples, den.sum(axis=0), confidence)
+
+
+def grouped_ratio_ci(
+    numerators: npt.ArrayLike,
+    denominators: npt.ArrayLike,
+    groups: npt.ArrayLike,
+    *,
+    weights: npt.ArrayLike | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int | None = 0,
+) -> GroupedEstimate:
+    """:func:`ratio_ci` per group of cases, plus the micro (pooled) and macro (group mean) summaries.
+
+    The macro average is the mean over groups of the group ratio, over the groups whose ratio is
+    defined on the full data. A resample in which one of those groups is empty gives no macro
+    replicate (it is left out of the quantiles); stratified weights (the default) never do that.
+
+    Args:
+        numerators: (n_cases, ...) per-case counts.
+        denominators: same shape.
+        groups: (n_cases,) group of each case (any sortable values, e.g. organ systems).
+        weights: a precomputed (B, n_cases) matrix; when None, one is drawn stratified by
+            ``groups`` (each group keeps its size in every resample).
+        confidence: interval coverage.
+        n_resamples: resamples to draw when ``weights`` is None.
+        seed: seed when ``weights`` is None.
+
+    Returns:
+        A :class:`GroupedEstimate`; ``per_group`` arrays have shape (n_groups, ...).
+    """
+    _check_confidence(confidence)
+    num = np.asarray(numerators)
+    den = np.asarray(denominators)
+    if num.shape != den.shape or num.ndim < 1:
+        raise ValueError(f"numerators {num.shape} and denominators {den.shape} must match, with a case axis")
+    group_ids = np.asarray(groups)
+    if group_ids.shape != num.shape[:1]:
+        raise ValueError(f"groups must have shape ({num.shape[0]},), got {group_ids.shape}")
+    w = _resolve_weights(weights, num.shape[0], n_resamples, seed, group_ids if weights is None else None)
+    names, inverse = np.unique(group_ids, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    tail_shape = num.shape[1:]
+    n_groups = len(names)
+    # Sort the cases by group once; every group is then a contiguous column slice of the
+    # weights (a view), and its resampled sums a small product, with no per-group copies.
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=n_groups))])
+    blocks = np.stack([num, den], axis=1)  # (n, 2, ...)
+    sorted_blocks = blocks[order]
+    flat = sorted_blocks.reshape(num.shape[0], math.prod(sorted_blocks.shape[1:]))
+    dtype = _product_dtype(w, flat)
+    w_sorted = np.take(w, order, axis=1).astype(dtype, copy=False)
+    flat = flat.astype(dtype, copy=False)
+    sums = np.empty((w.shape[0], n_groups, flat.shape[1]))
+    for g in range(n_groups):
+        start, stop = bounds[g], bounds[g + 1]
+        sums[:, g] = w_sorted[:, start:stop] @ flat[start:stop]
+    group_sums = sums.reshape((w.shape[0], n_groups, 2) + tail_shape)
+    group_num, group_den = group_sums[:, :, 0], group_sums[:, :, 1]
+    totals = np.add.reduceat(sorted_blocks, bounds[:-1], axis=0)  # (G, 2, ...)
+    points = _safe_divide(totals[:, 0], totals[:, 1])
+    counts = totals[:, 1].astype(np.int64)
+    group_samples = _safe_divide(group_num, group_den)
+    per_group = _estimate(points, group_samples, counts, confidence)
+    micro = _estimate(
+        ratio(num, den),
+        _safe_divide(group_num.sum(axis=1), group_den.sum(axis=1)),
+        den.sum(axis=0).astype(np.int64),
+        confidence,
+    )
+    defined = ~np.isnan(points)
+    n_defined = defined.sum(axis=0)
+    macro_point = _safe_divide(np.where(defined, points, 0.0).sum(axis=0), n_defined)
+    # A defined group that is empty in a resample makes the replicate NaN (dropped), by design.
+    macro_samples = _safe_divide(np.where(defined[None], group_samples, 0.0).sum(axis=1), n_defined)
+    macro_samples[np.isnan(np.where(defined[None], group_samples, 0.0)).any(axis=1)] = np.nan
+    macro = _estimate(macro_point, macro_samples, n_defined.astype(np.int64), confidence)
+    return GroupedEstimate(tuple(names.tolist()), per_group, micro, macro)
+
+
+def _estimate(point: FloatArray, samples: FloatArray, n: CountArray, confidence: float) -> Estimate:
+    low, high = percentile_interval(samples, confidence)
+    undefined = np.isnan(point)
+    low[undefined] = np.nan
+    high[undefined] = np.nan
+    return Estimate(np.asarray(point, dtype=np.float64), low, high, np.asarray(n, dtype=np.int64))

@@ -1,0 +1,182 @@
+"""The typed results: numbers at the JSON boundary, tables, and every record's JSON round trip."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.errors import ResultsFormatError
+from medrewardbench.metrics.results import (
+    COLUMNS,
+    POOLED,
+    AccuracyCell,
+    Analysis,
+    ColumnTable,
+    DimensionTable,
+    Estimate,
+    LeaderboardRow,
+    PairwiseComparison,
+    PositionCell,
+    RequestCounts,
+    RunMetrics,
+    Settings,
+    fixed,
+    number,
+    p_number,
+)
+
+
+def through_json(document: object) -> object:
+    """What a file holds: strict JSON, no NaN."""
+    return json.loads(json.dumps(document, allow_nan=False))
+
+
+def test_numbers_round_as_numpy_does_and_nan_becomes_null() -> None:
+    rng = np.random.default_rng(0)
+    values = [*(rng.random(2000) * 2 - 1), *(k / n for n in range(1, 60) for k in range(n + 1)), 2.5e-6, -1e-9]
+    for value in values:
+        expected = float(np.round(np.float64(value), 6))
+        got = number(float(value))
+        assert got == expected and math.copysign(1, got) == math.copysign(1, expected), value
+    assert number(math.nan) is None and math.isnan(fixed(None)) and math.isnan(fixed(math.nan))
+    assert fixed(np.float64(0.1234567)) == 0.123457 and type(fixed(np.float64(0.5))) is float
+
+
+def test_tiny_p_values_keep_significant_digits() -> None:
+    assert p_number(0.0123456789) == 0.012346 and p_number(0.001) == 0.001
+    assert p_number(0.000345678) == 0.0003457  # six decimals would keep three digits, or none at all
+    assert p_number(2.9e-70) == 2.9e-70 and p_number(1.23456e-9) == 1.235e-9
+    assert p_number(0.0) == 0.0 and p_number(math.nan) is None
+
+
+def test_estimates_hold_nan_for_undefined_and_compare_equal() -> None:
+    undefined = Estimate(float("nan"), np.float64("nan"), None, np.int64(0))
+    assert not undefined.defined and not undefined.has_interval
+    assert undefined == Estimate(math.nan)  # NaN is one object in records, so records compare equal
+    assert undefined.to_json() == {"point": None, "low": None, "high": None, "n": 0}
+    assert Estimate.from_json(through_json(undefined.to_json())) == undefined
+    point_only = Estimate(0.25, n=4)
+    assert point_only.point_to_json() == {"point": 0.25, "n": 4}
+    assert Estimate.from_json(point_only.point_to_json()) == point_only
+
+
+def test_tables_are_read_by_dimension_and_pooled_column() -> None:
+    table = ColumnTable.of([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.35])
+    assert table["relevance"] == 0.2 and table["overall"] == 0.6 and table.pooled == 0.35
+    assert table[POOLED] == 0.35
+    assert [name for name, _ in table.columns()] == list(COLUMNS)
+    assert table.to_json(number) == dict(zip(COLUMNS, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.35], strict=True))
+    assert ColumnTable.from_json(table.to_json(number), float) == table
+    with pytest.raises(KeyError, match="unknown dimension 'beauty'"):
+        table["beauty"]
+    with pytest.raises(ValueError, match="needs 7 values"):
+        ColumnTable.of([1, 2])
+    with pytest.raises(ValueError, match="needs 6 values"):
+        DimensionTable((1, 2, 3))
+
+
+def _comparison(**changes: object) -> PairwiseComparison:
+    fields: dict[str, object] = dict(
+        a="judge-a",
+        b="judge-b",
+        column=POOLED,
+        acc_a=0.7,
+        acc_b=0.5,
+        diff=0.2,
+        low=0.1,
+        high=0.3,
+        p_bootstrap=0.002,
+        p_bootstrap_holm=0.004,
+        significant=True,
+        mcnemar_b=30,
+        mcnemar_c=10,
+        p_mcnemar=1.5e-9,
+        p_mcnemar_holm=3e-9,
+        n_pairs=200,
+    )
+    fields.update(changes)
+    return PairwiseComparison(**fields)
+
+
+def test_a_pairwise_comparison_flips_and_round_trips() -> None:
+    comparison = _comparison()
+    flipped = comparison.flipped()
+    assert (flipped.a, flipped.b, flipped.acc_a, flipped.acc_b) == ("judge-b", "judge-a", 0.5, 0.7)
+    assert (flipped.diff, flipped.low, flipped.high) == (-0.2, -0.3, -0.1)
+    assert (flipped.mcnemar_b, flipped.mcnemar_c) == (10, 30) and flipped.flipped() == comparison
+    assert comparison.is_pooled and comparison.difference == Estimate(0.2, 0.1, 0.3, 200)
+    written = comparison.to_json()
+    assert written["dimension"] == POOLED and written["p_mcnemar"] == 1.5e-9
+    assert PairwiseComparison.from_json(through_json(written)) == comparison
+
+
+def test_a_leaderboard_row_without_tests_round_trips() -> None:
+    estimates = DimensionTable(tuple(Estimate(0.5 + i / 100, n=68) for i in range(len(DIMENSIONS))))
+    row = LeaderboardRow(
+        rank=1,
+        label="baseline:longer",
+        judge="baseline:longer",
+        run_id="run-1",
+        is_baseline=True,
+        tier=None,
+        score=Estimate(0.525, n=408),
+        macro=None,
+        accuracy=estimates,
+        tiers=None,
+        answered_accuracy=0.525,
+        failure_rate=0.0,
+        consistency=1.0,
+        first_position_rate=0.5,
+        longer_preference=math.nan,
+        kappa_overall=0.35,
+    )
+    written = through_json(row.to_json())
+    assert written["tier"] is None and written["longer_preference"] is None
+    assert LeaderboardRow.from_json(written) == row
+
+
+def test_run_metrics_round_trip_and_derive_their_ratios_from_counts() -> None:
+    cells = ColumnTable.of([AccuracyCell(68, 40, 60)] * 6 + [AccuracyCell(408, 240, 360)])
+    empty = ColumnTable.of([AccuracyCell(0, 0, 0)] * 7)
+    metrics = RunMetrics(
+        n_cases=34,
+        orders=("original", "swapped"),
+        accuracy=cells,
+        by_order={"original": cells, "swapped": empty},
+        by={"organ_system": {"chest": cells, "brain": empty}},
+        macro=ColumnTable.of([0.6] * 6 + [math.nan]),
+        position=ColumnTable.of([PositionCell(34, 20, 60, 31)] * 7),
+        requests=RequestCounts(68, 8),
+        failures={"timeout": 3, "HTTP 500": 5},
+    )
+    written = through_json(metrics.to_json())
+    assert written["score"] == pytest.approx(240 / 408, abs=1e-6)
+    assert written["dimensions"][POOLED] == {
+        "n": 408,
+        "correct": 240,
+        "answered": 360,
+        "accuracy": number(240 / 408),
+        "answered_accuracy": number(240 / 360),
+        "failure_rate": number(48 / 408),
+    }
+    assert written["by_order"]["swapped"]["overall"]["accuracy"] is None
+    back = RunMetrics.from_json(written)
+    assert back.accuracy == metrics.accuracy and back.position == metrics.position
+    assert list(back.failures) == ["HTTP 500", "timeout"]  # most frequent first, as every reader expects
+    assert math.isnan(back.by_order["swapped"]["overall"].accuracy)
+    assert back.to_json() == written
+
+
+def test_documents_of_another_schema_are_refused() -> None:
+    with pytest.raises(ResultsFormatError, match="expected schema 'medrewardbench.analysis/1'"):
+        Analysis.from_json({"schema": "medrewardbench.metrics/2"})
+    settings = Settings(confidence=0.95, n_resamples=100, seed=0, alpha=0.05, group_fields=("organ_system",))
+    written = settings.to_json()
+    assert written["score"] == POOLED and written["columns"] == list(COLUMNS)
+    assert Settings.from_json(written) == settings
+    with pytest.raises(ResultsFormatError, match="dimensions"):
+        Settings.from_json({**written, "dimensions": ["accuracy"]})
