@@ -60,7 +60,9 @@ def test_api_failures_are_stored_with_reasons_and_counted_wrong(openai_server: O
     out = tmp_path / "out"
     code, output, metrics = run_eval("--judge", "api:unparseable", "--limit", "4", "--base-url",
                                      openai_server.base_url, "--api-key-env", API_KEY_ENV, "--out", str(out))
-    assert code == 0, output
+    # a judge that failed every request makes eval fail, after storing and reporting the failures
+    assert code == 1, output
+    assert "api:unparseable: 8 of 8 requests failed" in output and "every request failed" in output
     m = metrics["runs"][0]["metrics"]
     assert m["dimensions"]["overall"]["accuracy"] == 0.0 and m["dimensions"]["overall"]["failure_rate"] == 1.0
     rows = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
@@ -71,7 +73,7 @@ def test_hf_judge_end_to_end_random_weights_fail_with_reasons(tiny_qwen2_vl: Pat
     out = tmp_path / "out"
     code, output, metrics = run_eval("--judge", f"hf:{tiny_qwen2_vl}", "--limit", "2", "--max-tokens", "12",
                                      "--out", str(out))
-    assert code == 0, output
+    assert code == 1 and "4 of 4 requests failed" in output, output  # every request failed: stored, exit 1
     m = metrics["runs"][0]["metrics"]
     assert m["requests"]["judged"] == 4
     assert m["dimensions"]["overall"]["failure_rate"] == 1.0

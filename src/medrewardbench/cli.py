@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -25,10 +26,18 @@ from medrewardbench.cli_support import fail as _fail
 from medrewardbench.cli_support import setup_logging as _setup_logging
 from medrewardbench.cli_support import split_list as _split
 from medrewardbench.dimensions import Order
-from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.evaluation import ProgressSink, evaluate
+from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
+from medrewardbench.evaluation import EvaluationResult, ProgressSink, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS, JudgeOptions
 from medrewardbench.runner import RunSummary
+from medrewardbench.secrets import install_log_scrubber
+
+EXIT_JUDGE_FAILED = 1
+"""eval: a judge failed every request (its failures are stored)."""
+EXIT_BUSY = 75
+"""eval: another process is using the output directory (EX_TEMPFAIL: try again later)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT), after storing what had finished."""
 
 app = typer.Typer(
     name="medrewardbench",
@@ -150,20 +159,31 @@ def eval_command(
     force_prefix: Annotated[
         str | None, typer.Option("--force-prefix", help="text the local model's answer must start with")
     ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="if another process is using --out, wait for it instead of stopping")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars or tables")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Judge every case in both answer orders and report agreement with the experts."""
+    """Judge every case in both answer orders and report agreement with the experts.
+
+    Exit status: 0 when done; 1 when a judge failed every request (the failures are stored);
+    2 for bad input; 75 when another process is using --out (without --wait); 130 on Ctrl-C.
+    """
     from medrewardbench.data import load_benchmark
-    from medrewardbench.report.terminal import dimension_table, group_table, leaderboard_table
 
     _setup_logging(verbose)
+    install_log_scrubber()
     specs = _split(judge) or list(BASELINE_SPECS)
     try:
         selected_orders = Order.parse_selection(orders)
         benchmark = load_benchmark(data, organs=_split(organs) or None, limit=limit)
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
+    except KeyboardInterrupt:
+        err_console.print("interrupted while loading the data: no request was sent; rerun the same command "
+                          "to resume", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if not quiet:
         err_console.print(
             f"[bold]{benchmark.name}[/]: {len(benchmark)} cases, "
@@ -194,6 +214,11 @@ def eval_command(
         extra={"client_processes": client_processes} if client_processes > 1 else {},
     )
     sink = RichProgress(enabled=not quiet)
+
+    def say_waiting(pid: int | None) -> None:
+        holder = f"pid {pid}" if pid is not None else "another process"
+        err_console.print(f"waiting for {holder} to finish with {out}/ ...", highlight=False, markup=False)
+
     try:
         result = evaluate(
             benchmark,
@@ -205,13 +230,51 @@ def eval_command(
             fresh=fresh,
             retry_failures=retry_failures,
             progress=sink,
+            wait=wait,
+            on_wait=say_waiting,
         )
+    except OutputLockedError as exc:
+        raise _fail(str(exc), EXIT_BUSY) from exc
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc
+    except KeyboardInterrupt as exc:
+        sink.close()
+        message = str(exc) if isinstance(exc, EvaluationInterrupted) else (
+            "interrupted; rerun the same command to resume"
+        )
+        err_console.print(message, highlight=False, markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         sink.close()
-    if quiet:
-        return
+    if not quiet:
+        _print_results(result, benchmark.name, by)
+    _print_failures([h for h in result.health if h.all_failed or not quiet])
+    every_request_failed = result.failed_judges
+    if every_request_failed:
+        names = ", ".join(h.judge_spec for h in every_request_failed)
+        raise _fail(f"every request failed for {names}; the failures are stored (see the reasons above), "
+                    "fix the cause and rerun with --retry-failures", EXIT_JUDGE_FAILED)
+
+
+def _print_failures(health: Sequence[RunHealth]) -> None:
+    """For every judge that failed anything: how many, and the most common reasons with counts."""
+    for h in health:
+        if not h.failed:
+            continue
+        reasons = "; ".join(f"{reason} ({count})" for reason, count in list(h.reasons.items())[:3])
+        more = len(h.reasons) - 3
+        tail = f"; {more} other reason(s)" if more > 0 else ""
+        err_console.print(
+            f"{h.judge_spec}: {h.failed} of {h.stored} requests failed. Most common: {reasons}{tail}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _print_results(result: EvaluationResult, benchmark_name: str, by: list[str] | None) -> None:
+    from medrewardbench.report.terminal import dimension_table, group_table, leaderboard_table
+
     if len(result.runs) == 1:
         run = result.runs[0]
         metrics = result.metrics[run.run_id]
@@ -223,7 +286,7 @@ def eval_command(
             if field != "organ_system":
                 for run in result.runs:
                     console.print(group_table(run.judge_spec, field, result.metrics[run.run_id]))
-    console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark.name}"))
+    console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}"))
     failed = sum(s.failed for s in result.summaries)
     console.print(
         f"Results in {result.out_dir}/ (store {result.files['store'].name}, judgments.jsonl, metrics.json, "
@@ -231,7 +294,7 @@ def eval_command(
         f"from store: {sum(s.reused for s in result.summaries)}, failed now: {failed}.",
         highlight=False,
     )
-    if benchmark.name.startswith("medrewardbench-demo"):
+    if benchmark_name.startswith("medrewardbench-demo"):
         console.print(
             "[dim]The demo labels are illustrative, written by the medrewardbench authors, not expert "
             "annotations: use the demo to try the tool, not to rank judges.[/]"

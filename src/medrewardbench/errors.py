@@ -68,6 +68,39 @@ class StoreError(MedRewardBenchError):
     """The results store is unusable or would mix incompatible results."""
 
 
+class OutputDirError(MedRewardBenchError):
+    """An output directory cannot be used: a file, below a file, or not writable."""
+
+
+class OutputLockedError(OutputDirError):
+    """Another process is working in the same output directory."""
+
+    def __init__(self, pid: int | None, directory: str):
+        holder = f"another medrewardbench process (pid {pid})" if pid is not None else "another medrewardbench process"
+        super().__init__(
+            f"{holder} is using {directory}; wait for it to finish, or rerun with --wait to start when it does"
+        )
+        self.pid = pid
+        self.directory = directory
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """An evaluation stopped by Ctrl-C after storing what had finished.
+
+    A ``KeyboardInterrupt``, so that code which does not know it still stops as it would; the CLI
+    reads the counts and tells how to resume.
+
+    Attributes:
+        stored: requests of this evaluation (every judge, every order) found in the store.
+        total: requests the evaluation asked for.
+    """
+
+    def __init__(self, stored: int, total: int):
+        super().__init__(f"interrupted: {stored} of {total} requests stored; rerun the same command to resume")
+        self.stored = stored
+        self.total = total
+
+
 def require(module: str, extra: str, purpose: str) -> object:
     """Import an optional module or raise :class:`MissingExtraError` naming the extra.
 
