@@ -94,6 +94,10 @@ class RichProgress(ProgressSink):
                 description=f"{summary.run.judge_spec} ({summary.judged} judged, {summary.reused} from store)",
             )
 
+    def stage(self, text: str) -> None:
+        if self.enabled:
+            err_console.print(f"{text} ...", highlight=False, markup=False)
+
     def close(self) -> None:
         if self.progress.live.is_started:
             self.progress.stop()
@@ -177,6 +181,8 @@ def eval_command(
     specs = _split(judge) or list(BASELINE_SPECS)
     try:
         selected_orders = Order.parse_selection(orders)
+        if not quiet:
+            err_console.print(f"loading {data} ...", highlight=False, markup=False)
         benchmark = load_benchmark(data, organs=_split(organs) or None, limit=limit)
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
@@ -240,7 +246,7 @@ def eval_command(
     except KeyboardInterrupt as exc:
         sink.close()
         message = str(exc) if isinstance(exc, EvaluationInterrupted) else (
-            "interrupted; rerun the same command to resume"
+            "interrupted again while saving: what was stored is kept; rerun the same command to resume"
         )
         err_console.print(message, highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None

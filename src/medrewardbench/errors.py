@@ -88,17 +88,24 @@ class EvaluationInterrupted(KeyboardInterrupt):
     """An evaluation stopped by Ctrl-C after storing what had finished.
 
     A ``KeyboardInterrupt``, so that code which does not know it still stops as it would; the CLI
-    reads the counts and tells how to resume.
+    prints its message, which says how far it got and how to resume.
 
     Attributes:
-        stored: requests of this evaluation (every judge, every order) found in the store.
+        stored: requests of this evaluation (every judge, every order) found in the store, or None
+            when it stopped before sending any request (``stage`` says where).
         total: requests the evaluation asked for.
+        stage: what it was doing when it stopped before sending requests.
     """
 
-    def __init__(self, stored: int, total: int):
-        super().__init__(f"interrupted: {stored} of {total} requests stored; rerun the same command to resume")
+    def __init__(self, stored: int | None, total: int, stage: str | None = None):
+        if stored is not None:
+            message = f"interrupted: {stored} of {total} requests stored; rerun the same command to resume"
+        else:
+            message = f"interrupted while {stage or 'starting'}: no request was sent; rerun the same command to resume"
+        super().__init__(message)
         self.stored = stored
         self.total = total
+        self.stage = stage
 
 
 def require(module: str, extra: str, purpose: str) -> object:

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import Order
-from medrewardbench.errors import EvaluationInterrupted, StoreError
+from medrewardbench.errors import EvaluationInterrupted
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics.core import NOT_RUN, RunData, leaderboard_rows, load_run_data, run_metrics
@@ -44,6 +43,9 @@ class ProgressSink:
 
     def finish(self, summary: RunSummary) -> None:  # noqa: B027
         """A run ended."""
+
+    def stage(self, text: str) -> None:  # noqa: B027
+        """A step that may take a while before any run starts (e.g. ``"hashing 10000 cases"``)."""
 
 
 @dataclass(frozen=True)
@@ -174,11 +176,23 @@ def evaluate(
     check_output_dir(out)
     options = options or JudgeOptions()
     sink = progress or ProgressSink()
-    # build every judge first: a bad spec fails before any work is done and before --out exists
-    judges = [judge_factory(spec, options) for spec in dict.fromkeys(judge_specs)]
+    specs = list(dict.fromkeys(judge_specs))
+    total = len(specs) * len(benchmark) * len(orders)
+    try:
+        # build every judge first: a bad spec fails before any work is done and before --out exists
+        judges = [judge_factory(spec, options) for spec in specs]
+    except KeyboardInterrupt:
+        raise EvaluationInterrupted(None, total, "building the judges") from None
     prepare_output_dir(out)
-    with OutputLock(out, wait=wait, on_wait=on_wait):
+    lock = OutputLock(out, wait=wait, on_wait=on_wait)
+    try:
+        lock.acquire()
+    except KeyboardInterrupt:
+        raise EvaluationInterrupted(None, total, f"waiting for another process to finish with {out}/") from None
+    try:
         return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink)
+    finally:
+        lock.release()
 
 
 def _evaluate_locked(
@@ -193,24 +207,25 @@ def _evaluate_locked(
 ) -> EvaluationResult:
     fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
     started: list[RunRecord] = []
-    data_hash: str | None = None
+    total = len(judges) * len(benchmark) * len(orders)
     try:
         # hash here, not inside the event loop: there a Ctrl-C only asks the loop to stop, and the
         # loop cannot stop before a long stretch of synchronous hashing ends
-        for case in benchmark.cases:
-            case.content_hash()
+        sink.stage(f"hashing {len(benchmark)} cases")
         data_hash = benchmark.data_hash()
+    except KeyboardInterrupt:
+        raise EvaluationInterrupted(None, total, "hashing the data") from None
+    try:
         with Store.in_dir(out) as store:
             summaries = asyncio.run(
                 _run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started)
             )
             return _write_outputs(store, out, data_hash, summaries, started, fields)
     except KeyboardInterrupt:
-        stored = _stored_requests(out, judges, benchmark, orders)
-        if data_hash is not None:
-            with Store.in_dir(out) as store:
-                _write_outputs(store, out, data_hash, [], started, fields)
-        raise EvaluationInterrupted(stored, len(judges) * len(benchmark) * len(orders)) from None
+        with Store.in_dir(out) as store:
+            _write_outputs(store, out, data_hash, [], started, fields)
+            stored = _stored_requests(store, judges, benchmark, orders)
+        raise EvaluationInterrupted(stored, total) from None
 
 
 def _write_outputs(
@@ -255,25 +270,14 @@ def _health(run: RunRecord, data: RunData) -> RunHealth:
     return RunHealth(run.run_id, run.judge_spec, stored, failed, dict(data.failures))
 
 
-def _stored_requests(out: Path, judges: Sequence[Judge], benchmark: Benchmark, orders: Sequence[Order]) -> int:
-    """How many of this call's requests the store holds (cases not hashed yet count as missing)."""
-    hashes = {case.case_id: h for case in benchmark.cases if (h := _known_hash(case)) is not None}
+def _stored_requests(store: Store, judges: Sequence[Judge], benchmark: Benchmark, orders: Sequence[Order]) -> int:
+    """How many of this call's requests (every judge, case and order) the store holds."""
+    hashes = {case.case_id: case.content_hash() for case in benchmark.cases}  # cached: no image is read
     wanted = {o.value for o in orders}
-    try:
-        with Store.in_dir(out) as store:
-            count = 0
-            for judge in judges:
-                done = store.completed(judge.fingerprint())
-                count += sum(
-                    1
-                    for (case_id, order), case_hash in done.items()
-                    if order in wanted and hashes.get(case_id) == case_hash
-                )
-            return count
-    except StoreError:
-        return 0
-
-
-def _known_hash(case: Case) -> str | None:
-    """A case's content hash if it was computed already (never reads an image)."""
-    return case._hash_cache.get("content")
+    count = 0
+    for judge in judges:
+        done = store.completed(judge.fingerprint())
+        count += sum(
+            1 for (case_id, order), case_hash in done.items() if order in wanted and hashes.get(case_id) == case_hash
+        )
+    return count

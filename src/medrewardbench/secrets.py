@@ -32,6 +32,9 @@ MIN_SECRET_CHARS = 4
 """Shorter values are not treated as secrets."""
 PLAIN_MATCH_CHARS = 12
 """Values at least this long are replaced wherever they occur; shorter ones only as whole tokens."""
+TRUNCATED_PREFIX_CHARS = 8
+"""A long secret's first this many characters, and whatever follows them that matches it, are
+replaced too: a message cut short must not keep most of a key."""
 PLACEHOLDER_VALUES: frozenset[str] = frozenset({"EMPTY", "none", "None", "dummy", "sk-no-key-required"})
 """Conventional non-secret keys sent to local servers; never worth redacting."""
 
@@ -100,15 +103,31 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     if extra:
         values = tuple(sorted({*values, *extra}, key=lambda s: (-len(s), s)))
     for value in values:
-        if value not in text:
-            continue
         if len(value) >= PLAIN_MATCH_CHARS:
-            text = text.replace(value, REDACTED)
-        else:
+            if value[:TRUNCATED_PREFIX_CHARS] in text:
+                text = _replace_prefixes(text, value)
+        elif value in text:
             text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", REDACTED, text)
     if "sk-" not in text and "bearer" not in text.lower():
         return text  # the common case: nothing credential-shaped, skip the regular expression
     return _CREDENTIAL_PATTERN.sub(lambda m: (m.group(1) or "") + REDACTED, text)
+
+
+def _replace_prefixes(text: str, value: str) -> str:
+    """Replace the value, and any run of at least its first characters (a key cut short by a
+    truncated message, ``"sk-abc..."``), wherever it occurs."""
+    head = value[:TRUNCATED_PREFIX_CHARS]
+    pieces = []
+    position = 0
+    while (start := text.find(head, position)) >= 0:
+        end = start + len(head)
+        while end < len(text) and end - start < len(value) and text[end] == value[end - start]:
+            end += 1
+        pieces.append(text[position:start])
+        pieces.append(REDACTED)
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def scrub_value(value: Any, secrets: Iterable[str | None] = ()) -> Any:

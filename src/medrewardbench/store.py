@@ -175,8 +175,10 @@ class Store:
                         "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
 
-            _retry_busy(stamp_version)
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:  # a new store (an existing one is not written to: it may be read-only)
+                _retry_busy(stamp_version)
+                row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: store schema version {row[0]} is not supported "

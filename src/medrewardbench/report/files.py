@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -44,7 +43,9 @@ def _replacing(path: Path, newline: str | None = "\n") -> Iterator[TextIO]:
     A reader, a crash or a second Ctrl-C never sees half a file: the old one stays until the new
     one is complete.
     """
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    # os.open with 0o666, not mkstemp (0o600): the file gets the permissions the umask gives
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
             yield fh
