@@ -299,11 +299,12 @@ def test_the_scrubber_removes_registered_values_credential_shapes_and_cut_keys()
     register_secret("local-key-abcdef0123456789")
     text = (
         "a local-key-abcdef0123456789 b | cut local-key-abcd... | Authorization: Bearer tok.en-123 "
-        "| sk-live1234567890 | short pw9x and pw9xy"
+        "| sk-live1234567890 | short pw9x5k2q and pw9x5k2qy | dummy test"
     )
-    cleaned = scrub(text, ["pw9x"])
+    cleaned = scrub(text, ["pw9x5k2q", "test"])
     assert "local-key-abcd" not in cleaned and "tok.en-123" not in cleaned and "sk-live" not in cleaned
-    assert f"Bearer {REDACTED}" in cleaned and f"short {REDACTED} and pw9xy" in cleaned
+    assert f"Bearer {REDACTED}" in cleaned and f"short {REDACTED} and pw9x5k2qy" in cleaned
+    assert cleaned.endswith("dummy test"), "a dummy key shorter than 8 characters is no secret"
     assert scrub("A verdict: accuracy A, overall B.") == "A verdict: accuracy A, overall B."
     assert scrub_value({"k": ["x local-key-abcdef0123456789"], "n": 3}) == {"k": [f"x {REDACTED}"], "n": 3}
 

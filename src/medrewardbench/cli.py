@@ -30,7 +30,7 @@ from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, Ou
 from medrewardbench.evaluation import EvaluationResult, ProgressSink, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS, JudgeOptions
 from medrewardbench.runner import RunSummary
-from medrewardbench.secrets import install_log_scrubber
+from medrewardbench.secrets import install_log_scrubber, scrub
 
 EXIT_JUDGE_FAILED = 1
 """eval: a judge failed every request (its failures are stored)."""
@@ -242,19 +242,22 @@ def eval_command(
     except OutputLockedError as exc:
         raise _fail(str(exc), EXIT_BUSY) from exc
     except MedRewardBenchError as exc:
-        raise _fail(str(exc)) from exc
+        raise _fail(scrub(str(exc))) from exc
     except KeyboardInterrupt as exc:
         sink.close()
         message = str(exc) if isinstance(exc, EvaluationInterrupted) else (
-            "interrupted again while saving: what was stored is kept; rerun the same command to resume"
+            "interrupted while saving the results: what was stored is kept; rerun the same command to resume"
         )
         err_console.print(message, highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         sink.close()
-    if not quiet:
-        _print_results(result, benchmark.name, by)
-    _print_failures([h for h in result.health if h.all_failed or not quiet])
+    try:
+        if not quiet:
+            _print_results(result, benchmark.name, by)
+        _print_failures([h for h in result.health if h.all_failed or not quiet])
+    except KeyboardInterrupt:  # everything is stored and written already
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     every_request_failed = result.failed_judges
     if every_request_failed:
         names = ", ".join(h.judge_spec for h in every_request_failed)

@@ -178,17 +178,17 @@ def evaluate(
     sink = progress or ProgressSink()
     specs = list(dict.fromkeys(judge_specs))
     total = len(specs) * len(benchmark) * len(orders)
+    lock = OutputLock(out, wait=wait, on_wait=on_wait)
+    stage = "building the judges"
     try:
         # build every judge first: a bad spec fails before any work is done and before --out exists
         judges = [judge_factory(spec, options) for spec in specs]
-    except KeyboardInterrupt:
-        raise EvaluationInterrupted(None, total, "building the judges") from None
-    prepare_output_dir(out)
-    lock = OutputLock(out, wait=wait, on_wait=on_wait)
-    try:
+        stage = f"preparing {out}/"
+        prepare_output_dir(out)
+        stage = f"waiting for another process to finish with {out}/"
         lock.acquire()
     except KeyboardInterrupt:
-        raise EvaluationInterrupted(None, total, f"waiting for another process to finish with {out}/") from None
+        raise EvaluationInterrupted(None, total, stage) from None
     try:
         return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink)
     finally:

@@ -12,8 +12,8 @@ command line (:func:`install_log_scrubber`).
   (:func:`register_secret`, :func:`register_secret_env`) or passed by the caller, and
 * anything shaped like a credential: ``Bearer <token>`` and ``sk-...`` keys.
 
-Values shorter than :data:`MIN_SECRET_CHARS` are not registered (replacing every ``"x"`` of a text
-would destroy it, and such a value protects nothing); values shorter than
+Values shorter than :data:`MIN_SECRET_CHARS` are not treated as secrets (replacing every ``"test"``
+of a text would corrupt it, and such a value protects nothing); values shorter than
 :data:`PLAIN_MATCH_CHARS` are replaced only where they stand alone, not inside a longer word.
 """
 
@@ -28,8 +28,9 @@ from typing import Any
 
 REDACTED = "***"
 """What a secret is replaced with."""
-MIN_SECRET_CHARS = 4
-"""Shorter values are not treated as secrets."""
+MIN_SECRET_CHARS = 8
+"""Shorter values are not treated as secrets: they are the dummy keys of local servers (``"test"``,
+``"local"``), and replacing them would corrupt judges' texts while protecting nothing."""
 PLAIN_MATCH_CHARS = 12
 """Values at least this long are replaced wherever they occur; shorter ones only as whole tokens."""
 TRUNCATED_PREFIX_CHARS = 8

@@ -243,8 +243,8 @@ class Store:
                     run.dataset_name,
                     run.dataset_source,
                     ",".join(o.value for o in run.orders),
-                    json.dumps(scrub_value(_jsonable(run.config)), sort_keys=True),
-                    json.dumps(scrub_value(_jsonable(run.metadata)), sort_keys=True),
+                    _scrubbed_json(json.dumps(run.config, sort_keys=True, default=str)),
+                    _scrubbed_json(json.dumps(run.metadata, sort_keys=True, default=str)),
                     run.n_cases,
                     now,
                     now,
@@ -327,12 +327,12 @@ class Store:
                 json.dumps(j.verdicts, sort_keys=True),
                 None if j.raw_output is None else scrub(j.raw_output),
                 None if j.failure is None else scrub(j.failure),
-                json.dumps(scrub_value(j.dimension_failures), sort_keys=True),
+                _scrubbed_json(json.dumps(j.dimension_failures, sort_keys=True)),
                 j.latency_s,
                 j.prompt_tokens,
                 j.completion_tokens,
                 None if j.scores is None else json.dumps(j.scores, sort_keys=True),
-                json.dumps(scrub_value(_jsonable(j.extra)), sort_keys=True),
+                _scrubbed_json(json.dumps(j.extra, sort_keys=True, default=str)),
                 now,
             )
             for j in rows
@@ -381,12 +381,12 @@ class Store:
                     verdicts={k: int(v) for k, v in json.loads(r[4]).items()},  # type: ignore[misc]
                     raw_output=None if r[5] is None else scrub(r[5]),
                     failure=None if r[6] is None else scrub(r[6]),
-                    dimension_failures=scrub_value(json.loads(r[7])),
+                    dimension_failures=json.loads(_scrubbed_json(r[7])),
                     latency_s=r[8],
                     prompt_tokens=r[9],
                     completion_tokens=r[10],
                     scores=None if r[11] is None else json.loads(r[11]),
-                    extra=scrub_value(json.loads(r[12])),
+                    extra=json.loads(_scrubbed_json(r[12])),
                 )
             )
         return out
@@ -421,8 +421,8 @@ def _run_from_row(row: Sequence[Any]) -> RunRecord:
         dataset_name=row[4],
         dataset_source=row[5],
         orders=tuple(Order(o) for o in row[6].split(",") if o),
-        config=json.loads(row[7]),
-        metadata=json.loads(row[8]),
+        config=json.loads(_scrubbed_json(row[7])),
+        metadata=json.loads(_scrubbed_json(row[8])),
         n_cases=row[9],
     )
 
@@ -448,9 +448,16 @@ def as_jsonable(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(mapping, default=str))
 
 
-def _jsonable(value: Any) -> Any:
-    """What ``json.dumps(value, default=str)`` would write, as plain JSON values."""
-    return json.loads(json.dumps(value, default=str))
+def _scrubbed_json(text: str) -> str:
+    """A JSON text with every secret removed from its strings (the text itself when it holds none).
+
+    Scrubbing the encoded text finds a key as long as JSON does not escape its characters, which
+    holds for API keys (letters, digits, ``-``, ``_``, ``.``); the rare text that changes is decoded
+    and scrubbed string by string, so that the result stays valid JSON.
+    """
+    if scrub(text) == text:
+        return text
+    return json.dumps(scrub_value(json.loads(text)), sort_keys=True)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
