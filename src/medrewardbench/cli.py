@@ -187,8 +187,9 @@ def eval_command(
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     except KeyboardInterrupt:
-        err_console.print("interrupted while loading the data: no request was sent; rerun the same command "
-                          "to resume", highlight=False)
+        err_console.print(
+            "interrupted while loading the data: no request was sent; rerun the same command to resume", highlight=False
+        )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if not quiet:
         err_console.print(
@@ -245,8 +246,10 @@ def eval_command(
         raise _fail(scrub(str(exc))) from exc
     except KeyboardInterrupt as exc:
         sink.close()
-        message = str(exc) if isinstance(exc, EvaluationInterrupted) else (
-            "interrupted while saving the results: what was stored is kept; rerun the same command to resume"
+        message = (
+            str(exc)
+            if isinstance(exc, EvaluationInterrupted)
+            else "interrupted while saving the results: what was stored is kept; rerun the same command to resume"
         )
         err_console.print(message, highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -261,8 +264,11 @@ def eval_command(
     every_request_failed = result.failed_judges
     if every_request_failed:
         names = ", ".join(h.judge_spec for h in every_request_failed)
-        raise _fail(f"every request failed for {names}; the failures are stored (see the reasons above), "
-                    "fix the cause and rerun with --retry-failures", EXIT_JUDGE_FAILED)
+        raise _fail(
+            f"every request failed for {names}; the failures are stored (see the reasons above), "
+            "fix the cause and rerun with --retry-failures",
+            EXIT_JUDGE_FAILED,
+        )
 
 
 def _print_failures(health: Sequence[RunHealth]) -> None:

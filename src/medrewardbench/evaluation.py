@@ -217,9 +217,7 @@ def _evaluate_locked(
         raise EvaluationInterrupted(None, total, "hashing the data") from None
     try:
         with Store.in_dir(out) as store:
-            summaries = asyncio.run(
-                _run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started)
-            )
+            summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
             return _write_outputs(store, out, data_hash, summaries, started, fields)
     except KeyboardInterrupt:
         with Store.in_dir(out) as store:

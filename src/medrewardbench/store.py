@@ -181,8 +181,7 @@ class Store:
                 row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self.path}: store schema version {row[0]} is not supported "
-                    f"(this version reads {SCHEMA_VERSION})"
+                    f"{self.path}: store schema version {row[0]} is not supported (this version reads {SCHEMA_VERSION})"
                 )
         except sqlite3.OperationalError as exc:
             raise _open_error(self.path, exc) from exc

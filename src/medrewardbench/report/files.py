@@ -129,8 +129,15 @@ def metrics_csv_rows(
             for dim in DIMENSIONS:
                 cell = cells[dim]
                 rows.append(
-                    {**base, "scope": scope, "group_field": field, "group": group, "order": order,
-                     "dimension": dim, **{k: cell[k] for k in CSV_COLUMNS[7:]}}
+                    {
+                        **base,
+                        "scope": scope,
+                        "group_field": field,
+                        "group": group,
+                        "order": order,
+                        "dimension": dim,
+                        **{k: cell[k] for k in CSV_COLUMNS[7:]},
+                    }
                 )
 
         add("all", "", "", "both", m["dimensions"])
@@ -142,9 +149,20 @@ def metrics_csv_rows(
         for dim in DIMENSIONS:
             value = m["macro"].get(dim)
             rows.append(
-                {**base, "scope": "macro", "group_field": "organ_system", "group": "", "order": "both",
-                 "dimension": dim, "n": "", "correct": "", "answered": "", "accuracy": value,
-                 "answered_accuracy": "", "failure_rate": ""}
+                {
+                    **base,
+                    "scope": "macro",
+                    "group_field": "organ_system",
+                    "group": "",
+                    "order": "both",
+                    "dimension": dim,
+                    "n": "",
+                    "correct": "",
+                    "answered": "",
+                    "accuracy": value,
+                    "answered_accuracy": "",
+                    "failure_rate": "",
+                }
             )
     return rows
 
