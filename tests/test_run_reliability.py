@@ -529,24 +529,25 @@ def test_a_judge_spec_or_template_error_leaves_no_output_directory(flags: list[s
 def test_a_second_eval_on_one_out_stops_at_once_or_waits_and_no_request_goes_out_twice(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
-    openai_server.control.set_latency(0.5)  # the first eval takes 8 s: the others meet it running
-    data = write_cases(tmp_path / "data", 8)
+    openai_server.control.set_latency(0.5)  # the first eval takes 10 s: the others meet it running
+    data = write_cases(tmp_path / "data", 10)
     out = tmp_path / "out"
     args = api_args(openai_server, data, out, "--concurrency", "1")
     first = start([*args, "--quiet"])
     wait_for(lambda: len(stored_keys(out)) >= 1 or first.poll() is not None)
     assert first.poll() is None
     assert (out / LOCK_FILENAME).read_text().strip() == str(first.pid)
+    second = start([*args, "--quiet"])  # without --wait
+    waiting = [start([*args, "--wait"]) for _ in range(2)]
 
     # without --wait: one line naming the holder, at once
-    second = run([*args, "--quiet"])
-    assert second.returncode == 75 and first.poll() is None, second.stderr
-    assert error_lines(second.stderr) == [
+    _, second_err = second.communicate(timeout=60)
+    assert second.returncode == 75 and first.poll() is None, second_err
+    assert error_lines(second_err) == [
         f"error: another medrewardbench process (pid {first.pid}) is using {out}/; wait for it to finish, or "
         "rerun with --wait to start when it does"
     ]
-    # with --wait: two wait; Ctrl-C stops one of them while it waits
-    waiting = [start([*args, "--wait"]) for _ in range(2)]
+    # with --wait: both wait; Ctrl-C stops one of them while it waits
     for proc in waiting:
         assert proc.stderr is not None
         read_until(proc.stderr, f"waiting for pid {first.pid} to finish with {out}/")
@@ -561,9 +562,9 @@ def test_a_second_eval_on_one_out_stops_at_once_or_waits_and_no_request_goes_out
     assert first.returncode == 0, err
     later_out, later_err = waiting[0].communicate(timeout=60)
     assert waiting[0].returncode == 0, later_err
-    assert "Requests judged now: 0, from store: 16" in later_out.replace("\n", " ")
+    assert "Requests judged now: 0, from store: 20" in later_out.replace("\n", " ")
     sent = [request_key(r) for r in openai_server.control.chat_requests()]
-    assert sorted(sent) == sorted(all_keys(8)), "every request went out exactly once"
+    assert sorted(sent) == sorted(all_keys(10)), "every request went out exactly once"
 
 
 def test_a_killed_holder_leaves_no_stale_lock_and_readers_need_no_lock(
