@@ -14,7 +14,10 @@ by itself so that every attempt is visible and bounded:
 
 A request that still fails becomes ``JudgeResult.failed(reason)``; nothing is raised per request.
 The API key never appears in config, metadata, results, logs or messages: texts that leave this
-module pass through a scrubber.
+module pass through :func:`medrewardbench.secrets.scrub`, and the key is registered there, so the
+store and the command's log handlers remove it too when an endpoint echoes it back. Settings that
+would fail on the first request (a base URL that is not http(s) or carries credentials, a timeout
+of 0 or less, negative retries) are refused when the judge is built (:func:`check_api_settings`).
 
 Tuning through ``JudgeOptions.extra``: ``backoff_base_s`` (default 0.5), ``backoff_max_s`` (30),
 ``retry_after_max_s`` (60, the longest ``Retry-After`` honoured), ``image_cache_size`` (32 data
@@ -86,7 +89,8 @@ def build(name: str, options: JudgeOptions) -> Judge:
         A ready :class:`ApiJudge`.
 
     Raises:
-        JudgeSpecError: no model name, or no API key where one is needed.
+        JudgeSpecError: no model name, no API key where one is needed, or a bad base URL, timeout
+            or retry count.
         MissingExtraError: the ``openai`` package is not installed.
         TemplateError: the template cannot be loaded.
 
