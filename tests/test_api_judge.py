@@ -268,12 +268,16 @@ def test_token_usage_is_recorded(openai_server: OpenAIServer) -> None:
     assert result.completion_tokens == len(verdict_json("A", "one two three").split())
 
 
-def test_config_base_url_has_no_credentials_or_query(openai_server: OpenAIServer) -> None:
-    url = openai_server.base_url.replace("http://", "http://user:pa55word@") + "?api-key=secretvalue#frag"
+def test_config_base_url_has_no_query_and_credentials_are_refused(openai_server: OpenAIServer) -> None:
+    url = openai_server.base_url + "?api-key=secretvalue#frag"
     judge = make_judge(openai_server, base_url=url)
     assert judge.config()["base_url"] == openai_server.base_url
-    assert "pa55word" not in json.dumps(judge.config()) and "secretvalue" not in json.dumps(judge.config())
+    assert "secretvalue" not in json.dumps(judge.config())
     assert public_url("http://[::1]:8000/v1/") == "http://[::1]:8000/v1"
+    with_credentials = openai_server.base_url.replace("http://", "http://user:pa55word@")
+    with pytest.raises(JudgeSpecError, match="--api-key-env") as caught:
+        make_judge(openai_server, base_url=with_credentials)
+    assert "pa55word" not in str(caught.value)
 
 
 # ------------------------------------------------------------------------------------------ retries

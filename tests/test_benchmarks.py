@@ -88,3 +88,14 @@ def test_analysis_benchmark_times_the_analysis_and_writes_the_html(tmp_path: Pat
     html = tmp_path / "report.html"
     assert html.is_file() and html.stat().st_size > 10_000
     assert "<html" in html.read_text(encoding="utf-8")[:2000].lower()
+
+
+@pytest.mark.slow
+def test_faults_benchmark_kills_and_resumes_with_nothing_lost_or_duplicated(tmp_path: Path) -> None:
+    out = run_script("bench_faults.py", "--quick", "--workdir", str(tmp_path))
+    assert re.search(r"^lost: 0$", out, re.MULTILINE) and re.search(r"^duplicated: 0$", out, re.MULTILINE), out
+    kills = int(re.search(r"^kills: (\d+); requests needed 48, sent (\d+)", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    assert kills >= 1, out
+    rows = re.findall(r"^\s+\d+\s+([\d.]+)\s+\d+->\s*\d+\s+\d+\s+(\d+)\s+0\s", out, re.MULTILINE)
+    assert len(rows) == kills and all(int(wasted) <= 2 for _, wasted in rows), out  # concurrency 2 in --quick
+    assert "result: PASS" in out

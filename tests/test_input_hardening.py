@@ -281,7 +281,8 @@ def test_eval_and_validate_fail_fast_on_special_files_from_the_command_line(
     evaluated = _console_script("eval", "--data", str(path), "-j", "baseline:first", "-o", str(tmp_path / "out"))
     assert evaluated.returncode == 2
     assert "Traceback" not in evaluated.stderr
-    (line,) = [text for text in evaluated.stderr.splitlines() if text.strip()]
+    *progress, line = [text for text in evaluated.stderr.splitlines() if text.strip()]
+    assert all(text.startswith("loading ") for text in progress)
     assert f"{path}, row 2 (case pipe), field 'image'" in line and "named pipe" in line
     assert not (tmp_path / "out" / "medrewardbench.sqlite").exists()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -26,10 +27,18 @@ from medrewardbench.cli_support import setup_logging as _setup_logging
 from medrewardbench.cli_support import split_list as _split
 from medrewardbench.cli_support import split_option as _split_option
 from medrewardbench.dimensions import Order
-from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.evaluation import ProgressSink, evaluate
+from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
+from medrewardbench.evaluation import EvaluationResult, ProgressSink, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS, JudgeOptions
 from medrewardbench.runner import RunSummary
+from medrewardbench.secrets import install_log_scrubber, scrub
+
+EXIT_JUDGE_FAILED = 1
+"""eval: a judge failed every request (its failures are stored)."""
+EXIT_BUSY = 75
+"""eval: another process is using the output directory (EX_TEMPFAIL: try again later)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT), after storing what had finished."""
 
 app = typer.Typer(
     name="medrewardbench",
@@ -86,6 +95,10 @@ class RichProgress(ProgressSink):
                 self.task,
                 description=f"{summary.run.judge_spec} ({summary.judged} judged, {summary.reused} from store)",
             )
+
+    def stage(self, text: str) -> None:
+        if self.enabled:
+            err_console.print(f"{text} ...", highlight=False, markup=False)
 
     def close(self) -> None:
         if self.progress.live.is_started:
@@ -151,18 +164,27 @@ def eval_command(
     force_prefix: Annotated[
         str | None, typer.Option("--force-prefix", help="text the local model's answer must start with")
     ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="if another process is using --out, wait for it instead of stopping")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars or tables")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     allow_external_images: ExternalImagesOpt = False,
 ) -> None:
-    """Judge every case in both answer orders and report agreement with the experts."""
+    """Judge every case in both answer orders and report agreement with the experts.
+
+    Exit status: 0 when done; 1 when a judge failed every request (the failures are stored);
+    2 for bad input; 75 when another process is using --out (without --wait); 130 on Ctrl-C.
+    """
     from medrewardbench.data import load_benchmark, nothing_to_measure, summarize_warnings
-    from medrewardbench.report.terminal import dimension_table, group_table, leaderboard_table
 
     _setup_logging(verbose)
+    install_log_scrubber()
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     try:
         selected_orders = Order.parse_selection(orders)
+        if not quiet:
+            err_console.print(f"loading {terminal_safe(data)} ...", highlight=False, markup=False)
         benchmark = load_benchmark(
             data,
             organs=_split_option(organs, "--organs"),
@@ -171,6 +193,11 @@ def eval_command(
         )
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
+    except KeyboardInterrupt:
+        err_console.print(
+            "interrupted while loading the data: no request was sent; rerun the same command to resume", highlight=False
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     unmeasurable = nothing_to_measure(benchmark.source, benchmark.cases)
     if unmeasurable is not None:
         raise _fail(str(unmeasurable))
@@ -203,6 +230,11 @@ def eval_command(
         extra={"client_processes": client_processes} if client_processes > 1 else {},
     )
     sink = RichProgress(enabled=not quiet)
+
+    def say_waiting(pid: int | None) -> None:
+        holder = f"pid {pid}" if pid is not None else "another process"
+        err_console.print(f"waiting for {holder} to finish with {out}/ ...", highlight=False, markup=False)
+
     try:
         result = evaluate(
             benchmark,
@@ -214,15 +246,62 @@ def eval_command(
             fresh=fresh,
             retry_failures=retry_failures,
             progress=sink,
+            wait=wait,
+            on_wait=say_waiting,
         )
+    except OutputLockedError as exc:
+        raise _fail(str(exc), EXIT_BUSY) from exc
     except MedRewardBenchError as exc:
-        raise _fail(str(exc)) from exc
+        raise _fail(scrub(str(exc))) from exc
+    except KeyboardInterrupt as exc:
+        sink.close()
+        message = (
+            str(exc)
+            if isinstance(exc, EvaluationInterrupted)
+            else "interrupted while saving the results: what was stored is kept; rerun the same command to resume"
+        )
+        err_console.print(message, highlight=False, markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         sink.close()
-    if quiet:
-        return
+    try:
+        if not quiet:
+            _print_results(result, benchmark.name, by)
+        _print_failures([h for h in result.health if h.all_failed or not quiet])
+    except KeyboardInterrupt:  # everything is stored and written already
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    every_request_failed = result.failed_judges
+    if every_request_failed:
+        names = ", ".join(h.judge_spec for h in every_request_failed)
+        raise _fail(
+            f"every request failed for {names}; the failures are stored (see the reasons above), "
+            "fix the cause and rerun with --retry-failures",
+            EXIT_JUDGE_FAILED,
+        )
+
+
+def _print_failures(health: Sequence[RunHealth]) -> None:
+    """For every judge that failed anything: how many, and the most common reasons with counts."""
+    for h in health:
+        if not h.failed:
+            continue
+        reasons = "; ".join(f"{terminal_safe(reason)} ({count})" for reason, count in list(h.reasons.items())[:3])
+        more = len(h.reasons) - 3
+        tail = f"; {more} other reason(s)" if more > 0 else ""
+        err_console.print(
+            f"{terminal_safe(h.judge_spec)}: {h.failed} of {h.stored} requests failed. Most common: {reasons}{tail}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _print_results(result: EvaluationResult, benchmark_name: str, by: list[str] | None) -> None:
+    from medrewardbench.report.terminal import dimension_table, group_table, leaderboard_table
+
+    this_call = {run.run_id for run in result.runs}
     if len(result.runs) == 1:
-        analysed = result.analysis.runs[0]
+        analysed = next(r for r in result.analysis.runs if r.run_id in this_call)
         console.print(dimension_table(analysed))
         for field in analysed.groups:
             console.print(group_table(analysed, field))
@@ -230,8 +309,9 @@ def eval_command(
         for field in ["organ_system", *[f for f in _split(by) if f != "organ_system"]]:
             if field != "organ_system":
                 for analysed in result.analysis.runs:
-                    console.print(group_table(analysed, field))
-    console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark.name}"))
+                    if analysed.run_id in this_call:
+                        console.print(group_table(analysed, field))
+    console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}"))
     failed = sum(s.failed for s in result.summaries)
     console.print(
         f"Results in {result.out_dir}/ (store {result.files['store'].name}, judgments.jsonl, metrics.json, "
@@ -239,7 +319,7 @@ def eval_command(
         f"from store: {sum(s.reused for s in result.summaries)}, failed now: {failed}.",
         highlight=False,
     )
-    if benchmark.name.startswith("medrewardbench-demo"):
+    if benchmark_name.startswith("medrewardbench-demo"):
         console.print(
             "[dim]The demo labels are illustrative, written by the medrewardbench authors, not expert "
             "annotations: use the demo to try the tool, not to rank judges.[/]"

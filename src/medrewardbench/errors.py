@@ -79,6 +79,46 @@ class ResultsFormatError(MedRewardBenchError, ValueError):
     """A results document (analysis.json, metrics.json) is not of the schema this version reads."""
 
 
+class OutputDirError(MedRewardBenchError):
+    """An output directory cannot be used: a file, below a file, or not writable."""
+
+
+class OutputLockedError(OutputDirError):
+    """Another process is working in the same output directory."""
+
+    def __init__(self, pid: int | None, directory: str):
+        holder = f"another medrewardbench process (pid {pid})" if pid is not None else "another medrewardbench process"
+        super().__init__(
+            f"{holder} is using {directory}; wait for it to finish, or rerun with --wait to start when it does"
+        )
+        self.pid = pid
+        self.directory = directory
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """An evaluation stopped by Ctrl-C after storing what had finished.
+
+    A ``KeyboardInterrupt``, so that code which does not know it still stops as it would; the CLI
+    prints its message, which says how far it got and how to resume.
+
+    Attributes:
+        stored: requests of this evaluation (every judge, every order) found in the store, or None
+            when it stopped before sending any request (``stage`` says where).
+        total: requests the evaluation asked for.
+        stage: what it was doing when it stopped before sending requests.
+    """
+
+    def __init__(self, stored: int | None, total: int, stage: str | None = None):
+        if stored is not None:
+            message = f"interrupted: {stored} of {total} requests stored; rerun the same command to resume"
+        else:
+            message = f"interrupted while {stage or 'starting'}: no request was sent; rerun the same command to resume"
+        super().__init__(message)
+        self.stored = stored
+        self.total = total
+        self.stage = stage
+
+
 def require(module: str, extra: str, purpose: str) -> object:
     """Import an optional module or raise :class:`MissingExtraError` naming the extra.
 

@@ -13,11 +13,13 @@ from pathlib import Path
 
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import Order
+from medrewardbench.errors import EvaluationInterrupted
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics.analysis import analyze
-from medrewardbench.metrics.core import load_run_data, run_metrics
+from medrewardbench.metrics.core import NOT_RUN, RunData, load_run_data, run_metrics
 from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
+from medrewardbench.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 from medrewardbench.report.files import (
     metrics_csv_rows,
     metrics_document,
@@ -43,10 +45,41 @@ class ProgressSink:
     def finish(self, summary: RunSummary) -> None:  # noqa: B027
         """A run ended."""
 
+    def stage(self, text: str) -> None:  # noqa: B027
+        """A step that may take a while before any run starts (e.g. ``"hashing 10000 cases"``)."""
+
+
+@dataclass(frozen=True)
+class RunHealth:
+    """How many of a run's stored requests failed, and why (for the command's summary).
+
+    Attributes:
+        run_id: the run.
+        judge_spec: its judge.
+        stored: requests of the run found in the store.
+        failed: those that failed as a whole.
+        reasons: failure reason (first line, 80 characters) -> count, most common first.
+    """
+
+    run_id: str
+    judge_spec: str
+    stored: int
+    failed: int
+    reasons: dict[str, int]
+
+    @property
+    def all_failed(self) -> bool:
+        """True when the run has stored requests and every one of them failed."""
+        return self.stored > 0 and self.failed == self.stored
+
 
 @dataclass(frozen=True)
 class EvaluationResult:
-    """What :func:`evaluate` produced."""
+    """What :func:`evaluate` produced.
+
+    ``runs`` are the runs of this call; ``all_runs`` every run in the directory on the same data,
+    which the text files, ``metrics`` and ``leaderboard`` describe (the set ``report`` shows).
+    """
 
     out_dir: Path
     summaries: tuple[RunSummary, ...]
@@ -57,6 +90,14 @@ class EvaluationResult:
     """the runs analysed together, point estimates only (what eval prints)"""
     leaderboard: tuple[LeaderboardRow, ...]
     files: dict[str, Path]
+    all_runs: tuple[RunRecord, ...] = ()
+    health: tuple[RunHealth, ...] = ()
+    """One entry per run of this call."""
+
+    @property
+    def failed_judges(self) -> list[RunHealth]:
+        """The runs of this call whose every request failed."""
+        return [h for h in self.health if h.all_failed]
 
 
 async def _run_all(
@@ -67,16 +108,25 @@ async def _run_all(
     fresh: bool,
     retry_failures: bool,
     sink: ProgressSink,
+    started: list[RunRecord],
 ) -> list[RunSummary]:
     summaries = []
-    for judge in judges:
-        try:
+    open_judges = list(judges)
+    try:
+        for judge in judges:
             plan = plan_run(judge, benchmark, store, orders, fresh=fresh, retry_failures=retry_failures)
+            started.append(plan.run)
             sink.start(judge.spec, plan.total_requests, plan.reused)
-            summary = await execute_plan(judge, plan, store, progress=sink.advance)
+            try:
+                summary = await execute_plan(judge, plan, store, progress=sink.advance)
+            finally:
+                open_judges.remove(judge)
+                await judge.aclose()  # at once: a local model's memory is needed by the next judge
             sink.finish(summary)
             summaries.append(summary)
-        finally:
+    finally:
+        # judges that never ran (an interrupt, an earlier judge failing) are closed too
+        for judge in open_judges:
             await judge.aclose()
     return summaries
 
@@ -93,8 +143,15 @@ def evaluate(
     retry_failures: bool = False,
     progress: ProgressSink | None = None,
     judge_factory: Callable[[str, JudgeOptions], Judge] = build_judge,
+    wait: bool = False,
+    on_wait: OnWait | None = None,
 ) -> EvaluationResult:
     """Run every judge on the benchmark (resuming from the store) and write all outputs.
+
+    In order: the output directory is checked (creating nothing), the judges are built (a bad spec,
+    template or API setting fails here and leaves no directory behind), the directory is created
+    and locked against other processes, the data is hashed, the judges run, and the text files are
+    written for every run in the directory on this data.
 
     Args:
         benchmark: the selected cases.
@@ -107,6 +164,8 @@ def evaluate(
         retry_failures: judge again requests whose stored judgment failed.
         progress: progress receiver.
         judge_factory: how a spec becomes a judge (tests inject judges here).
+        wait: when another process works in ``out_dir``, wait for it instead of failing.
+        on_wait: told the other process's pid before waiting.
 
     Returns:
         The run summaries, metrics per run, their point-estimate analysis, the leaderboard and the
@@ -114,31 +173,93 @@ def evaluate(
 
     Raises:
         ValueError: no judge spec.
+        OutputDirError: ``out_dir`` is a file, below a file or not writable.
+        OutputLockedError: another process works in ``out_dir`` (and ``wait`` is False).
+        JudgeSpecError: a judge cannot be built.
+        EvaluationInterrupted: Ctrl-C; what finished is stored and the files describe it.
     """
     if not judge_specs:
         raise ValueError("evaluate needs at least one judge spec")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out)
     options = options or JudgeOptions()
     sink = progress or ProgressSink()
-    # build every judge first: a bad spec fails before any work is done
-    judges = [judge_factory(spec, options) for spec in dict.fromkeys(judge_specs)]
-    with Store.in_dir(out) as store:
-        summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink))
-        runs = [store.run(s.run.run_id) for s in summaries]
-        fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
-        data = [load_run_data(store, r) for r in runs]
-        metrics = {d.run_id: run_metrics(d, fields) for d in data}
-        analysis = analyze(data, n_resamples=0, group_fields=fields, dataset_name=benchmark.name)
-        files = {
-            "store": store.path,
-            "judgments": out / "judgments.jsonl",
-            "metrics_json": out / "metrics.json",
-            "metrics_csv": out / "metrics.csv",
-        }
-        write_judgments_jsonl(store, runs, files["judgments"])
-    write_metrics_json(metrics_document(runs, metrics, analysis.leaderboard), files["metrics_json"])
-    write_metrics_csv(metrics_csv_rows(runs, metrics), files["metrics_csv"])
+    specs = list(dict.fromkeys(judge_specs))
+    total = len(specs) * len(benchmark) * len(orders)
+    lock = OutputLock(out, wait=wait, on_wait=on_wait)
+    stage = "building the judges"
+    try:
+        # build every judge first: a bad spec fails before any work is done and before --out exists
+        judges = [judge_factory(spec, options) for spec in specs]
+        stage = f"preparing {out}/"
+        prepare_output_dir(out)
+        stage = f"waiting for another process to finish with {out}/"
+        lock.acquire()
+    except KeyboardInterrupt:
+        raise EvaluationInterrupted(None, total, stage) from None
+    try:
+        return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink)
+    finally:
+        lock.release()
+
+
+def _evaluate_locked(
+    benchmark: Benchmark,
+    judges: Sequence[Judge],
+    out: Path,
+    orders: Sequence[Order],
+    group_by: Sequence[str],
+    fresh: bool,
+    retry_failures: bool,
+    sink: ProgressSink,
+) -> EvaluationResult:
+    fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
+    started: list[RunRecord] = []
+    total = len(judges) * len(benchmark) * len(orders)
+    try:
+        # hash here, not inside the event loop: there a Ctrl-C only asks the loop to stop, and the
+        # loop cannot stop before a long stretch of synchronous hashing ends
+        sink.stage(f"hashing {len(benchmark)} cases")
+        data_hash = benchmark.data_hash()
+    except KeyboardInterrupt:
+        raise EvaluationInterrupted(None, total, "hashing the data") from None
+    try:
+        with Store.in_dir(out) as store:
+            summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
+            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields)
+    except KeyboardInterrupt:
+        with Store.in_dir(out) as store:
+            if store.runs_on_data(data_hash):
+                _write_outputs(store, out, benchmark, data_hash, [], started, fields)
+            stored = _stored_requests(store, judges, benchmark, orders)
+        raise EvaluationInterrupted(stored, total) from None
+
+
+def _write_outputs(
+    store: Store,
+    out: Path,
+    benchmark: Benchmark,
+    data_hash: str,
+    summaries: Sequence[RunSummary],
+    started: Sequence[RunRecord],
+    fields: Sequence[str],
+) -> EvaluationResult:
+    """Metrics and text files for every run in the store on this data; health of this call's runs."""
+    runs = [store.run(r.run_id) for r in started]
+    all_runs = store.runs_on_data(data_hash)
+    data = {r.run_id: load_run_data(store, r) for r in all_runs}
+    metrics = {run_id: run_metrics(d, fields) for run_id, d in data.items()}
+    analysis = analyze(list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name)
+    files = {
+        "store": store.path,
+        "judgments": out / "judgments.jsonl",
+        "metrics_json": out / "metrics.json",
+        "metrics_csv": out / "metrics.csv",
+    }
+    write_judgments_jsonl(store, all_runs, files["judgments"])
+    write_metrics_json(metrics_document(all_runs, metrics, analysis.leaderboard), files["metrics_json"])
+    write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
+    health = tuple(_health(r, data[r.run_id]) for r in runs)
     return EvaluationResult(
         out_dir=out,
         summaries=tuple(summaries),
@@ -147,4 +268,25 @@ def evaluate(
         analysis=analysis,
         leaderboard=analysis.leaderboard,
         files=files,
+        all_runs=tuple(all_runs),
+        health=health,
     )
+
+
+def _health(run: RunRecord, data: RunData) -> RunHealth:
+    stored = int((data.verdicts[:, :, 0] != NOT_RUN).sum())
+    failed = sum(data.failures.values())
+    return RunHealth(run.run_id, run.judge_spec, stored, failed, dict(data.failures))
+
+
+def _stored_requests(store: Store, judges: Sequence[Judge], benchmark: Benchmark, orders: Sequence[Order]) -> int:
+    """How many of this call's requests (every judge, case and order) the store holds."""
+    hashes = {case.case_id: case.content_hash() for case in benchmark.cases}  # cached: no image is read
+    wanted = {o.value for o in orders}
+    count = 0
+    for judge in judges:
+        done = store.completed(judge.fingerprint())
+        count += sum(
+            1 for (case_id, order), case_hash in done.items() if order in wanted and hashes.get(case_id) == case_hash
+        )
+    return count

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +23,15 @@ from typing import Any
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
 from medrewardbench.errors import StoreError
+from medrewardbench.outdir import unwritable_reason
+from medrewardbench.secrets import register_secret_env, scrub, scrub_value
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 STORE_FILENAME = "medrewardbench.sqlite"
+BUSY_TIMEOUT_S = 30.0
+"""How long a statement waits for another process's write before giving up."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -140,23 +145,46 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create its directory: {exc.strerror or exc}") from exc
+        try:
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as exc:
+            raise _open_error(self.path, exc) from exc
+        try:
+            self._open()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open(self) -> None:
+        try:
+            # sqlite3.connect's timeout is the busy timeout; set it explicitly too, so that every
+            # statement waits for another process's write instead of failing with "database is locked"
+            self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            _retry_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL").fetchone())
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            _retry_busy(lambda: self._db.executescript(_SCHEMA))
+
+            def stamp_version() -> None:
+                # OR IGNORE: two processes creating the same new store both get here
+                with self._transaction() as db:
+                    db.execute(
+                        "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    )
+
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                self._db.execute(
-                    "INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
-                self._db.commit()
-            elif int(row[0]) != SCHEMA_VERSION:
+            if row is None:  # a new store (an existing one is not written to: it may be read-only)
+                _retry_busy(stamp_version)
+                row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self.path}: store schema version {row[0]} is not supported "
-                    f"(this version reads {SCHEMA_VERSION})"
+                    f"{self.path}: store schema version {row[0]} is not supported (this version reads {SCHEMA_VERSION})"
                 )
+        except sqlite3.OperationalError as exc:
+            raise _open_error(self.path, exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable results store: {exc}") from exc
 
@@ -214,8 +242,8 @@ class Store:
                     run.dataset_name,
                     run.dataset_source,
                     ",".join(o.value for o in run.orders),
-                    json.dumps(run.config, sort_keys=True, default=str),
-                    json.dumps(run.metadata, sort_keys=True, default=str),
+                    _scrubbed_json(json.dumps(run.config, sort_keys=True, default=str)),
+                    _scrubbed_json(json.dumps(run.metadata, sort_keys=True, default=str)),
                     run.n_cases,
                     now,
                     now,
@@ -233,6 +261,17 @@ class Store:
                       orders, config_json, metadata_json, n_cases FROM runs ORDER BY created_at, run_id"""
         ).fetchall()
         return [_run_from_row(r) for r in rows]
+
+    def runs_on_data(self, data_hash: str) -> list[RunRecord]:
+        """The runs made on one data set (what a report of this store shows for that data).
+
+        Args:
+            data_hash: the data fingerprint (:meth:`Benchmark.data_hash`).
+
+        Returns:
+            The runs in creation order.
+        """
+        return [run for run in self.runs() if run.data_hash == data_hash]
 
     def run(self, run_id: str) -> RunRecord:
         row = self._db.execute(
@@ -270,7 +309,12 @@ class Store:
         return {(r[0], r[1]): r[2] for r in self._db.execute(query, (judge_fingerprint,))}
 
     def write_judgments(self, judge_fingerprint: str, rows: Iterable[StoredJudgment]) -> int:
-        """Insert (or replace) judgments and commit at once. Returns how many were written."""
+        """Insert (or replace) judgments and commit at once. Returns how many were written.
+
+        Every text (raw output, failure reasons, extras) passes through
+        :func:`~medrewardbench.secrets.scrub` first, whatever judge produced it, so that a key echoed
+        by an endpoint never reaches the file.
+        """
         now = time.time()
         values = [
             (
@@ -280,14 +324,14 @@ class Store:
                 j.case_hash,
                 j.fingerprint,
                 json.dumps(j.verdicts, sort_keys=True),
-                j.raw_output,
-                j.failure,
-                json.dumps(j.dimension_failures, sort_keys=True),
+                None if j.raw_output is None else scrub(j.raw_output),
+                None if j.failure is None else scrub(j.failure),
+                _scrubbed_json(json.dumps(j.dimension_failures, sort_keys=True)),
                 j.latency_s,
                 j.prompt_tokens,
                 j.completion_tokens,
                 None if j.scores is None else json.dumps(j.scores, sort_keys=True),
-                json.dumps(j.extra, sort_keys=True, default=str),
+                _scrubbed_json(json.dumps(j.extra, sort_keys=True, default=str)),
                 now,
             )
             for j in rows
@@ -320,6 +364,9 @@ class Store:
             (run.judge_fingerprint, run.data_hash),
         ).fetchall()
         wanted = {o.value for o in run.orders}
+        # stores written before the scrubber existed, or keys registered only now (the variable the
+        # run names is set in this process): texts are scrubbed on the way out as well
+        register_secret_env(run.metadata.get("api_key_env"))
         out = []
         for r in rows:
             if r[1] not in wanted:
@@ -331,14 +378,14 @@ class Store:
                     case_hash=r[2],
                     fingerprint=r[3],
                     verdicts={k: int(v) for k, v in json.loads(r[4]).items()},  # type: ignore[misc]
-                    raw_output=r[5],
-                    failure=r[6],
-                    dimension_failures=json.loads(r[7]),
+                    raw_output=None if r[5] is None else scrub(r[5]),
+                    failure=None if r[6] is None else scrub(r[6]),
+                    dimension_failures=json.loads(_scrubbed_json(r[7])),
                     latency_s=r[8],
                     prompt_tokens=r[9],
                     completion_tokens=r[10],
                     scores=None if r[11] is None else json.loads(r[11]),
-                    extra=json.loads(r[12]),
+                    extra=json.loads(_scrubbed_json(r[12])),
                 )
             )
         return out
@@ -373,8 +420,8 @@ def _run_from_row(row: Sequence[Any]) -> RunRecord:
         dataset_name=row[4],
         dataset_source=row[5],
         orders=tuple(Order(o) for o in row[6].split(",") if o),
-        config=json.loads(row[7]),
-        metadata=json.loads(row[8]),
+        config=json.loads(_scrubbed_json(row[7])),
+        metadata=json.loads(_scrubbed_json(row[8])),
         n_cases=row[9],
     )
 
@@ -398,3 +445,56 @@ def find_stores(paths: Sequence[str | Path]) -> list[Path]:
 
 def as_jsonable(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(mapping, default=str))
+
+
+def _scrubbed_json(text: str) -> str:
+    """A JSON text with every secret removed from its strings (the text itself when it holds none).
+
+    Scrubbing the encoded text finds a key as long as JSON does not escape its characters, which
+    holds for API keys (letters, digits, ``-``, ``_``, ``.``); the rare text that changes is decoded
+    and scrubbed string by string, so that the result stays valid JSON.
+    """
+    if scrub(text) == text:
+        return text
+    return json.dumps(scrub_value(json.loads(text)), sort_keys=True)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _retry_busy(action: Callable[[], object]) -> None:
+    """Run a statement, retrying while another process holds a lock the busy handler cannot wait out.
+
+    Switching a brand-new file to WAL needs an exclusive lock, and SQLite answers ``database is
+    locked`` at once (without calling the busy handler) when two processes try it together.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.002
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def _open_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """A store that SQLite cannot open or write: say why in words (permission, read-only), not "corrupt"."""
+    text = str(exc)
+    lowered = text.lower()
+    if not any(word in lowered for word in ("unable to open", "readonly", "read-only", "permission", "disk i/o")):
+        return StoreError(f"{path}: cannot use the results store: {text}")
+    directory = path.parent
+    why = unwritable_reason(directory) if directory.is_dir() else "no such directory"
+    if why is not None:
+        detail = f"cannot create files in {directory}: {why}"
+    elif path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        detail = f"permission denied: {path.name} is not both readable and writable for this user"
+    else:
+        detail = text
+    return StoreError(f"{path}: cannot open the results store ({detail})")

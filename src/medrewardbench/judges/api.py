@@ -14,7 +14,10 @@ by itself so that every attempt is visible and bounded:
 
 A request that still fails becomes ``JudgeResult.failed(reason)``; nothing is raised per request.
 The API key never appears in config, metadata, results, logs or messages: texts that leave this
-module pass through a scrubber.
+module pass through :func:`medrewardbench.secrets.scrub`, and the key is registered there, so the
+store and the command's log handlers remove it too when an endpoint echoes it back. Settings that
+would fail on the first request (a base URL that is not http(s) or carries credentials, a timeout
+of 0 or less, negative retries) are refused when the judge is built (:func:`check_api_settings`).
 
 Tuning through ``JudgeOptions.extra``: ``backoff_base_s`` (default 0.5), ``backoff_max_s`` (30),
 ``retry_after_max_s`` (60, the longest ``Retry-After`` honoured), ``image_cache_size`` (32 data
@@ -42,9 +45,9 @@ import email.utils
 import importlib
 import importlib.util
 import logging
+import math
 import os
 import random
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -59,6 +62,7 @@ from medrewardbench.errors import JudgeSpecError, MissingExtraError
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.prompts import PromptTemplate, load_template, verdict_json_schema
+from medrewardbench.secrets import register_secret, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +76,6 @@ STRUCTURED_SCHEMA_NAME = "medrewardbench_verdict"
 _MAX_REASON_CHARS = 300
 INLINE_IMAGE_BYTES = 1 << 20
 """Images that can go out as they are and are at most this size are prepared on the event loop."""
-_SECRET_PATTERN = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}|\bsk-[A-Za-z0-9_-]{8,}")
 
 
 def build(name: str, options: JudgeOptions) -> Judge:
@@ -86,7 +89,8 @@ def build(name: str, options: JudgeOptions) -> Judge:
         A ready :class:`ApiJudge`.
 
     Raises:
-        JudgeSpecError: no model name, or no API key where one is needed.
+        JudgeSpecError: no model name, no API key where one is needed, or a bad base URL, timeout
+            or retry count.
         MissingExtraError: the ``openai`` package is not installed.
         TemplateError: the template cannot be loaded.
 
@@ -170,6 +174,50 @@ def parse_retry_after(headers: Mapping[str, str] | Any, now: datetime | None = N
         when = when.replace(tzinfo=timezone.utc)
     current = now or datetime.now(timezone.utc)
     return max((when - current).total_seconds(), 0.0)
+
+
+def check_api_settings(
+    base_url: str | None, timeout_s: float, max_retries: int, *, base_url_source: str = "--base-url"
+) -> None:
+    """Refuse API settings that would fail on the first request or silently mean something else.
+
+    Args:
+        base_url: the endpoint, or None for the client's default.
+        timeout_s: the per-request timeout in seconds.
+        max_retries: retries after the first attempt.
+        base_url_source: where the URL came from (``--base-url`` or ``OPENAI_BASE_URL``), for messages.
+
+    Raises:
+        JudgeSpecError: a base URL that is not an http(s) URL with a host, or that carries
+            credentials; a timeout that is not a positive number; a negative retry count.
+    """
+    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+        raise JudgeSpecError(
+            f"--timeout must be a number of seconds greater than 0, not {timeout_s!r} (0 does not mean no timeout)"
+        )
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise JudgeSpecError(f"--max-retries must be a whole number >= 0, not {max_retries!r}")
+    if base_url is None:
+        return
+    try:
+        parts = urlsplit(base_url.strip())
+        has_credentials = parts.username is not None or parts.password is not None
+        host, _port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise JudgeSpecError(f"{base_url_source} is not a valid URL ({exc})") from exc
+    if has_credentials:
+        # the URL is not repeated: it holds a secret
+        raise JudgeSpecError(
+            f"{base_url_source} must not carry credentials (user:password@host): put the key in an "
+            "environment variable and name it with --api-key-env (default OPENAI_API_KEY)"
+        )
+    if parts.scheme.lower() not in ("http", "https"):
+        raise JudgeSpecError(
+            f"{base_url_source} must be an http:// or https:// URL, not {base_url!r} "
+            "(for example http://localhost:8000/v1)"
+        )
+    if not host:
+        raise JudgeSpecError(f"{base_url_source} {base_url!r} names no host (for example http://localhost:8000/v1)")
 
 
 def public_url(url: str | None) -> str | None:
@@ -318,8 +366,14 @@ class ApiJudge(Judge):
         self.spec = f"api:{model}"
         self.options = options
         self.concurrency = options.concurrency or DEFAULT_CONCURRENCY
-        self.template: PromptTemplate = load_template(options.template)
         self.base_url = options.base_url or os.environ.get(BASE_URL_ENV) or None
+        check_api_settings(
+            self.base_url,
+            options.timeout_s,
+            options.max_retries,
+            base_url_source="--base-url" if options.base_url else BASE_URL_ENV,
+        )
+        self.template: PromptTemplate = load_template(options.template)
         self.api_key_env = options.api_key_env or DEFAULT_API_KEY_ENV
         key = os.environ.get(self.api_key_env, "").strip()
         self.uses_placeholder_key = False
@@ -339,10 +393,12 @@ class ApiJudge(Judge):
                 public_url(self.base_url),
             )
         self._api_key = key
-        self._secrets = tuple(s for s in (key, _url_password(self.base_url)) if s and s != PLACEHOLDER_API_KEY)
+        self._secrets = (key,) if key != PLACEHOLDER_API_KEY else ()
+        # whatever stores or reports text in this process (the store, log handlers) removes it too
+        register_secret(None if self.uses_placeholder_key else key)
         extra = options.extra
         self.retry_policy = RetryPolicy(
-            max_retries=max(int(options.max_retries), 0),
+            max_retries=int(options.max_retries),
             backoff_base_s=float(extra.get("backoff_base_s", 0.5)),
             backoff_max_s=float(extra.get("backoff_max_s", 30.0)),
             retry_after_max_s=float(extra.get("retry_after_max_s", 60.0)),
@@ -414,9 +470,7 @@ class ApiJudge(Judge):
 
     # ---------------------------------------------------------------------------- internals
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return _SECRET_PATTERN.sub(lambda m: (m.group(1) or "") + "***", text)
+        return scrub(text, self._secrets)
 
     def _reason(self, text: str) -> str:
         text = self._scrub(" ".join(text.split()))
@@ -723,15 +777,6 @@ def _error_message(exc: Any) -> str:
 def _about_response_format(message: str) -> bool:
     lowered = message.lower()
     return any(word in lowered for word in ("response_format", "json_schema", "structured output", "guided"))
-
-
-def _url_password(url: str | None) -> str | None:
-    if not url:
-        return None
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
 
 
 def _int_or_none(value: Any) -> int | None:

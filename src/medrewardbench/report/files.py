@@ -2,16 +2,19 @@
 
 These files are deterministic: they hold no wall-clock times or latencies (those stay in the
 SQLite store), keys are sorted and rows come in case order, so two runs with the same seed give
-byte-identical files.
+byte-identical files. Each is written beside its final name and moved into place, so a reader or
+an interrupted write never sees half a file.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import METRICS_SCHEMA, AccuracyCell, ColumnTable, LeaderboardRow, RunMetrics, number
@@ -34,10 +37,30 @@ CSV_COLUMNS: tuple[str, ...] = (
 )
 
 
+@contextmanager
+def _replacing(path: Path, newline: str | None = "\n") -> Iterator[TextIO]:
+    """Write to a temporary file beside ``path`` and move it into place when done.
+
+    A reader, a crash or a second Ctrl-C never sees half a file: the old one stays until the new
+    one is complete.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    # os.open with 0o666, not mkstemp (0o600): the file gets the permissions the umask gives
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
+            yield fh
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def write_judgments_jsonl(store: Store, runs: Sequence[RunRecord], path: Path) -> int:
     """Write every judgment of the given runs, one JSON object per line. Returns the row count."""
     count = 0
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
+    with _replacing(path) as fh:
         for run in runs:
             for j in store.judgments_for_run(run):
                 row = {
@@ -102,7 +125,9 @@ def metrics_document(
 
 
 def write_metrics_json(document: Mapping[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8")
+    """Write metrics.json (indented, keys sorted), replacing any previous file whole."""
+    with _replacing(path) as fh:
+        fh.write(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def metrics_csv_rows(runs: Sequence[RunRecord], metrics_by_run: Mapping[str, RunMetrics]) -> list[dict[str, Any]]:
@@ -162,7 +187,8 @@ def metrics_csv_rows(runs: Sequence[RunRecord], metrics_by_run: Mapping[str, Run
 
 
 def write_metrics_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    with path.open("w", encoding="utf-8", newline="") as fh:
+    """Write metrics.csv in long format, replacing any previous file whole."""
+    with _replacing(path, newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
         writer.writeheader()
         for row in rows:

@@ -25,7 +25,9 @@ run time through a thread-safe :class:`ServerControl`:
 * **structured output**: ``response_format`` (``json_schema``, ``json_object``, ``text``) is accepted,
   or rejected with a 400 naming the parameter (``reject_response_format``) to exercise fallbacks;
 * **recording**: every request is kept as a :class:`RecordedRequest` (headers without
-  ``Authorization``, whose presence is kept as ``had_auth`` only).
+  ``Authorization``, whose presence is kept as ``had_auth`` only);
+* **a leaky proxy** (``set_echo_authorization``): the ``Authorization`` header, key and all, is
+  repeated in every completion and injected error message, to prove the key is scrubbed.
 
 Usage counts are approximations: whitespace-separated words of the text parts plus
 :data:`IMAGE_TOKENS` per image for the prompt, words of the answer for the completion.
@@ -163,6 +165,7 @@ class ServerControl:
         self._retry_after: str | None = "1"
         self._timeout_sleep_s = 30.0
         self._reject_response_format = False
+        self._echo_authorization = False
         self._models: tuple[str, ...] = ("test-model",)
         self._records.clear()
         self._counters.clear()
@@ -253,6 +256,16 @@ class ServerControl:
         """Answer any request carrying ``response_format`` with a 400 naming that parameter."""
         with self._lock:
             self._reject_response_format = reject
+
+    def set_echo_authorization(self, echo: bool = True) -> None:
+        """Behave like a leaky proxy: repeat the request's ``Authorization`` header (the API key) at
+        the end of every completion and inside every injected error message."""
+        with self._lock:
+            self._echo_authorization = echo
+
+    def _echoes_authorization(self) -> bool:
+        with self._lock:
+            return self._echo_authorization
 
     # observation -------------------------------------------------------------------------
     @property
@@ -420,6 +433,9 @@ def create_app(control: ServerControl) -> Any:
         except ValueError:
             body = None
         control._record(_record_of(request, body, fault))
+        echo = ""
+        if control._echoes_authorization():
+            echo = f" [echo] Authorization: {request.headers.get('authorization', '')}"
         if latency > 0:
             await asyncio.sleep(latency)
 
@@ -447,11 +463,12 @@ def create_app(control: ServerControl) -> Any:
             )
         elif fault == "500":
             control._count("500")
-            return json_response(_error_body("The server had an error.", "server_error"), 500)
+            return json_response(_error_body("The server had an error." + echo, "server_error"), 500)
         elif fault == "400":
             control._count("400")
             return json_response(
-                _error_body("Invalid request (injected).", "invalid_request_error", code="invalid_request"), 400
+                _error_body("Invalid request (injected)." + echo, "invalid_request_error", code="invalid_request"),
+                400,
             )
 
         problem = _validate(body)
@@ -486,6 +503,7 @@ def create_app(control: ServerControl) -> Any:
             logger.exception("the responder raised")
             control._count("responder_error")
             return json_response(_error_body(f"responder failed: {exc!r}", "server_error"), 500)
+        text += echo
         usage = {
             "prompt_tokens": _prompt_tokens(body),
             "completion_tokens": len(text.split()),
