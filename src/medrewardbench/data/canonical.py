@@ -9,7 +9,9 @@ or null for no image; DICOM files are allowed), ``question``, ``response_1``, ``
 (required non-empty strings), ``labels`` (optional object mapping a dimension to ``1``/``2`` or
 ``"A"``/``"B"``, where 1 = A = response_1), ``organ_system`` (string, default ``"unknown"``),
 optional strings ``department``, ``modality``, ``source_dataset``, ``question_type``,
-``body_part``, and ``metadata`` (an object; a JSON string in parquet).
+``body_part``, and ``metadata`` (an object; a JSON string in parquet). ``annotations`` (optional)
+lists per-annotator labels; without ``labels`` the row's labels are their strict majority (see
+:mod:`medrewardbench.data.annotations`).
 
 Readers never stop at the first problem: they return every :class:`DataProblem` found, each
 naming the file, the 1-based row and the field.
@@ -28,6 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.cases import Case, ImageRef
+from medrewardbench.data.annotations import (
+    annotations_to_records,
+    parse_annotations,
+    resolve_labels,
+    undecided_warnings,
+)
 from medrewardbench.data.benchmark import CaseLocation, LoadResult
 from medrewardbench.dimensions import DIMENSIONS, Winner, normalize_dimension
 from medrewardbench.errors import DataProblem
@@ -46,7 +54,7 @@ OPTIONAL_TEXT_FIELDS: tuple[str, ...] = (
     "body_part",
 )
 KNOWN_FIELDS: frozenset[str] = frozenset(
-    ("id", "image", "labels", "organ_system", "metadata", *REQUIRED_TEXT_FIELDS, *OPTIONAL_TEXT_FIELDS)
+    ("id", "image", "labels", "annotations", "organ_system", "metadata", *REQUIRED_TEXT_FIELDS, *OPTIONAL_TEXT_FIELDS)
 )
 BUILTIN_PREFIXES: tuple[str, ...] = ("pydicom", "skimage")
 _IMAGE_KEYS = frozenset(("path", "bytes", "builtin"))
@@ -357,6 +365,14 @@ def case_from_record(record: object, row: int, base_dir: Path, sink: ProblemSink
     organ = _text(record, "organ_system", sink, row, case_id, required=False) or "unknown"
     image = image_ref_from_value(record.get("image"), base_dir, sink, row, case_id)
     labels = parse_labels(record.get("labels"), sink, row, case_id)
+    annotations = parse_annotations(
+        record.get("annotations"),
+        sink,
+        row,
+        lambda value, field: parse_labels(value, sink, row, case_id, field),
+        case_id,
+    )
+    labels = resolve_labels(labels, annotations, sink, row, case_id)
     metadata = _object(record.get("metadata"), sink, row, case_id, "metadata")
     if len(sink.problems) > before or case_id is None or image is None or metadata is None:
         return None
@@ -374,6 +390,7 @@ def case_from_record(record: object, row: int, base_dir: Path, sink: ProblemSink
         question_type=optional["question_type"],
         body_part=optional["body_part"],
         metadata=metadata,
+        annotations=annotations,
     )
 
 
@@ -401,6 +418,7 @@ def load_rows(rows: Iterable[tuple[int, object]], file: str, base_dir: Path, res
                 first_row[raw_id] = row
         if case is not None and not duplicate:
             result.add(case, location)
+            result.warnings.extend(undecided_warnings(case, file, row))
         elif isinstance(record, Mapping):
             scratch = ProblemSink(file)  # its problems were reported already
             image = image_ref_from_value(record.get("image"), base_dir, scratch, row)
@@ -541,6 +559,7 @@ def load_canonical(path: str | Path, source: str | None = None) -> LoadResult:
             seen[case.case_id] = location
             result.add(case, location)
         result.errors.extend(file_result.errors)
+        result.warnings.extend(file_result.warnings)
     result.errors.sort(key=lambda p: (p.file, p.row or 0))
     return result
 
@@ -594,6 +613,8 @@ def case_to_record(case: Case, out_dir: Path, embed_images: bool = False, binary
     labels = {dim: int(case.labels[dim]) for dim in DIMENSIONS if dim in case.labels}
     if labels:
         record["labels"] = labels
+    if case.annotations:
+        record["annotations"] = annotations_to_records(case.annotations)
     record["organ_system"] = case.organ_system
     for key in OPTIONAL_TEXT_FIELDS:
         value = getattr(case, key)
@@ -616,6 +637,7 @@ def _parquet_schema() -> Any:
         ("response_1", pa.string()),
         ("response_2", pa.string()),
         ("labels", labels),
+        ("annotations", pa.string()),
         ("organ_system", pa.string()),
         *[(key, pa.string()) for key in OPTIONAL_TEXT_FIELDS],
         ("metadata", pa.string()),
@@ -630,6 +652,8 @@ def _parquet_row(record: dict[str, Any]) -> dict[str, Any]:
         row["image"] = {"bytes": image.get("bytes"), "path": image.get("path"), "builtin": image.get("builtin")}
     labels = row.get("labels")
     row["labels"] = {dim: labels.get(dim) for dim in DIMENSIONS} if labels else None
+    annotations = row.get("annotations")
+    row["annotations"] = json.dumps(annotations, ensure_ascii=False) if annotations else None
     metadata = row.get("metadata")
     row["metadata"] = json.dumps(metadata, ensure_ascii=False, sort_keys=True) if metadata else None
     return row
