@@ -30,10 +30,20 @@ def row(case_id: str = "c1", **extra: Any) -> dict[str, Any]:
 
 
 THREE = [
-    {"annotator": "dr_a", "labels": {"overall": 1, "accuracy": "A", "relevance": 2}, "order_shown": "original", "seconds": 40},
-    {"annotator": "dr_b", "labels": {"overall": 1, "accuracy": 2, "relevance": 1}, "order_shown": "swapped", "seconds": 12.5},
+    {
+        "annotator": "dr_a",
+        "labels": {"overall": 1, "accuracy": "A", "relevance": 2},
+        "order_shown": "original",
+        "seconds": 40,
+    },
+    {
+        "annotator": "dr_b",
+        "labels": {"overall": 1, "accuracy": 2, "relevance": 1},
+        "order_shown": "swapped",
+        "seconds": 12.5,
+    },
     {"annotator": "dr_c", "labels": {"overall": 2, "accuracy": 1}, "order_shown": None},
-]  # fmt: skip
+]
 """overall 1,1,2 -> 1; accuracy 1,2,1 -> 1; relevance 2,1 -> tie (no label)."""
 
 
