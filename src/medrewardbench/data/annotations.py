@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol, cast
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from medrewardbench.cases import Annotation, Case
 from medrewardbench.dimensions import DIMENSIONS, Winner
@@ -59,14 +59,17 @@ __all__ = [
 ]
 
 
-def strict_majority(votes: Sequence[Winner]) -> Winner | None:
-    """The value more than half of the votes name, or None (no votes, or a tie).
+VoteT = TypeVar("VoteT", bound=Hashable)
+
+
+def strict_majority(votes: Sequence[VoteT]) -> VoteT | None:
+    """The value more than half of the votes name, or None (no votes, a tie, a short plurality).
 
     Args:
-        votes: source-order winners.
+        votes: the votes (source-order winners, or any hashable values).
 
     Returns:
-        1, 2 or None.
+        The majority value, or None.
     """
     if not votes:
         return None

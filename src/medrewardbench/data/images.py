@@ -459,7 +459,7 @@ def render_dicom_window(ref: ImageRef, center: float, width: float) -> Image.Ima
         raise ImageError(f"{what}: invalid window (center {center}, width {width}); the width must be >= 1")
     ds, frame, photometric, index = _dicom_frame_for(ref, what)
     try:
-        rgb = _render_frame(frame, photometric, ds, index, window=(float(center), float(width)))
+        rgb = _render_frame(frame, photometric, ds, index, window_override=(float(center), float(width)))
     except ImageError as exc:
         raise ImageError(f"{what}: {exc}") from exc
     except Exception as exc:
@@ -794,11 +794,13 @@ def _decode_dicom_frame(ds: Dataset, index: int, what: str) -> tuple[np.ndarray,
 
 
 def _render_frame(
-    frame: np.ndarray, photometric: str, ds: Dataset, index: int, window: tuple[float, float] | None = None
+    frame: np.ndarray, photometric: str, ds: Dataset, index: int, window_override: tuple[float, float] | None = None
 ) -> np.ndarray:
-    """Map one decoded frame to an (rows, columns, 3) uint8 array (``window`` overrides the file's)."""
+    """Map one decoded frame to an (rows, columns, 3) uint8 array (``window_override``: center, width)."""
     if photometric in ("MONOCHROME1", "MONOCHROME2") or (frame.ndim == 2 and photometric == ""):
-        grey = _render_monochrome(frame, ds, index, invert=photometric == "MONOCHROME1", window=window)
+        grey = _render_monochrome(
+            frame, ds, index, invert=photometric == "MONOCHROME1", window_override=window_override
+        )
         return np.repeat(grey[:, :, np.newaxis], 3, axis=2)
     if photometric == "PALETTE COLOR":
         return _render_palette(frame, ds)
@@ -818,14 +820,14 @@ def _render_frame(
 
 
 def _render_monochrome(
-    frame: np.ndarray, ds: Dataset, index: int, invert: bool, window: tuple[float, float] | None = None
+    frame: np.ndarray, ds: Dataset, index: int, invert: bool, window_override: tuple[float, float] | None = None
 ) -> np.ndarray:
     from pydicom.pixels import apply_modality_lut, apply_voi
 
     view = _frame_view(ds, index)
     values = apply_modality_lut(frame, view)
-    if window is not None:
-        unit = _apply_window(values.astype(np.float64), window[0], window[1], "LINEAR")
+    if window_override is not None:
+        unit = _apply_window(values.astype(np.float64), window_override[0], window_override[1], "LINEAR")
     elif view.get("VOILUTSequence"):
         lut_out = apply_voi(values if np.issubdtype(values.dtype, np.integer) else values.round(), view)
         lo, hi = _voi_lut_range(view)
