@@ -250,7 +250,8 @@ class Adjudication(Base):
     value: Mapped[str] = mapped_column(String(16))
     """``1``/``2`` for a pair dimension; ``accept``/``reject`` for a screened question."""
     note: Mapped[str] = mapped_column(Text, default="")
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    actor: Mapped[str] = mapped_column(String(64))
+    """Who decided: an admin's name, or ``cli:<os user>``."""
     at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 

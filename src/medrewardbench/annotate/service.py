@@ -386,26 +386,20 @@ class Project:
             Users sorted by role then name.
         """
         with self.db.read() as s:
-            assigned = dict(
-                s.execute(select(Assignment.user_id, func.count()).group_by(Assignment.user_id)).tuples().all()
-            )
+            assigned = dict(s.execute(select(Assignment.user_id, func.count()).group_by(Assignment.user_id)).all())
             done = dict(
                 s.execute(
                     select(Assignment.user_id, func.count())
                     .join(Submission, Submission.assignment_id == Assignment.id)
                     .group_by(Assignment.user_id)
-                )
-                .tuples()
-                .all()
+                ).all()
             )
             tokens = dict(
                 s.execute(
                     select(ApiToken.user_id, func.count())
                     .where(ApiToken.revoked_at.is_(None))
                     .group_by(ApiToken.user_id)
-                )
-                .tuples()
-                .all()
+                ).all()
             )
             users = s.scalars(select(User).order_by(User.role, User.name)).all()
             return [
@@ -1050,7 +1044,7 @@ class Project:
                             dimension=dim,
                             value=value,
                             note=note[:MAX_COMMENT],
-                            user_id=self._actor_id(s, actor),
+                            actor=actor.name[:64],
                             at=utcnow(),
                         )
                     )
@@ -1059,6 +1053,7 @@ class Project:
                 else:
                     existing.value = value
                     existing.note = note[:MAX_COMMENT]
+                    existing.actor = actor.name[:64]
                     existing.at = utcnow()
                 _audit(s, actor, "adjudicate", f"item:{item_id}:{dim}", old, {"value": value, "note": note}, client)
 
@@ -1073,14 +1068,6 @@ class Project:
         """
         with self.db.write() as s:
             _audit(s, actor, "export", f"export:{what}", None, {"items": items}, client)
-
-    def _actor_id(self, s: Session, actor: Identity) -> int:
-        if actor.user_id is not None:
-            return actor.user_id
-        admin = s.scalar(select(User.id).where(User.role == "admin").order_by(User.id))
-        if admin is None:
-            raise InvalidInput("adjudication from the command line needs at least one admin user")
-        return admin
 
     def audit_entries(self, actor: Identity, limit: int = 200, before: int | None = None) -> list[AuditEntry]:
         """The newest audit log entries.

@@ -130,10 +130,9 @@ def upgrade() -> None:
         sa.Column("dimension", sa.String(length=32), nullable=False),
         sa.Column("value", sa.String(length=16), nullable=False),
         sa.Column("note", sa.Text(), nullable=False),
-        sa.Column("user_id", sa.Integer(), nullable=False),
+        sa.Column("actor", sa.String(length=64), nullable=False),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["item_id"], ["items.id"], name=op.f("fk_adjudications_item_id_items")),
-        sa.ForeignKeyConstraint(["user_id"], ["users.id"], name=op.f("fk_adjudications_user_id_users")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_adjudications")),
         sa.UniqueConstraint("item_id", "dimension", name="uq_adjudications_item_dimension"),
     )
