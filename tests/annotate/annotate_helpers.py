@@ -292,13 +292,15 @@ def project_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., A
 
 
 @contextmanager
-def serve_in_thread(project: Any) -> Iterator[str]:
+def serve_in_thread(project: Any, app: Any = None) -> Iterator[str]:
+    """Serve ``app`` (default: the project's app) with uvicorn on 127.0.0.1 in a background thread."""
     import uvicorn
 
     from medrewardbench.annotate.web import create_app
 
     port = free_port()
-    config = uvicorn.Config(create_app(project), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    app = app if app is not None else create_app(project)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

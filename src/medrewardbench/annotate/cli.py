@@ -152,7 +152,7 @@ def init_command(
     ] = None,
 ) -> None:
     """Create a project from canonical cases (pairs to label) or a questions file (screening)."""
-    require_extra(db)
+    _run(lambda: require_extra(db))
     from medrewardbench.annotate.service import create_project
 
     text = guidelines.read_text(encoding="utf-8") if guidelines is not None else None

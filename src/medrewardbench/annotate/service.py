@@ -920,7 +920,8 @@ class Project:
             blob = s.get(ImageBlob, image_id)
             if blob is None:
                 raise NotFound("no such image")
-            ref = ImageRef.from_bytes(blob.data, blob.name)
+            data, name = bytes(blob.data), blob.name
+        ref = ImageRef.from_bytes(data, name)
         try:
             dicom = is_dicom(ref)
             if (center is None) != (width is None):
@@ -932,15 +933,13 @@ class Project:
             elif dicom:
                 result = (encode_png(load_image(ref), compress_level=1), "image/png")
             else:
-                with Image.open(io.BytesIO(blob.data)) as opened:
+                with Image.open(io.BytesIO(data)) as opened:
                     kind = _BROWSER_IMAGE_TYPES.get(str(opened.format))
-                result = (blob.data, kind) if kind else (encode_png(load_image(ref), compress_level=1), "image/png")
+                result = (data, kind) if kind else (encode_png(load_image(ref), compress_level=1), "image/png")
         except ImageError as exc:
             raise InvalidInput(str(exc)) from exc
-        except InvalidInput:
-            raise
-        except Exception as exc:  # PIL's header errors on a corrupt file
-            raise InvalidInput(f"the image cannot be shown ({type(exc).__name__})") from exc
+        except (OSError, ValueError, SyntaxError) as exc:  # PIL's header errors on a corrupt file
+            raise InvalidInput(f"the image cannot be shown ({type(exc).__name__}: {exc})") from exc
         with self._images_lock:
             self._images[key] = result
             while len(self._images) > 64:
