@@ -88,3 +88,21 @@ def test_analysis_benchmark_times_the_analysis_and_writes_the_html(tmp_path: Pat
     html = tmp_path / "report.html"
     assert html.is_file() and html.stat().st_size > 10_000
     assert "<html" in html.read_text(encoding="utf-8")[:2000].lower()
+
+
+@pytest.mark.slow
+def test_annotate_benchmark_prints_submit_latency_and_no_lost_labels_after_kill_9() -> None:
+    out = run_script("bench_annotate.py", "--quick")
+    assert "24 cases x 3 annotators = 72 labels, 6 annotators" in out, out
+    submits = re.search(
+        r"submits: (\d+) acknowledged in [\d.]+ s \(([\d.]+)/s\), think time [\d.]+ s, errors (\d+)", out
+    )
+    assert submits is not None, out
+    assert int(submits.group(1)) == 72 and float(submits.group(2)) > 0 and int(submits.group(3)) == 0
+    latency = re.search(r"p50 ([\d.]+)\s+p95 ([\d.]+)\s+p99 ([\d.]+)\s+max ([\d.]+)", out)
+    assert latency is not None, out
+    p50, p95, p99, top = map(float, latency.groups())
+    assert 0 < p50 <= p95 <= p99 <= top
+    kill = re.search(r"kill -9 after (\d+) acknowledged submits: lost (\d+) \(.*?: (\d+) lost of (\d+)\)", out)
+    assert kill is not None, out
+    assert int(kill.group(1)) >= 36 and kill.group(2) == "0" and kill.group(3) == "0" and kill.group(4) == "72"

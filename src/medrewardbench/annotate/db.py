@@ -333,14 +333,14 @@ class Database:
     def read(self) -> Iterator[Session]:
         """A session for reading; nothing it does is committed.
 
+        Closing the session ends its transaction without expiring what was loaded, so objects
+        read inside the block keep their loaded attributes after it.
+
         Yields:
             The session.
         """
         with self._read() as session:
-            try:
-                yield session
-            finally:
-                session.rollback()
+            yield session
 
     @contextmanager
     def write(self) -> Iterator[Session]:

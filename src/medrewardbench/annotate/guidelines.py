@@ -100,12 +100,17 @@ def definitions_from_guidelines(markdown: str) -> dict[str, str]:
         dimension -> definition, in :data:`DIMENSIONS` order (the judge wording where the
         guidelines say nothing).
     """
+    return dict(_definitions(markdown))
+
+
+@lru_cache(maxsize=8)
+def _definitions(markdown: str) -> tuple[tuple[str, str], ...]:
     found = dict(judge_definitions())
     for line in markdown.splitlines():
         match = re.match(r"^\s*[-*+]\s+\**\s*([A-Za-z]+)\s*\**\s*[:\u2014-]\s*\**\s*(.+)$", line)
         if match and match.group(1).lower() in found:
             found[match.group(1).lower()] = match.group(2).strip()
-    return found
+    return tuple(found.items())
 
 
 def render_markdown(markdown: str) -> str:

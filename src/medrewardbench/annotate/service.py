@@ -697,6 +697,47 @@ class Project:
             raise NotFound("no such case in your queue")
         return found[0], found[1]
 
+    def assignment_kind(self, identity: Identity, assignment_id: str) -> str:
+        """Whether one of the caller's assignments is a ``pair`` or a ``question`` (a light query).
+
+        Args:
+            identity: the caller.
+            assignment_id: the assignment's public id.
+
+        Returns:
+            The item kind.
+
+        Raises:
+            NotFound: no such assignment in the caller's queue.
+        """
+        with self.db.read() as s:
+            kind = s.scalar(
+                select(Item.kind)
+                .join(Assignment, Assignment.item_id == Item.id)
+                .where(Assignment.public_id == assignment_id, Assignment.user_id == identity.user_id)
+            )
+        if kind is None:
+            raise NotFound("no such case in your queue")
+        return kind
+
+    def next_todo(self, identity: Identity, after: str | None = None) -> str | None:
+        """The caller's next unfinished assignment after ``after`` in queue order (wrapping around).
+
+        Args:
+            identity: the caller.
+            after: an assignment's public id, or None for the start of the queue.
+
+        Returns:
+            A public id, or None when everything is done.
+        """
+        rows = self.queue(identity).rows
+        ids = [row.public_id for row in rows]
+        start = ids.index(after) + 1 if after in ids else 0
+        for row in (*rows[start:], *rows[:start]):
+            if not row.done and row.public_id != after:
+                return row.public_id
+        return None
+
     def case_view(self, identity: Identity, assignment_id: str) -> CaseView:
         """One of the caller's assignments, as it is shown to them.
 
@@ -714,12 +755,12 @@ class Project:
         with self.db.read() as s:
             assignment, item = self._own(s, identity, assignment_id)
             submission = s.get(Submission, assignment.id)
-            image = s.get(ImageBlob, item.image_id) if item.image_id is not None else None
             payload = dict(item.payload)
             kind = item.kind
             order = Order(assignment.order_shown) if assignment.order_shown else Order.ORIGINAL
             saved = _shown(submission, order) if submission is not None else None
-            dicom = self._dicom_display(image) if image is not None else None
+            has_image = item.image_id is not None
+            dicom = self._dicom_display(s, item.image_id) if item.image_id is not None else None
         ids = [row.public_id for row in queue.rows]
         index = ids.index(assignment_id)
         later = [row.public_id for row in queue.rows[index + 1 :] if not row.done and row.public_id != assignment_id]
@@ -740,7 +781,7 @@ class Project:
             answer_b=answer_b,
             reference_answer=payload.get("reference_answer"),
             answer_type=payload.get("answer_type"),
-            has_image=image is not None,
+            has_image=has_image,
             dicom=dicom,
             previous_id=ids[index - 1] if index > 0 else None,
             next_id=ids[index + 1] if index + 1 < len(ids) else None,
@@ -946,19 +987,22 @@ class Project:
                 self._images.popitem(last=False)
         return result
 
-    def _dicom_display(self, image: ImageBlob) -> Any:
+    def _dicom_display(self, s: Session, image_id: int) -> Any:
         from medrewardbench.data.images import dicom_display, is_dicom
 
         with self._images_lock:
-            if image.id in self._displays:
-                return self._displays[image.id]
+            if image_id in self._displays:
+                return self._displays[image_id]
+        image = s.get(ImageBlob, image_id)
+        if image is None:
+            return None
         ref = ImageRef.from_bytes(image.data, image.name)
         try:
             found = dicom_display(ref) if is_dicom(ref) else None
         except ImageError:
             found = None
         with self._images_lock:
-            self._displays[image.id] = found
+            self._displays[image_id] = found
         return found
 
     # ----------------------------------------------------------------------------------------

@@ -397,11 +397,11 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         request: Request, assignment_id: str, pair: tuple[Identity, FormData] = Depends(form_user)
     ) -> Response:
         me, form = pair
-        view = project.case_view(me, assignment_id)
         seconds = _seconds(form, project, assignment_id)
         comment = str(form.get("comment") or "")
         try:
-            if view.kind == "pair":
+            # the service checks the kind too: a question posted as a pair is refused, and so on
+            if "decision" not in form:
                 answer = PairAnswer(
                     choices={dim: str(form.get(f"dim_{dim}") or "") for dim in DIMENSIONS},
                     cannot_judge=form.get("cannot_judge") == "on",
@@ -423,12 +423,13 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
                     _client(request),
                 )
         except InvalidInput as exc:
+            view = project.case_view(me, assignment_id)
             entered = _entered(form, view)
             return case_page(request, me, view, status=400, error=str(exc), entered=entered)
-        after = project.case_view(me, assignment_id)
         if form.get("action") == "stay":
             return redirect(request, f"/a/{assignment_id}")
-        return redirect(request, f"/a/{after.next_todo_id}" if after.next_todo_id else "/queue?done=1")
+        following = project.next_todo(me, assignment_id)
+        return redirect(request, f"/a/{following}" if following else "/queue?done=1")
 
     @app.get("/a/{assignment_id}/image")
     def case_image(
@@ -595,8 +596,7 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def api_submit(
         request: Request, assignment_id: str, body: SubmissionBody, me: Identity = Depends(api_user)
     ) -> dict[str, Any] | None:
-        view = project.case_view(me, assignment_id)
-        if view.kind == "pair":
+        if project.assignment_kind(me, assignment_id) == "pair":
             saved = project.submit_pair(
                 me,
                 assignment_id,
@@ -738,6 +738,8 @@ def _seconds_text(value: float | None) -> str:
     if _missing(value):
         return "\u2014"
     seconds = float(value)  # type: ignore[arg-type]
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min"
