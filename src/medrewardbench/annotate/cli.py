@@ -44,7 +44,7 @@ EXTRA_MODULES: tuple[str, ...] = (
     "alembic",
     "argon2",
     "itsdangerous",
-    "multipart",
+    "python_multipart",
     "jinja2",
 )
 

@@ -871,7 +871,7 @@ class Project:
         seconds: float | None,
         client: str,
     ) -> Submission:
-        spent = 0.0 if seconds is None else min(max(float(seconds), 0.0), MAX_SECONDS)
+        spent = 0.0 if seconds is None else round(min(max(float(seconds), 0.0), MAX_SECONDS), 1)
         now = utcnow()
         submission = s.get(Submission, assignment.id)
         old = _submission_record(submission) if submission is not None else None
@@ -883,7 +883,7 @@ class Project:
         else:
             for key, value in values.items():
                 setattr(submission, key, value)
-            submission.seconds = (submission.seconds or 0.0) + spent
+            submission.seconds = round((submission.seconds or 0.0) + spent, 1)
             submission.revision = (submission.revision or 0) + 1
             submission.updated_at = now
         s.flush()

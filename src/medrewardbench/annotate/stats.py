@@ -77,6 +77,7 @@ class PendingItem:
     """An item waiting for adjudication."""
 
     public_id: str
+    question: str
     votes: dict[str, dict[str, int]]
     """dimension -> value -> number of annotators."""
     unresolved: tuple[str, ...]
@@ -287,6 +288,7 @@ def dashboard(project: Project) -> Dashboard:
             pending.append(
                 PendingItem(
                     public_id=items[item_id].public_id,
+                    question=str(items[item_id].payload.get("question", "")),
                     votes=votes,
                     unresolved=tuple(unresolved),
                     adjudicated=dict(decided.get(item_id, {})),
