@@ -246,3 +246,53 @@ def test_three_doctors_label_by_keyboard_and_the_admin_exports_for_eval(site: tu
     assert "Leaderboard" in done.stdout and "baseline:longer" in done.stdout
     metrics = json.loads((root / "results" / "metrics.json").read_text())
     assert len(metrics["runs"]) >= 5
+
+
+def test_a_doctor_screens_questions_by_keyboard(tmp_path: Path) -> None:
+    sync_playwright = _playwright()
+    from medrewardbench.annotate.service import Identity, create_project
+
+    rows = [
+        {"id": "q1", "image": {"builtin": "pydicom:CT_small.dcm"}, "question": "Was contrast given?",
+         "reference_answer": "Yes.", "answer_type": "closed"},
+        {"id": "q2", "image": {"builtin": "skimage:retina"}, "question": "Grade the retinopathy.",
+         "answer_type": "open"},
+    ]  # fmt: skip
+    (tmp_path / "questions.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    project = create_project(tmp_path / "screen", questions=tmp_path / "questions.jsonl", per_case=1)
+    project.add_user(Identity.command_line(), "alice", "annotator", PASSWORD)
+    try:
+        with serve_in_thread(project) as base, sync_playwright() as playwright:
+            browser = Browser(playwright)
+            try:
+                page = browser.page(base)
+                keyboard_login(page, base, "alice")
+                with page.expect_navigation():
+                    page.keyboard.press("Enter")
+                decisions = {}
+                while "/a/" in page.url:
+                    question = page.inner_text("#question-text")
+                    if question.startswith("Was"):
+                        page.keyboard.press("a")
+                        decisions[question] = "accept"
+                    else:
+                        page.keyboard.press("r")
+                        page.keyboard.press("Enter")  # a rejection without a reason is refused in the page
+                        assert "at least one reason" in page.inner_text("#client-error")
+                        page.keyboard.press("4")
+                        decisions[question] = "reject"
+                    with page.expect_navigation():
+                        page.keyboard.press("Enter")
+                assert page.url.endswith("/queue?done=1")
+            finally:
+                browser.browser.close()
+        assert browser.errors == [] and browser.foreign == []
+        alice = as_user(project, "alice")
+        saved = {
+            project.case_view(alice, row.public_id).question: project.case_view(alice, row.public_id).submission
+            for row in project.queue(alice).rows
+        }
+        assert {q: s.decision for q, s in saved.items() if s} == decisions
+        assert saved["Grade the retinopathy."].reasons == ("image_quality",)  # type: ignore[union-attr]
+    finally:
+        project.close()

@@ -74,7 +74,14 @@ def order_for(seed: int, user: str, item: str) -> str:
 
 
 def flip(order: str | None) -> str | None:
-    """The other order (None stays None)."""
+    """The other presentation order.
+
+    Args:
+        order: ``"original"``, ``"swapped"`` or None.
+
+    Returns:
+        The other one; None stays None.
+    """
     if order is None:
         return None
     return "original" if order == "swapped" else "swapped"

@@ -88,7 +88,14 @@ def verify_password(encoded: str | None, password: str) -> bool:
 
 
 def needs_rehash(encoded: str) -> bool:
-    """Whether a stored hash uses older parameters than the current ones."""
+    """Whether a stored hash uses older parameters than the current ones.
+
+    Args:
+        encoded: the stored hash.
+
+    Returns:
+        True when it should be replaced by a fresh hash at the next successful login.
+    """
     return _hasher.check_needs_rehash(encoded)
 
 
@@ -117,7 +124,15 @@ def token_digest(token: str) -> str:
 
 
 def same(a: str, b: str) -> bool:
-    """Constant-time string comparison."""
+    """Constant-time string comparison.
+
+    Args:
+        a: one string.
+        b: the other.
+
+    Returns:
+        Whether they are equal (in time that does not depend on where they differ).
+    """
     return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
 
 
@@ -142,11 +157,27 @@ class Signer:
         self._opened = URLSafeTimedSerializer(key, salt="medrewardbench.annotate.opened")
 
     def login_token(self, nonce: str) -> str:
-        """The signed form value for a login nonce (the same nonce goes in a cookie)."""
+        """The signed form value for a login nonce (the same nonce goes in a cookie).
+
+        Args:
+            nonce: a fresh random value.
+
+        Returns:
+            The signed, timestamped token.
+        """
         return self._login.dumps(nonce)
 
     def check_login_token(self, token: str, nonce: str | None, max_age: int = 3600) -> bool:
-        """Whether a login form's token is valid, fresh and bound to the cookie's nonce."""
+        """Whether a login form's token is valid, fresh and bound to the cookie's nonce.
+
+        Args:
+            token: the form's token.
+            nonce: the cookie's nonce (None when the cookie is missing).
+            max_age: seconds the token stays valid.
+
+        Returns:
+            True only for a genuine token of this nonce.
+        """
         if not nonce or not token:
             return False
         try:
@@ -156,11 +187,27 @@ class Signer:
         return isinstance(value, str) and same(value, nonce)
 
     def opened_token(self, assignment: str) -> str:
-        """A signed (assignment, time) pair put in a case page when it is rendered."""
+        """A signed (assignment, time) pair put in a case page when it is rendered.
+
+        Args:
+            assignment: the assignment's public id.
+
+        Returns:
+            The token.
+        """
         return self._opened.dumps([assignment, time.time()])
 
     def seconds_open(self, token: str, assignment: str, max_seconds: float = 86_400.0) -> float | None:
-        """How long ago a case page was rendered, if the token is valid for this assignment."""
+        """How long ago a case page was rendered, if the token is valid for this assignment.
+
+        Args:
+            token: the page's token.
+            assignment: the assignment the form was posted for.
+            max_seconds: older tokens are refused.
+
+        Returns:
+            Seconds since the page was rendered, or None for an invalid, foreign or expired token.
+        """
         try:
             value = self._opened.loads(token, max_age=int(max_seconds))
         except BadSignature:

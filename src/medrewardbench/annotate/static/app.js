@@ -295,5 +295,19 @@
     });
   }
 
+  /* The queue page: Enter starts (or continues) even before the browser has moved the focus. */
+  function setupQueue() {
+    var start = $("form.start");
+    if (!start) return;
+    document.addEventListener("keydown", function (event) {
+      if (event.key !== "Enter" || event.ctrlKey || event.metaKey || event.altKey) return;
+      var active = document.activeElement;
+      if (active && active !== document.body && active !== start.querySelector("button")) return;
+      event.preventDefault();
+      start.submit();
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", setupCase);
+  document.addEventListener("DOMContentLoaded", setupQueue);
 })();
