@@ -191,16 +191,22 @@ async def drive(directory: Path, annotators: int, think: float, kill_at: float, 
         run.server_back.set()
 
     kill_task = asyncio.create_task(killer())
-    await asyncio.gather(*tasks)
-    wall = time.perf_counter() - started
-    if not run.killed.is_set():
+    try:
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - started
+        if not run.killed.is_set():
+            kill_task.cancel()
+            run.lost = 0  # type: ignore[attr-defined]
+        else:
+            await kill_task
+    finally:
         kill_task.cancel()
-        run.lost = 0  # type: ignore[attr-defined]
-    else:
-        await kill_task
+        for task in tasks:
+            task.cancel()
+        # whichever server process is current (the first, or the one started after the kill)
+        server.terminate()
+        server.wait(timeout=30)
     lost_at_end = count_lost(directory, run.acknowledged)
-    server.terminate()
-    server.wait(timeout=30)
     return {
         "latencies": run.latencies,
         "wall": wall,
