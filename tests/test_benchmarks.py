@@ -99,3 +99,20 @@ def test_faults_benchmark_kills_and_resumes_with_nothing_lost_or_duplicated(tmp_
     rows = re.findall(r"^\s+\d+\s+([\d.]+)\s+\d+->\s*\d+\s+\d+\s+(\d+)\s+0\s", out, re.MULTILINE)
     assert len(rows) == kills and all(int(wasted) <= 2 for _, wasted in rows), out  # concurrency 2 in --quick
     assert "result: PASS" in out
+
+
+def test_annotate_benchmark_prints_submit_latency_and_no_lost_labels_after_kill_9() -> None:
+    out = run_script("bench_annotate.py", "--quick")
+    assert "24 cases x 3 annotators = 72 labels, 6 annotators" in out, out
+    submits = re.search(
+        r"submits: (\d+) acknowledged in [\d.]+ s \(([\d.]+)/s\), think time [\d.]+ s, errors (\d+)", out
+    )
+    assert submits is not None, out
+    assert int(submits.group(1)) == 72 and float(submits.group(2)) > 0 and int(submits.group(3)) == 0
+    latency = re.search(r"p50 ([\d.]+)\s+p95 ([\d.]+)\s+p99 ([\d.]+)\s+max ([\d.]+)", out)
+    assert latency is not None, out
+    p50, p95, p99, top = map(float, latency.groups())
+    assert 0 < p50 <= p95 <= p99 <= top
+    kill = re.search(r"kill -9 after (\d+) acknowledged submits: lost (\d+) \(.*?: (\d+) lost of (\d+)\)", out)
+    assert kill is not None, out
+    assert int(kill.group(1)) >= 36 and kill.group(2) == "0" and kill.group(3) == "0" and kill.group(4) == "72"

@@ -82,11 +82,29 @@ class ImageRef:
 
 
 @dataclass(frozen=True)
+class Annotation:
+    """One annotator's labels for one case.
+
+    ``labels`` maps a dimension to the better response in *source order* (1 = response_1,
+    2 = response_2), whatever order the annotator saw; a dimension may be absent (for example
+    when the annotator could not judge the case).
+    """
+
+    annotator: str
+    labels: Mapping[str, Winner] = field(default_factory=dict)
+    order_shown: Literal["original", "swapped"] | None = None
+    """How the pair was shown: ``original`` (response_1 as A), ``swapped``, or unknown."""
+    seconds: float | None = None
+    """Time the annotator spent on the case, when recorded."""
+
+
+@dataclass(frozen=True)
 class Case:
     """One benchmark item.
 
     ``labels`` maps a dimension to the better response in *source order* (1 = response_1,
     2 = response_2). It is empty for unlabeled data; a dimension may be absent.
+    ``annotations`` holds the per-annotator labels the expert labels came from, when known.
     """
 
     case_id: str
@@ -102,6 +120,7 @@ class Case:
     question_type: str | None = None
     body_part: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    annotations: tuple[Annotation, ...] = ()
     _hash_cache: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def response(self, winner: Winner) -> str:
@@ -122,9 +141,7 @@ class Case:
 
     def text_hash(self) -> str:
         """Hash of everything textual that can change a judgment (image excluded)."""
-        payload = json.dumps(
-            [self.case_id, self.question, self.response_1, self.response_2], ensure_ascii=False
-        )
+        payload = json.dumps([self.case_id, self.question, self.response_1, self.response_2], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def content_hash(self) -> str:

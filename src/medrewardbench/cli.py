@@ -21,6 +21,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from medrewardbench.annotate.cli import app as annotate_app
 from medrewardbench.cli_support import console, err_console, terminal_safe
 from medrewardbench.cli_support import fail as _fail
 from medrewardbench.cli_support import setup_logging as _setup_logging
@@ -502,6 +503,9 @@ def serve_command(
         run_server(model, host=host, port=port, options=options)
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc
+
+
+app.add_typer(annotate_app, name="annotate")
 
 
 def _register_training_commands() -> None:

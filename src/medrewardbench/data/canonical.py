@@ -9,7 +9,9 @@ or null for no image; DICOM files are allowed), ``question``, ``response_1``, ``
 (required non-empty strings), ``labels`` (optional object mapping a dimension to ``1``/``2`` or
 ``"A"``/``"B"``, where 1 = A = response_1), ``organ_system`` (string, default ``"unknown"``),
 optional strings ``department``, ``modality``, ``source_dataset``, ``question_type``,
-``body_part``, and ``metadata`` (an object; a JSON string in parquet).
+``body_part``, and ``metadata`` (an object; a JSON string in parquet). ``annotations`` (optional)
+lists per-annotator labels; without ``labels`` the row's labels are their strict majority (see
+:mod:`medrewardbench.data.annotations`).
 
 Ids are printable text (no control characters, line breaks or NUL) of at most
 :data:`MAX_ID_LENGTH` characters. Image paths must resolve, after symbolic links, inside the data
@@ -35,6 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.cases import Case, ImageRef
+from medrewardbench.data.annotations import (
+    annotations_to_records,
+    parse_annotations,
+    resolve_labels,
+    undecided_warnings,
+)
 from medrewardbench.data.benchmark import NULL_LABEL, UNLABELED, CaseLocation, LoadResult
 from medrewardbench.data.files import FileRefused, ImagePolicy, check_regular_file, describe_oserror, open_regular_file
 from medrewardbench.data.jsonio import BOM, MAX_JSON_DEPTH, JSONTextError, brief, parse_json, too_deep
@@ -55,7 +63,7 @@ OPTIONAL_TEXT_FIELDS: tuple[str, ...] = (
     "body_part",
 )
 KNOWN_FIELDS: frozenset[str] = frozenset(
-    ("id", "image", "labels", "organ_system", "metadata", *REQUIRED_TEXT_FIELDS, *OPTIONAL_TEXT_FIELDS)
+    ("id", "image", "labels", "annotations", "organ_system", "metadata", *REQUIRED_TEXT_FIELDS, *OPTIONAL_TEXT_FIELDS)
 )
 BUILTIN_PREFIXES: tuple[str, ...] = ("pydicom", "skimage")
 _IMAGE_KEYS = frozenset(("path", "bytes", "builtin"))
@@ -463,6 +471,14 @@ def case_from_record(
     image = image_ref_from_value(record.get("image"), base_dir, sink, row, case_id, policy=policy)
     row_warnings = ProblemSink(sink.file)
     labels = parse_labels(record.get("labels"), sink, row, case_id, warnings=row_warnings)
+    annotations = parse_annotations(
+        record.get("annotations"),
+        sink,
+        row,
+        lambda value, field: parse_labels(value, sink, row, case_id, field, warnings=row_warnings),
+        case_id,
+    )
+    labels = resolve_labels(labels, annotations, sink, row, case_id)
     metadata = _object(record.get("metadata"), sink, row, case_id, "metadata")
     if len(sink.problems) > before or case_id is None or image is None or metadata is None:
         return None
@@ -488,6 +504,7 @@ def case_from_record(
         question_type=optional["question_type"],
         body_part=optional["body_part"],
         metadata=metadata,
+        annotations=annotations,
     )
 
 
@@ -526,6 +543,7 @@ def load_rows(
         if case is not None and not duplicate:
             result.add(case, location)
             result.warnings.extend(row_warnings.problems)
+            result.warnings.extend(undecided_warnings(case, file, row))
         elif isinstance(record, Mapping) and _too_deep_field(record) is None:
             scratch = ProblemSink(file)  # its problems were reported already
             image = image_ref_from_value(record.get("image"), base_dir, scratch, row, policy=policy)
@@ -806,6 +824,8 @@ def case_to_record(case: Case, out_dir: Path, embed_images: bool = False, binary
     labels = {dim: int(case.labels[dim]) for dim in DIMENSIONS if dim in case.labels}
     if labels:
         record["labels"] = labels
+    if case.annotations:
+        record["annotations"] = annotations_to_records(case.annotations)
     record["organ_system"] = case.organ_system
     for key in OPTIONAL_TEXT_FIELDS:
         value = getattr(case, key)
@@ -828,6 +848,7 @@ def _parquet_schema() -> Any:
         ("response_1", pa.string()),
         ("response_2", pa.string()),
         ("labels", labels),
+        ("annotations", pa.string()),
         ("organ_system", pa.string()),
         *[(key, pa.string()) for key in OPTIONAL_TEXT_FIELDS],
         ("metadata", pa.string()),
@@ -842,6 +863,8 @@ def _parquet_row(record: dict[str, Any]) -> dict[str, Any]:
         row["image"] = {"bytes": image.get("bytes"), "path": image.get("path"), "builtin": image.get("builtin")}
     labels = row.get("labels")
     row["labels"] = {dim: labels.get(dim) for dim in DIMENSIONS} if labels else None
+    annotations = row.get("annotations")
+    row["annotations"] = json.dumps(annotations, ensure_ascii=False) if annotations else None
     metadata = row.get("metadata")
     row["metadata"] = json.dumps(metadata, ensure_ascii=False, sort_keys=True) if metadata else None
     return row

@@ -28,6 +28,7 @@ import hashlib
 import io
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -377,6 +378,139 @@ def _passthrough_format(payload: bytes) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class DicomDisplay:
+    """What a viewer needs to offer window/level control over a DICOM image."""
+
+    monochrome: bool
+    """Whether window/level applies (MONOCHROME1/2); colour images are shown as they are."""
+    modality: str | None
+    """The DICOM Modality (``"CT"``, ``"MR"``, ...), if given."""
+    units: str | None
+    """``"HU"`` for CT or a rescale type of HU, else the rescale type, if any."""
+    center: float
+    """The window the default rendering uses (the file's first window, else the value range)."""
+    width: float
+    minimum: float
+    """Smallest and largest value after the modality LUT, over the shown frame."""
+    maximum: float
+    rows: int
+    columns: int
+
+
+def is_dicom(ref: ImageRef) -> bool:
+    """Whether an image reference points at DICOM data (magic bytes or file suffix).
+
+    Args:
+        ref: the image reference.
+
+    Returns:
+        True for DICOM; False for other formats and for no image.
+
+    Raises:
+        ImageError: the file cannot be read.
+    """
+    if ref.kind == "none":
+        return False
+    source, name = _dicom_source(ref)
+    return looks_like_dicom(_head(source, ref.describe()), name)
+
+
+def dicom_display(ref: ImageRef) -> DicomDisplay:
+    """The default window and value range of a DICOM image's shown (middle) frame.
+
+    Args:
+        ref: a DICOM image reference.
+
+    Returns:
+        The display facts a window/level control needs.
+
+    Raises:
+        ImageError: not DICOM, or the pixel data cannot be decoded.
+    """
+    from pydicom.pixels import apply_modality_lut
+
+    what = ref.describe()
+    ds, frame, photometric, index = _dicom_frame_for(ref, what)
+    rows, columns = _dicom_dimensions(ds, what)
+    modality = str(ds.get("Modality") or "").strip() or None
+    rescale_type = str(ds.get("RescaleType") or "").strip() or None
+    units = "HU" if modality == "CT" or rescale_type == "HU" else rescale_type
+    monochrome = photometric in ("MONOCHROME1", "MONOCHROME2") or (frame.ndim == 2 and photometric == "")
+    if not monochrome:
+        return DicomDisplay(False, modality, units, 127.5, 256.0, 0.0, 255.0, rows, columns)
+    view = _frame_view(ds, index)
+    values = apply_modality_lut(frame, view).astype(np.float64)
+    low, high = _finite_range(values)
+    window = None if view.get("VOILUTSequence") else _window(view)
+    center, width = (window[0], window[1]) if window is not None else ((low + high) / 2.0, max(high - low, 1.0))
+    return DicomDisplay(True, modality, units, float(center), float(width), low, high, rows, columns)
+
+
+def render_dicom_window(ref: ImageRef, center: float, width: float) -> Image.Image:
+    """Render a DICOM image with a chosen window instead of the file's own (window/level).
+
+    The same path as :func:`load_image` (modality LUT, MONOCHROME1 inversion, middle frame of a
+    multi-frame object), with a linear window of the given center and width in modality units
+    (Hounsfield units for CT). Colour images have no window and come back as :func:`load_image`
+    renders them.
+
+    Args:
+        ref: a DICOM image reference.
+        center: window center (level).
+        width: window width, at least 1.
+
+    Returns:
+        An 8-bit RGB image.
+
+    Raises:
+        ImageError: not DICOM, an invalid window, or pixel data that cannot be decoded.
+    """
+    what = ref.describe()
+    if not (np.isfinite(center) and np.isfinite(width)) or width < 1:
+        raise ImageError(f"{what}: invalid window (center {center}, width {width}); the width must be >= 1")
+    ds, frame, photometric, index = _dicom_frame_for(ref, what)
+    try:
+        rgb = _render_frame(frame, photometric, ds, index, window_override=(float(center), float(width)))
+    except ImageError as exc:
+        raise ImageError(f"{what}: {exc}") from exc
+    except Exception as exc:
+        raise ImageError(f"{what}: cannot render DICOM pixel data ({_reason(exc)})") from exc
+    return Image.fromarray(rgb, mode="RGB")
+
+
+def _dicom_source(ref: ImageRef) -> tuple[Path | bytes, str]:
+    what = ref.describe()
+    if ref.kind == "path":
+        return Path(ref.location), Path(ref.location).name
+    if ref.kind == "bytes":
+        return _require_data(ref), ref.location
+    if ref.kind == "builtin":
+        resolved = _builtin_file(ref.location, what)
+        if resolved is None:
+            return _builtin_bytes(ref.location, what), "image.png"
+        return resolved, resolved.name
+    raise ImageError(f"{what}: no image")
+
+
+def _dicom_frame_for(ref: ImageRef, what: str) -> tuple[Dataset, np.ndarray, str, int]:
+    source, name = _dicom_source(ref)
+    if not looks_like_dicom(_head(source, what), name):
+        raise ImageError(f"{what}: not a DICOM image")
+    ds = _read_dicom(source, what)
+    if not any(keyword in ds for keyword in ("PixelData", "FloatPixelData", "DoubleFloatPixelData")):
+        raise ImageError(f"{what}: DICOM file has no pixel data")
+    rows, columns = _dicom_dimensions(ds, what)
+    _check_pixel_count(columns, rows, what)
+    try:
+        frames = int(ds.get("NumberOfFrames") or 1)
+    except (TypeError, ValueError):
+        frames = 1
+    index = max(frames, 1) // 2
+    frame, photometric = _decode_dicom_frame(ds, index, what)
+    return ds, frame, photometric, index
+
+
 def clear_hash_cache() -> None:
     """Forget cached content hashes (they are otherwise kept for the life of the process)."""
     _hash_file.cache_clear()
@@ -698,10 +832,14 @@ def _decode_dicom_frame(ds: Dataset, index: int, what: str) -> tuple[np.ndarray,
     return array, photometric.strip().upper()
 
 
-def _render_frame(frame: np.ndarray, photometric: str, ds: Dataset, index: int) -> np.ndarray:
-    """Map one decoded frame to an (rows, columns, 3) uint8 array."""
+def _render_frame(
+    frame: np.ndarray, photometric: str, ds: Dataset, index: int, window_override: tuple[float, float] | None = None
+) -> np.ndarray:
+    """Map one decoded frame to an (rows, columns, 3) uint8 array (``window_override``: center, width)."""
     if photometric in ("MONOCHROME1", "MONOCHROME2") or (frame.ndim == 2 and photometric == ""):
-        grey = _render_monochrome(frame, ds, index, invert=photometric == "MONOCHROME1")
+        grey = _render_monochrome(
+            frame, ds, index, invert=photometric == "MONOCHROME1", window_override=window_override
+        )
         return np.repeat(grey[:, :, np.newaxis], 3, axis=2)
     if photometric == "PALETTE COLOR":
         return _render_palette(frame, ds)
@@ -720,12 +858,16 @@ def _render_frame(frame: np.ndarray, photometric: str, ds: Dataset, index: int) 
     return _scale_to_uint8(frame.astype(np.float64), 0.0, float(2**bits - 1))
 
 
-def _render_monochrome(frame: np.ndarray, ds: Dataset, index: int, invert: bool) -> np.ndarray:
+def _render_monochrome(
+    frame: np.ndarray, ds: Dataset, index: int, invert: bool, window_override: tuple[float, float] | None = None
+) -> np.ndarray:
     from pydicom.pixels import apply_modality_lut, apply_voi
 
     view = _frame_view(ds, index)
     values = apply_modality_lut(frame, view)
-    if view.get("VOILUTSequence"):
+    if window_override is not None:
+        unit = _apply_window(values.astype(np.float64), window_override[0], window_override[1], "LINEAR")
+    elif view.get("VOILUTSequence"):
         lut_out = apply_voi(values if np.issubdtype(values.dtype, np.integer) else values.round(), view)
         lo, hi = _voi_lut_range(view)
         unit = _unit_scale(lut_out.astype(np.float64), lo, hi)

@@ -1,0 +1,18 @@
+"""The expert annotation app: doctors screen questions and label pairs, blind, in a browser.
+
+``medrewardbench annotate`` (see :mod:`medrewardbench.annotate.cli`) creates a project from
+canonical cases, adds users, serves the web app and exports the labelled set. The modules:
+
+* :mod:`.config`: the project directory (database URL, secret key); standard library only.
+* :mod:`.db`: SQLAlchemy models, engines (SQLite in WAL mode, or PostgreSQL) and migrations.
+* :mod:`.assign`: who labels what: K annotators per case with balanced load, gold cases,
+  repeats in the swapped order, each annotator's own seeded A/B order.
+* :mod:`.service`: everything the pages, the API and the command line do to a project.
+* :mod:`.security`: passwords (argon2), sessions, CSRF tokens, API tokens, login rate limits.
+* :mod:`.stats`: the dashboard's figures (agreement, gold accuracy, position consistency).
+* :mod:`.export`: canonical cases with per-annotator annotations, or the reference layout.
+* :mod:`.web`: the FastAPI app (server-rendered pages and the JSON API under ``/api/v1``).
+
+Importing this package is cheap: the web and database dependencies (the ``annotate`` extra)
+are imported only by the modules that need them.
+"""

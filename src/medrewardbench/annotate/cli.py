@@ -1,0 +1,478 @@
+"""``medrewardbench annotate``: create a project, add users, serve the app, follow progress, export.
+
+    medrewardbench annotate init PROJECT --cases pairs.jsonl --per-case 3 [--gold gold.jsonl] [--repeat-share 0.1]
+    medrewardbench annotate user add NAME --role annotator|admin [--project PROJECT]
+    medrewardbench annotate serve [PROJECT] [--host 127.0.0.1 --port 8080]
+    medrewardbench annotate status [PROJECT] [--json]
+    medrewardbench annotate export [PROJECT] --format canonical|reference --out PATH
+
+This module imports only typer and the standard library at the top: the web and database
+dependencies (the ``annotate`` extra) are imported inside the commands, and a missing one is
+reported with the command to install it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from medrewardbench.errors import MedRewardBenchError, MissingExtraError
+
+app = typer.Typer(
+    name="annotate",
+    help="Expert annotation app: doctors screen questions and label pairs in a browser, blind.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+user_app = typer.Typer(
+    help="Users: add, list, passwords, deactivation, API tokens.", no_args_is_help=True, add_completion=False
+)
+app.add_typer(user_app, name="user")
+
+EXTRA_MODULES: tuple[str, ...] = (
+    "fastapi",
+    "uvicorn",
+    "sqlalchemy",
+    "alembic",
+    "argon2",
+    "itsdangerous",
+    "python_multipart",
+    "jinja2",
+)
+
+ProjectArg = Annotated[
+    Path | None,
+    typer.Argument(help="project directory (default: $MEDREWARDBENCH_ANNOTATE_PROJECT or the current directory)"),
+]
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", "-p", help="project directory (default: $MEDREWARDBENCH_ANNOTATE_PROJECT or .)"),
+]
+
+
+def require_extra(db_url: str | None = None) -> None:
+    """Check that the ``annotate`` extra is installed (and psycopg for a PostgreSQL URL).
+
+    Args:
+        db_url: the database URL, if known.
+
+    Raises:
+        MissingExtraError: naming the module and the extra.
+    """
+    modules = list(EXTRA_MODULES)
+    if db_url and db_url.startswith("postgresql"):
+        modules.append("psycopg")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise MissingExtraError(module, "annotate", "the annotation app") from exc
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    from medrewardbench.cli_support import fail
+
+    return fail(message, code)
+
+
+def _print(text: str) -> None:
+    from medrewardbench.cli_support import console
+
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def _project_dir(path: Path | None) -> Path:
+    from medrewardbench.annotate.config import default_project_dir
+
+    return path if path is not None else default_project_dir()
+
+
+def _open(path: Path | None) -> Any:
+    from medrewardbench.annotate.config import read_config
+
+    directory = _project_dir(path)
+    config = read_config(directory)
+    require_extra(config.db_url)
+    from medrewardbench.annotate.service import Project
+
+    return Project(config)
+
+
+def _read_password(from_stdin: bool, generate: bool) -> tuple[str, bool]:
+    if generate:
+        return secrets.token_urlsafe(12), True
+    if from_stdin:
+        line = sys.stdin.readline().rstrip("\r\n")
+        if not line:
+            raise _fail("no password on standard input")
+        return line, False
+    return typer.prompt("Password (at least 10 characters)", hide_input=True, confirmation_prompt=True), False
+
+
+def _run(func: Any) -> Any:
+    from medrewardbench.errors import DataError
+
+    try:
+        return func()
+    except DataError as exc:
+        raise _fail(str(exc)) from exc
+    except MedRewardBenchError as exc:
+        raise _fail(str(exc)) from exc
+
+
+@app.command("init")
+def init_command(
+    project: Annotated[Path, typer.Argument(help="project directory to create")],
+    cases: Annotated[
+        str | None, typer.Option("--cases", help="canonical cases to label (any --data source, e.g. pairs.jsonl)")
+    ] = None,
+    questions: Annotated[
+        Path | None, typer.Option("--questions", help="questions to screen (JSONL: id, image, question, ...)")
+    ] = None,
+    per_case: Annotated[int, typer.Option("--per-case", min=1, help="annotators per case (K)")] = 3,
+    db: Annotated[
+        str | None, typer.Option("--db", help="database URL (default: SQLite in PROJECT; postgresql+psycopg://...)")
+    ] = None,
+    gold: Annotated[str | None, typer.Option("--gold", help="labelled canonical cases mixed into every queue")] = None,
+    repeat_share: Annotated[
+        float, typer.Option("--repeat-share", min=0.0, max=1.0, help="share of each queue shown again, swapped")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", help="seed of every random choice (A/B orders, queues)")] = 0,
+    name: Annotated[str | None, typer.Option("--name", help="display name (default: the directory name)")] = None,
+    guidelines: Annotated[
+        Path | None, typer.Option("--guidelines", help="markdown file to start the guidelines from")
+    ] = None,
+) -> None:
+    """Create a project from canonical cases (pairs to label) or a questions file (screening)."""
+    _run(lambda: require_extra(db))
+    from medrewardbench.annotate.service import create_project
+
+    text = guidelines.read_text(encoding="utf-8") if guidelines is not None else None
+    created = _run(
+        lambda: create_project(
+            project,
+            cases=cases,
+            questions=questions,
+            per_case=per_case,
+            db_url=db,
+            gold=gold,
+            repeat_share=repeat_share,
+            seed=seed,
+            name=name,
+            guidelines=text,
+        )
+    )
+    try:
+        from medrewardbench.annotate.stats import dashboard
+
+        board = dashboard(created)
+        what = "pairs to label" if created.is_pairs else "questions to screen"
+        _print(
+            f"Created {project}/ ({created.settings.mode}): {board.items} {what}, {created.settings.per_case} per case"
+        )
+        if board.gold_items:
+            _print(f"  {board.gold_items} gold pairs go to every annotator")
+        _print(f"Next: medrewardbench annotate user add NAME --role annotator --project {project}")
+    finally:
+        created.close()
+
+
+@user_app.command("add")
+def user_add(
+    name: Annotated[str, typer.Argument(help="user name (letters, digits, . _ @ -)")],
+    role: Annotated[str, typer.Option("--role", help="annotator | admin")] = "annotator",
+    project: ProjectOpt = None,
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="read the password from stdin")] = False,
+    generate: Annotated[bool, typer.Option("--generate-password", help="make a random password and print it")] = False,
+) -> None:
+    """Add a user; a new annotator gets a balanced share of the work at once."""
+    opened = _run(lambda: _open(project))
+    try:
+        from medrewardbench.annotate.service import Identity
+
+        password, generated = _read_password(password_stdin, generate)
+        _run(lambda: opened.add_user(Identity.command_line(), name, role, password))
+        info = next(u for u in opened.list_users() if u.name == name)
+        _print(f"Added {role} {name}" + (f" with {info.assigned} assignments" if role == "annotator" else ""))
+        if generated:
+            _print(f"Password: {password}")
+    finally:
+        opened.close()
+
+
+@user_app.command("list")
+def user_list(project: ProjectOpt = None) -> None:
+    """List users with their progress and API tokens."""
+    opened = _run(lambda: _open(project))
+    try:
+        from rich.table import Table
+
+        from medrewardbench.cli_support import console
+
+        table = Table("name", "role", "state", "done", "assigned", "tokens")
+        for u in opened.list_users():
+            table.add_row(
+                u.name, u.role, "active" if u.active else "inactive", str(u.done), str(u.assigned), str(u.tokens)
+            )
+        console.print(table)
+    finally:
+        opened.close()
+
+
+@user_app.command("password")
+def user_password(
+    name: Annotated[str, typer.Argument(help="user name")],
+    project: ProjectOpt = None,
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="read the password from stdin")] = False,
+    generate: Annotated[bool, typer.Option("--generate-password", help="make a random password and print it")] = False,
+) -> None:
+    """Set a user's password (their browser sessions end)."""
+    opened = _run(lambda: _open(project))
+    try:
+        from medrewardbench.annotate.service import Identity
+
+        password, generated = _read_password(password_stdin, generate)
+        _run(lambda: opened.set_password(Identity.command_line(), name, password))
+        _print(f"Password of {name} changed" + (f": {password}" if generated else ""))
+    finally:
+        opened.close()
+
+
+def _set_active(name: str, project: Path | None, active: bool) -> None:
+    opened = _run(lambda: _open(project))
+    try:
+        from medrewardbench.annotate.service import Identity
+
+        _run(lambda: opened.set_active(Identity.command_line(), name, active))
+        _print(f"{name} is now {'active' if active else 'inactive'}; queues rebalanced")
+    finally:
+        opened.close()
+
+
+@user_app.command("deactivate")
+def user_deactivate(name: Annotated[str, typer.Argument(help="user name")], project: ProjectOpt = None) -> None:
+    """Deactivate a user: sessions and tokens end, unstarted cases go to others, labels stay."""
+    _set_active(name, project, False)
+
+
+@user_app.command("activate")
+def user_activate(name: Annotated[str, typer.Argument(help="user name")], project: ProjectOpt = None) -> None:
+    """Reactivate a user (they get a share of the unstarted work again)."""
+    _set_active(name, project, True)
+
+
+@user_app.command("token")
+def user_token(
+    name: Annotated[str, typer.Argument(help="user the token acts as")],
+    project: ProjectOpt = None,
+    label: Annotated[str, typer.Option("--label", help="what the token is for")] = "",
+    revoke: Annotated[int | None, typer.Option("--revoke", help="revoke the token with this id")] = None,
+    list_tokens: Annotated[bool, typer.Option("--list", help="list the user's tokens")] = False,
+) -> None:
+    """Create an API token (printed once; only its hash is stored), list tokens, or revoke one."""
+    opened = _run(lambda: _open(project))
+    try:
+        from medrewardbench.annotate.service import Identity
+
+        cli = Identity.command_line()
+        if list_tokens:
+            for t in _run(lambda: opened.list_api_tokens(cli, name)):
+                state = "revoked" if t.revoked else "active"
+                _print(f"{t.token_id}\t{state}\t{t.created_at:%Y-%m-%d %H:%M}\t{t.label}")
+            return
+        if revoke is not None:
+            _run(lambda: opened.revoke_api_token(cli, name, revoke))
+            _print(f"Token {revoke} of {name} revoked")
+            return
+        token = _run(lambda: opened.create_api_token(cli, name, label))
+        _print(token)
+        from medrewardbench.cli_support import err_console
+
+        err_console.print(
+            "Send it as 'Authorization: Bearer TOKEN' to /api/v1/...; it is not shown again.", highlight=False
+        )
+    finally:
+        opened.close()
+
+
+@app.command("serve")
+def serve_command(
+    project: ProjectArg = None,
+    host: Annotated[str, typer.Option("--host", help="interface to bind; keep 127.0.0.1 behind a proxy")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8080,
+    root_path: Annotated[
+        str, typer.Option("--root-path", help="URL prefix when a proxy serves the app under one")
+    ] = "",
+    forwarded_allow_ips: Annotated[
+        str, typer.Option("--forwarded-allow-ips", help="proxies trusted for X-Forwarded-For/-Proto")
+    ] = "127.0.0.1",
+    secure_cookies: Annotated[
+        bool | None,
+        typer.Option(
+            "--secure-cookies/--no-secure-cookies", help="force the Secure cookie flag (default: per request)"
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level")] = "info",
+) -> None:
+    """Serve the web app (HTTP; put it behind a TLS reverse proxy for anything beyond this machine)."""
+    opened = _run(lambda: _open(project))
+    import uvicorn
+
+    from medrewardbench.annotate.web import create_app
+    from medrewardbench.cli_support import err_console
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(
+            f"warning: binding {host}: the app speaks plain HTTP; use a TLS reverse proxy (see the README)",
+            highlight=False,
+        )
+    err_console.print(
+        f"serving {opened.settings.name} on http://{host}:{port}{root_path}/ (Ctrl-C to stop)", highlight=False
+    )
+    try:
+        uvicorn.run(
+            create_app(opened, secure_cookies=secure_cookies),
+            host=host,
+            port=port,
+            root_path=root_path,
+            proxy_headers=True,
+            forwarded_allow_ips=forwarded_allow_ips,
+            log_level=log_level,
+            server_header=False,
+            access_log=log_level == "debug",
+        )
+    finally:
+        opened.close()
+
+
+@app.command("status")
+def status_command(
+    project: ProjectArg = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+) -> None:
+    """Progress, agreement, gold accuracy, position consistency and the adjudication queue."""
+    opened = _run(lambda: _open(project))
+    try:
+        from medrewardbench.annotate.stats import dashboard
+
+        board = dashboard(opened)
+        if as_json:
+            sys.stdout.write(json.dumps(board.as_dict(), indent=2) + "\n")
+            return
+        _print_status(board)
+    finally:
+        opened.close()
+
+
+def _fmt(value: float | None, percent: bool = False) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{100 * value:.1f}%" if percent else f"{value:.3f}"
+
+
+def _print_status(board: Any) -> None:
+    from rich.table import Table
+
+    from medrewardbench.cli_support import console
+
+    console.print(
+        f"[bold]{board.name}[/] ({board.mode}): {board.done} of {board.assignments} labels, "
+        f"{board.items_complete} of {board.items} items complete, median {_fmt(board.median_seconds)} s per case, "
+        f"{len(board.pending)} item(s) to adjudicate",
+        highlight=False,
+    )
+    agreement = Table(
+        "dimension", "items", "pairwise", "Fleiss kappa", "Krippendorff alpha", "majority", title="Agreement"
+    )
+    for d in board.agreement:
+        agreement.add_row(
+            d.dimension,
+            str(d.n_items),
+            _fmt(d.percent_agreement, True),
+            _fmt(d.fleiss_kappa),
+            _fmt(d.krippendorff_alpha),
+            _fmt(d.majority_share, True),
+        )
+    console.print(agreement)
+    people = Table(
+        "annotator", "done", "median s", "vs others", "gold", "position consistency", "picks A", title="Annotators"
+    )
+    for a in board.annotators:
+        total = sum(n for _, n in a.vs_others.values())
+        pooled = sum(v * n for v, n in a.vs_others.values() if n) / total if total else None
+        people.add_row(
+            a.name + ("" if a.active else " (inactive)"),
+            f"{a.done}/{a.assigned}",
+            _fmt(a.median_seconds),
+            _fmt(pooled, True),
+            f"{_fmt(a.gold_accuracy, True)} ({a.gold_compared})",
+            f"{_fmt(a.repeat_consistency, True)} ({a.repeat_compared})",
+            _fmt(a.first_share, True),
+        )
+    console.print(people)
+
+
+@app.command("export")
+def export_command(
+    project: ProjectArg = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="canonical | reference | questions")] = "canonical",
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="file (.jsonl/.json/.parquet) or directory (reference)")
+    ] = Path("labelled.jsonl"),
+    only_complete: Annotated[
+        bool, typer.Option("--only-complete", help="only items every assigned annotator has labelled")
+    ] = False,
+    accepted_only: Annotated[bool, typer.Option("--accepted-only", help="questions: only the accepted ones")] = False,
+) -> None:
+    """Write the labelled set: canonical cases with annotations and majority labels, or the reference layout."""
+    opened = _run(lambda: _open(project))
+    try:
+        from medrewardbench.annotate.export import export_project
+        from medrewardbench.annotate.service import Identity
+
+        summary = _run(
+            lambda: export_project(opened, fmt, out, only_complete=only_complete, accepted_only=accepted_only)
+        )
+        opened.record_export(Identity.command_line(), f"{fmt}:{out}", summary.items)
+        where = out if fmt != "reference" else f"{out}/ ({len(summary.paths)} files)"
+        _print(
+            f"Wrote {summary.items} item(s) to {where}: {summary.labelled} with labels, "
+            f"{summary.undecided} undecided label(s) left out"
+        )
+        for warning in summary.warnings:
+            _print(f"warning: {warning}")
+        if fmt != "questions":
+            _print(f"Evaluate judges on it: medrewardbench eval --data {out}")
+    finally:
+        opened.close()
+
+
+@app.command("rebalance")
+def rebalance_command(project: ProjectArg = None) -> None:
+    """Recompute the queues now (done automatically when annotators are added or deactivated)."""
+    opened = _run(lambda: _open(project))
+    try:
+        from medrewardbench.annotate.service import Identity
+
+        counts = _run(lambda: opened.rebalance(Identity.command_line()))
+        _print(f"{counts['added']} assignment(s) added, {counts['removed']} removed, {counts['annotators']} annotators")
+    finally:
+        opened.close()
+
+
+def main() -> None:
+    """Run the annotate commands on their own (``python -m medrewardbench.annotate.cli``)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Alembic migrations of the annotation database (run by :func:`medrewardbench.annotate.db.migrate`)."""

@@ -1,0 +1,1 @@
+"""Migration scripts, oldest first (``r0001_...``); Alembic skips this file."""

@@ -1,0 +1,217 @@
+"""Passwords, tokens and signatures.
+
+* Passwords are hashed with argon2id (argon2-cffi's defaults). Checking a login for a user that
+  does not exist still costs one hash, so timing does not tell which names exist.
+* Session cookies and API tokens are 256-bit random strings; only their SHA-256 is stored, so a
+  copy of the database does not let anyone log in.
+* Each session has its own CSRF token, compared in constant time. The login form, which comes
+  before any session, carries a token signed with the project's key (itsdangerous) and bound to
+  a cookie (double submit).
+* Page renders carry a signed timestamp, so the server can tell how long a case was open even
+  when the browser runs no JavaScript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from datetime import timedelta
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+from medrewardbench.annotate.config import InvalidInput
+
+SESSION_COOKIE = "mrb_session"
+LOGIN_COOKIE = "mrb_login"
+SESSION_LIFETIME = timedelta(hours=12)
+SESSION_IDLE = timedelta(hours=4)
+LOGIN_WINDOW = timedelta(minutes=15)
+MAX_FAILURES_PER_USER = 5
+"""Failed logins for one name within :data:`LOGIN_WINDOW` (since its last success) before it is locked."""
+MAX_FAILURES_PER_CLIENT = 20
+"""Failed logins from one address within :data:`LOGIN_WINDOW` before it is locked."""
+MIN_PASSWORD_LENGTH = 10
+API_TOKEN_PREFIX = "mrb_"
+
+_hasher = PasswordHasher()
+_DUMMY_HASH = _hasher.hash(secrets.token_hex(16))
+
+
+def hash_password(password: str) -> str:
+    """Hash a password with argon2id.
+
+    Args:
+        password: the password.
+
+    Returns:
+        The encoded hash (algorithm, parameters, salt and digest).
+
+    Raises:
+        InvalidInput: the password is shorter than :data:`MIN_PASSWORD_LENGTH`.
+    """
+    check_password_strength(password)
+    return _hasher.hash(password)
+
+
+def check_password_strength(password: str) -> None:
+    """Refuse passwords that are too short.
+
+    Args:
+        password: the candidate.
+
+    Raises:
+        InvalidInput: shorter than :data:`MIN_PASSWORD_LENGTH` characters.
+    """
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise InvalidInput(f"the password must have at least {MIN_PASSWORD_LENGTH} characters")
+
+
+def verify_password(encoded: str | None, password: str) -> bool:
+    """Check a password against a stored hash (None: no such user, checked against a dummy).
+
+    Args:
+        encoded: the stored hash, or None.
+        password: the password given.
+
+    Returns:
+        Whether it matches.
+    """
+    try:
+        ok = _hasher.verify(encoded or _DUMMY_HASH, password)
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+    return ok and encoded is not None
+
+
+def needs_rehash(encoded: str) -> bool:
+    """Whether a stored hash uses older parameters than the current ones.
+
+    Args:
+        encoded: the stored hash.
+
+    Returns:
+        True when it should be replaced by a fresh hash at the next successful login.
+    """
+    return _hasher.check_needs_rehash(encoded)
+
+
+def new_token(prefix: str = "") -> str:
+    """A fresh random token (256 bits).
+
+    Args:
+        prefix: put in front (``mrb_`` for API tokens, so they are recognisable in logs and leaks).
+
+    Returns:
+        The token.
+    """
+    return prefix + secrets.token_urlsafe(32)
+
+
+def token_digest(token: str) -> str:
+    """The SHA-256 (hex) under which a token is stored.
+
+    Args:
+        token: the raw token.
+
+    Returns:
+        64 hex characters.
+    """
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def same(a: str, b: str) -> bool:
+    """Constant-time string comparison.
+
+    Args:
+        a: one string.
+        b: the other.
+
+    Returns:
+        Whether they are equal (in time that does not depend on where they differ).
+    """
+    return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
+
+
+def public_id() -> str:
+    """An opaque identifier for URLs (96 random bits): never a case id, which may name a source.
+
+    Returns:
+        16 URL-safe characters.
+    """
+    return secrets.token_urlsafe(12)
+
+
+class Signer:
+    """Signs short values with the project's key (login CSRF tokens, page timestamps).
+
+    Args:
+        key: the project's secret key.
+    """
+
+    def __init__(self, key: bytes):
+        self._login = URLSafeTimedSerializer(key, salt="medrewardbench.annotate.login")
+        self._opened = URLSafeTimedSerializer(key, salt="medrewardbench.annotate.opened")
+
+    def login_token(self, nonce: str) -> str:
+        """The signed form value for a login nonce (the same nonce goes in a cookie).
+
+        Args:
+            nonce: a fresh random value.
+
+        Returns:
+            The signed, timestamped token.
+        """
+        return self._login.dumps(nonce)
+
+    def check_login_token(self, token: str, nonce: str | None, max_age: int = 3600) -> bool:
+        """Whether a login form's token is valid, fresh and bound to the cookie's nonce.
+
+        Args:
+            token: the form's token.
+            nonce: the cookie's nonce (None when the cookie is missing).
+            max_age: seconds the token stays valid.
+
+        Returns:
+            True only for a genuine token of this nonce.
+        """
+        if not nonce or not token:
+            return False
+        try:
+            value = self._login.loads(token, max_age=max_age)
+        except BadSignature:
+            return False
+        return isinstance(value, str) and same(value, nonce)
+
+    def opened_token(self, assignment: str) -> str:
+        """A signed (assignment, time) pair put in a case page when it is rendered.
+
+        Args:
+            assignment: the assignment's public id.
+
+        Returns:
+            The token.
+        """
+        return self._opened.dumps([assignment, time.time()])
+
+    def seconds_open(self, token: str, assignment: str, max_seconds: float = 86_400.0) -> float | None:
+        """How long ago a case page was rendered, if the token is valid for this assignment.
+
+        Args:
+            token: the page's token.
+            assignment: the assignment the form was posted for.
+            max_seconds: older tokens are refused.
+
+        Returns:
+            Seconds since the page was rendered, or None for an invalid, foreign or expired token.
+        """
+        try:
+            value = self._opened.loads(token, max_age=int(max_seconds))
+        except BadSignature:
+            return None
+        if not isinstance(value, list) or len(value) != 2 or value[0] != assignment:
+            return None
+        return max(0.0, time.time() - float(value[1]))
