@@ -32,6 +32,7 @@ from medrewardbench.judges.registry import JudgeOptions
 
 logger = logging.getLogger(__name__)
 
+
 def _worker_main(model: str, options: JudgeOptions, requests: Any, results: Any) -> None:
     """A client process: judge every request that arrives, send each result back at once."""
     asyncio.run(_serve(ApiJudge(model, options), requests, results))
@@ -173,8 +174,13 @@ class ProcessPoolApiJudge(Judge):
         worker.join(1.0)
         lost = [rid for rid, (w, _) in self._pending.items() if w == index]
         if lost:
-            logger.error("%s: client process %d exited (code %s) with %d requests in flight",
-                         self.spec, index, worker.exitcode, len(lost))
+            logger.error(
+                "%s: client process %d exited (code %s) with %d requests in flight",
+                self.spec,
+                index,
+                worker.exitcode,
+                len(lost),
+            )
         for request_id in lost:
             self._resolve(request_id, JudgeResult.failed(f"client process exited (code {worker.exitcode})"))
         self._load[index] = 1 << 30  # never chosen again

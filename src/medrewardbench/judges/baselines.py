@@ -33,9 +33,7 @@ class BaselineJudge(Judge):
 
     def __init__(self, rule: str, seed: int = 0):
         if rule not in BASELINE_NAMES:
-            raise JudgeSpecError(
-                f"unknown baseline {rule!r}; choose one of {', '.join(BASELINE_NAMES)}"
-            )
+            raise JudgeSpecError(f"unknown baseline {rule!r}; choose one of {', '.join(BASELINE_NAMES)}")
         self.rule = rule
         self.seed = seed
         self.spec = f"baseline:{rule}"

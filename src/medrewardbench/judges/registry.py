@@ -87,9 +87,7 @@ def split_spec(spec: str) -> tuple[str, str]:
             f"judge spec {spec!r} has no kind; expected KIND:NAME with KIND one of {', '.join(known_kinds())}"
         )
     if kind not in _BUILDERS:
-        raise JudgeSpecError(
-            f"unknown judge kind {kind!r} in {spec!r}; known kinds: {', '.join(known_kinds())}"
-        )
+        raise JudgeSpecError(f"unknown judge kind {kind!r} in {spec!r}; known kinds: {', '.join(known_kinds())}")
     return kind, name
 
 

@@ -279,7 +279,6 @@ def _build_tiny_qwen_family(path: str | Path, *, version: str, seed: int) -> Pat
     return out
 
 
-
 def tiny_llama_config(tokenizer: Any, *, num_hidden_layers: int, **overrides: Any) -> Any:
     """The tiny Llama text configuration every builder here shares (32 hidden, 2 heads, 1 KV head).
 
@@ -305,6 +304,7 @@ def tiny_llama_config(tokenizer: Any, *, num_hidden_layers: int, **overrides: An
     }
     settings.update(overrides)
     return transformers.LlamaConfig(**settings)
+
 
 def build_tiny_qwen2_vl(path: str | Path, *, seed: int = 0) -> Path:
     """Build a tiny random Qwen2-VL (vision tower + Qwen2 text model) and save it to ``path``.
