@@ -92,7 +92,7 @@ def _decode_data_url(url: str, param: str) -> Any:
         raise RequestError(f"the image data URL is not valid base64: {exc}", param) from exc
     try:
         return ImageRef.from_bytes(data, name=header[5:].split(";")[0]).load()
-    except Exception as exc:  # noqa: BLE001 - any decoding failure is the client's bad image
+    except Exception as exc:  # any decoding failure is the client's bad image
         raise RequestError(f"the image cannot be decoded: {exc}", param) from exc
 
 
@@ -260,7 +260,7 @@ def create_app(
             )
         except ValueError as exc:
             return _error(400, str(exc))
-        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
+        except Exception as exc:  # reported to the client as a server error
             logger.exception("generation failed")
             return _error(500, f"generation failed: {type(exc).__name__}: {exc}")
         prompt_tokens = generations[0].prompt_tokens if generations else 0

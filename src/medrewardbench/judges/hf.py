@@ -401,7 +401,7 @@ class VLMGenerator:
         start = time.perf_counter()
         try:
             generations = self.generate(conversations, settings, prefix=prefix, constrained=constrained)
-        except Exception as exc:  # noqa: BLE001 - isolate the culprit below
+        except Exception as exc:  # isolate the culprit below
             if len(conversations) == 1:
                 return [(None, f"generation failed: {type(exc).__name__}: {exc}", time.perf_counter() - start)]
             logger.warning("batch of %d failed (%s); retrying one by one", len(conversations), exc)
@@ -504,7 +504,7 @@ class HFJudge(Judge):
             if case.image.kind != "none":
                 try:
                     image = case.image.load()
-                except Exception as exc:  # noqa: BLE001 - one bad image must not sink the batch
+                except Exception as exc:  # one bad image must not sink the batch
                     results[index] = JudgeResult.failed(f"image could not be loaded ({case.image.describe()}): {exc}")
                     continue
             messages = self.template.render_messages(case.question, request.response_a, request.response_b, image)

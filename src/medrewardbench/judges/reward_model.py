@@ -804,7 +804,7 @@ class RewardModelJudge(Judge):
         """Scores per item, or a failure reason; a failing batch is retried item by item."""
         try:
             return list(self.scorer.score(items))
-        except Exception as exc:  # noqa: BLE001 - isolate the culprit below
+        except Exception as exc:  # isolate the culprit below
             if len(items) == 1:
                 return [f"scoring failed: {type(exc).__name__}: {exc}"[:500]]
             logger.warning("scoring a batch of %d failed (%s); retrying one by one", len(items), exc)
@@ -832,7 +832,7 @@ class RewardModelJudge(Judge):
                 if case.case_id not in images:
                     try:
                         images[case.case_id] = case.image.load()
-                    except Exception as exc:  # noqa: BLE001 - one bad image must not sink the batch
+                    except Exception as exc:  # one bad image must not sink the batch
                         failures[index] = f"image could not be loaded ({case.image.describe()}): {exc}"
                         continue
                 image = images[case.case_id]
