@@ -1,4 +1,4 @@
-"""Tests for medrewardbench.data.images on real files: PIL formats, DICOM and packaged images."""
+"""Tests for medrewardbench.images.decode on real files: PIL formats, DICOM and packaged images."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from pydicom.dataset import FileDataset, FileMetaDataset
 from pydicom.uid import ExplicitVRLittleEndian, SecondaryCaptureImageStorage
 
 from medrewardbench.cases import ImageRef
-from medrewardbench.data import images
-from medrewardbench.data.images import (
+from medrewardbench.errors import ImageError
+from medrewardbench.images import decode as images
+from medrewardbench.images.decode import (
     BUILTIN_IMAGES,
     encode_png,
     image_content_hash,
@@ -30,7 +31,6 @@ from medrewardbench.data.images import (
     raw_image_bytes,
     to_data_url,
 )
-from medrewardbench.errors import ImageError
 
 _UID_ROOT = "1.2.826.0.1.3680043.8.498.4242"
 
@@ -437,7 +437,7 @@ def test_dicom_over_pixel_limit_is_refused_before_decoding(tmp_path: Path, monke
 
 
 def test_pixel_limit_can_be_set_from_environment() -> None:
-    code = "from medrewardbench.data import images; print(images.MAX_IMAGE_PIXELS)"
+    code = "from medrewardbench.images import decode as images; print(images.MAX_IMAGE_PIXELS)"
     env = {**os.environ, "MEDREWARDBENCH_MAX_IMAGE_PIXELS": "1234"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "1234"

@@ -43,7 +43,6 @@ from medrewardbench.cases import ImageRef
 from medrewardbench.cli import app
 from medrewardbench.data import (
     collect_source,
-    images,
     load_benchmark,
     nothing_to_measure,
     read_canonical,
@@ -51,9 +50,10 @@ from medrewardbench.data import (
     validate_source,
 )
 from medrewardbench.data import demo as demo_module
-from medrewardbench.data.files import FileRefused, open_regular_file, read_regular_file
 from medrewardbench.data.jsonio import MAX_JSON_DEPTH, parse_json, too_deep
 from medrewardbench.errors import DataError, DataProblem, ImageError
+from medrewardbench.images import decode as images
+from medrewardbench.images.files import FileRefused, open_regular_file, read_regular_file
 from medrewardbench.safe_text import terminal_safe
 
 T = TypeVar("T")
@@ -211,7 +211,7 @@ def test_images_over_the_size_cap_are_refused_before_reading(tmp_path: Path, mon
 
 
 def test_image_size_cap_is_read_from_the_environment() -> None:
-    code = "from medrewardbench.data import images; print(images.MAX_IMAGE_BYTES)"
+    code = "from medrewardbench.images import decode as images; print(images.MAX_IMAGE_BYTES)"
     env = {**os.environ, "MEDREWARDBENCH_MAX_IMAGE_BYTES": "4_096"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "4096"

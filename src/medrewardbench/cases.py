@@ -25,7 +25,7 @@ class ImageRef:
         ``path``: a file on disk (PNG, JPEG, any PIL format, or DICOM).
         ``bytes``: encoded file bytes held in memory (for example from a parquet Image struct).
         ``builtin``: an image that an installed package ships, named ``"pydicom:CT_small.dcm"``
-            or ``"skimage:retina"`` (see :mod:`medrewardbench.data.images`).
+            or ``"skimage:retina"`` (see :mod:`medrewardbench.images.decode`).
         ``none``: the case has no image.
     """
 
@@ -56,19 +56,19 @@ class ImageRef:
         Raises:
             ImageError: unreadable file, unknown format, or a decompression bomb.
         """
-        from medrewardbench.data.images import load_image
+        from medrewardbench.images.decode import load_image
 
         return load_image(self)
 
     def raw_bytes(self) -> bytes:
         """The encoded bytes behind this reference (file contents for paths and builtins)."""
-        from medrewardbench.data.images import raw_image_bytes
+        from medrewardbench.images.decode import raw_image_bytes
 
         return raw_image_bytes(self)
 
     def content_hash(self) -> str:
         """A SHA-256 of the encoded image bytes, stable across machines; used for cache keys."""
-        from medrewardbench.data.images import image_content_hash
+        from medrewardbench.images.decode import image_content_hash
 
         return image_content_hash(self)
 

@@ -31,9 +31,9 @@ from medrewardbench.data.benchmark import (
 )
 from medrewardbench.data.canonical import CANONICAL_SUFFIXES, canonical_files, read_canonical, write_canonical
 from medrewardbench.data.demo import DEMO_NOTICE, load_demo
-from medrewardbench.data.files import IMAGE_ROOTS_ENV, FileRefused, ImagePolicy, check_regular_file
 from medrewardbench.data.validate import validate_source
 from medrewardbench.errors import DataError, DataProblem
+from medrewardbench.images.files import IMAGE_ROOTS_ENV, FileRefused, ImagePolicy, check_regular_file
 
 logger = logging.getLogger(__name__)
 

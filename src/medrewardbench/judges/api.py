@@ -24,8 +24,8 @@ Tuning through ``JudgeOptions.extra``: ``backoff_base_s`` (default 0.5), ``backo
 URLs), ``image_passthrough`` (true) and ``http_backend`` (``auto``: aiohttp when installed, else
 httpx; or ``aiohttp``/``httpx``).
 
-Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.data.images.load_image`
-would decode them goes out as it is (:func:`~medrewardbench.data.images.passthrough_data_url`).
+Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.images.decode.load_image`
+would decode them goes out as it is (:func:`~medrewardbench.images.decode.passthrough_data_url`).
 Files up to 1 MiB are read and encoded on the event loop, because a hop to a worker thread costs
 more than that work. Any other image (DICOM, 16-bit, alpha, EXIF rotation, other formats) is
 decoded to RGB and sent as a PNG at zlib level 1, in a worker thread. Re-encoding every image as
@@ -279,7 +279,7 @@ class _DataUrlCache:
 
     def get(self, image: ImageRef) -> str:
         """The data URL of ``image``, encoding it on a miss (call from a worker thread)."""
-        from medrewardbench.data.images import passthrough_data_url, to_data_url
+        from medrewardbench.images.decode import passthrough_data_url, to_data_url
 
         key = image.content_hash()
         with self._lock:
@@ -527,7 +527,7 @@ class ApiJudge(Judge):
         """A small file that can go out as it is, read and encoded here on the loop; else ``None``."""
         if not self._images.passthrough:
             return None
-        from medrewardbench.data.images import passthrough_data_url
+        from medrewardbench.images.decode import passthrough_data_url
 
         if image.kind == "bytes" and image.data is not None:
             size = len(image.data)

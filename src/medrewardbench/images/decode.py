@@ -36,8 +36,8 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from medrewardbench.cases import ImageRef
-from medrewardbench.data.files import FileRefused, check_regular_file, open_regular_file, read_regular_file
 from medrewardbench.errors import ImageError
+from medrewardbench.images.files import FileRefused, check_regular_file, open_regular_file, read_regular_file
 
 if TYPE_CHECKING:
     from pydicom.dataset import Dataset

@@ -1,0 +1,1 @@
+"""Images: references, safe file reading, decoding (PIL and DICOM)."""
