@@ -197,11 +197,11 @@ def test_image_passthrough_can_be_switched_off(openai_server: OpenAIServer) -> N
 def test_a_large_file_goes_out_as_is_through_a_worker_thread(
     openai_server: OpenAIServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import medrewardbench.judges.api as api_module
+    import medrewardbench.judges.api.images as api_images
 
     path = tmp_path / "scan.png"
     path.write_bytes(png_bytes(size=(64, 64)))
-    monkeypatch.setattr(api_module, "INLINE_IMAGE_BYTES", 10)  # every file counts as large
+    monkeypatch.setattr(api_images, "INLINE_IMAGE_BYTES", 10)  # every file counts as large
     judge = make_judge(openai_server)
     judge_all(judge, [make_case(image=ImageRef.from_path(path))])
     assert sent_image(openai_server) == ("image/png", path.read_bytes())

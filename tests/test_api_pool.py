@@ -10,7 +10,7 @@ from fixtures_api import *  # noqa: F403
 from fixtures_api import FAKE_API_KEY, api_options, longer_answer_responder, make_case
 
 from medrewardbench.dimensions import DIMENSIONS, Order
-from medrewardbench.judges.api_pool import ProcessPoolApiJudge
+from medrewardbench.judges.api import ProcessPoolApiJudge
 from medrewardbench.judges.base import JudgeRequest
 from medrewardbench.judges.registry import build_judge
 from medrewardbench.testing.openai_server import OpenAIServer

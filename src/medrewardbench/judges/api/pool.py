@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from medrewardbench.judges.api import ApiJudge
+from medrewardbench.judges.api.client import ApiJudge
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import JudgeOptions
 
