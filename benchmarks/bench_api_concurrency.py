@@ -194,7 +194,7 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
 
 def bare_bodies(cases: list[Case], count: int) -> list[bytes]:
     """Chat-completions bodies the size of the judge's: each case's text and image as the judge sends it."""
-    from medrewardbench.images.decode import passthrough_data_url, to_data_url
+    from medrewardbench.judges.api.images import passthrough_data_url, to_data_url
     from medrewardbench.prompts import load_template
 
     template = load_template("pairwise")

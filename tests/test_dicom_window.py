@@ -13,7 +13,7 @@ from pydicom.pixels import apply_modality_lut
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import ImageError
-from medrewardbench.images.decode import dicom_display, is_dicom, load_image, render_dicom_window
+from medrewardbench.images import dicom_display, is_dicom, load_image, render_dicom_window
 
 CT = ImageRef.builtin("pydicom:CT_small.dcm")
 

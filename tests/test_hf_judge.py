@@ -22,6 +22,7 @@ from fixtures_models import png_image_bytes
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MissingExtraError
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.judges.hf import HFJudge, VerdictConstraint, verdict_skeleton
 from medrewardbench.judges.hf_loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
@@ -268,7 +269,10 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
         [
             {
                 "role": "user",
-                "content": [{"type": "image", "image": make_cases()[0].image.load()}, {"type": "text", "text": "hi"}],
+                "content": [
+                    {"type": "image", "image": load_image(make_cases()[0].image)},
+                    {"type": "text", "text": "hi"},
+                ],
             }
         ]
     )

@@ -19,6 +19,7 @@ from medrewardbench.data import load_benchmark
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, to_position
 from medrewardbench.evaluation import evaluate
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeResult
 from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.parsing import parse_verdicts
@@ -172,7 +173,7 @@ def test_training_prompt_is_exactly_the_evaluation_prompt(tiny_qwen2_vl: Path, d
         first, second = (
             (case.response_1, case.response_2) if order is Order.ORIGINAL else (case.response_2, case.response_1)
         )
-        judge_messages = template.render_messages(case.question, first, second, case.image.load())
+        judge_messages = template.render_messages(case.question, first, second, load_image(case.image))
         eval_prompt, images = generator.render_prompt(judge_messages)
         assert rendered["prompt"] == eval_prompt and len(images) == 1
         assert rendered["completion"].startswith(example.chosen)

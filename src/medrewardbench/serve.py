@@ -79,7 +79,7 @@ class ChatRequest:
 
 def _decode_data_url(url: str, param: str) -> Any:
     """Decode a ``data:`` URL into an RGB PIL image (through the package's image loader)."""
-    from medrewardbench.cases import ImageRef
+    from medrewardbench.images import ImageRef, load_image
 
     header, sep, payload = url.partition(",")
     if not sep or not header.startswith("data:"):
@@ -91,7 +91,7 @@ def _decode_data_url(url: str, param: str) -> Any:
     except (binascii.Error, ValueError) as exc:
         raise RequestError(f"the image data URL is not valid base64: {exc}", param) from exc
     try:
-        return ImageRef.from_bytes(data, name=header[5:].split(";")[0]).load()
+        return load_image(ImageRef.from_bytes(data, name=header[5:].split(";")[0]))
     except Exception as exc:  # any decoding failure is the client's bad image
         raise RequestError(f"the image cannot be decoded: {exc}", param) from exc
 

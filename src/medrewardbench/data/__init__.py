@@ -31,9 +31,10 @@ from medrewardbench.data.benchmark import (
 )
 from medrewardbench.data.canonical import CANONICAL_SUFFIXES, canonical_files, read_canonical, write_canonical
 from medrewardbench.data.demo import DEMO_NOTICE, load_demo
+from medrewardbench.data.image_policy import IMAGE_ROOTS_ENV, ImagePolicy
 from medrewardbench.data.validate import validate_source
 from medrewardbench.errors import DataError, DataProblem
-from medrewardbench.images.files import IMAGE_ROOTS_ENV, FileRefused, ImagePolicy, check_regular_file
+from medrewardbench.images.files import FileRefused, check_regular_file
 
 logger = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from medrewardbench.cases import ImageRef
 from medrewardbench.data.benchmark import CaseLocation, nothing_to_measure
 from medrewardbench.errors import DataError, DataProblem, ImageError
+from medrewardbench.images import load_image
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def check_image(image: ImageRef, location: CaseLocation, case_id: str | None = N
     if image.kind == "none":
         return None
     try:
-        image.load()
+        load_image(image)
     except ImageError as exc:
         reason = str(exc)
     except ImportError:

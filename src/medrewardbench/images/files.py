@@ -1,27 +1,69 @@
-"""Safe access to the files a data source names: regular files only, inside the data, never hanging.
+"""Reading image files safely: regular files only, bounded in bytes and pixels, never hanging.
 
 A data set is untrusted input. An image path in it could name a named pipe (reading it blocks for
-ever), ``/dev/zero`` (reading never ends), a socket, a directory, a symbolic-link loop, or a private
-image anywhere on the machine that an API judge would then upload. Every file the data package
-reads goes through :func:`check_regular_file` / :func:`open_regular_file`, and every image path a
-row names is checked against an :class:`ImagePolicy` when the row is read.
+ever), ``/dev/zero`` (reading never ends), a socket, a directory or a symbolic-link loop. Every file
+the package reads goes through :func:`check_regular_file` / :func:`open_regular_file`, which refuse
+anything but a regular file before opening it.
+
+Untrusted images are guarded against decompression bombs by :data:`MAX_IMAGE_PIXELS`, which can be
+set with the environment variable ``MEDREWARDBENCH_MAX_IMAGE_PIXELS``, and files larger than
+:data:`MAX_IMAGE_BYTES` (``MEDREWARDBENCH_MAX_IMAGE_BYTES``) are refused before they are read. Both
+are read through this module at call time, so assigning the module attribute changes them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
+import logging
 import os
 import stat
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from medrewardbench.errors import MedRewardBenchError
+from medrewardbench.errors import ImageError, MedRewardBenchError
 
-IMAGE_ROOTS_ENV = "MEDREWARDBENCH_IMAGE_ROOTS"
-"""Environment variable: directories (``os.pathsep``-separated) image paths may point into."""
+logger = logging.getLogger(__name__)
+
+HEAD_BYTES = 132
+"""How much of a file tells its format (DICOM's magic ``DICM`` sits at byte 128)."""
+
+MAX_IMAGE_PIXELS_ENV = "MEDREWARDBENCH_MAX_IMAGE_PIXELS"
+_DEFAULT_MAX_IMAGE_PIXELS = 89_478_485  # PIL's default: 1024 * 1024 * 1024 // 4 // 3
+MAX_IMAGE_BYTES_ENV = "MEDREWARDBENCH_MAX_IMAGE_BYTES"
+_DEFAULT_MAX_IMAGE_BYTES = 512 * 2**20
+
+
+def _positive_int_from_env(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        logger.warning("ignoring %s=%r (not an integer); using %d", name, raw, default)
+        return default
+    if value <= 0:
+        logger.warning("ignoring %s=%r (must be positive); using %d", name, raw, default)
+        return default
+    return value
+
+
+def _max_pixels_from_env() -> int:
+    return _positive_int_from_env(MAX_IMAGE_PIXELS_ENV, _DEFAULT_MAX_IMAGE_PIXELS)
+
+
+MAX_IMAGE_PIXELS: int = _max_pixels_from_env()
+"""Largest image (width x height, per frame) that will be decoded; larger ones raise ImageError.
+
+Read at import from ``MEDREWARDBENCH_MAX_IMAGE_PIXELS``; assign to the module attribute to change
+it at run time. PIL's own guard (twice ``PIL.Image.MAX_IMAGE_PIXELS``) still applies on top."""
+
+
+MAX_IMAGE_BYTES: int = _positive_int_from_env(MAX_IMAGE_BYTES_ENV, _DEFAULT_MAX_IMAGE_BYTES)
+"""Largest image file (bytes) that will be read; larger ones raise ImageError before any read.
+
+Read at import from ``MEDREWARDBENCH_MAX_IMAGE_BYTES`` (default 512 MiB); assign to the module
+attribute to change it at run time. Embedded images are bounded by their data file instead."""
 
 
 class FileRefused(MedRewardBenchError):
@@ -61,7 +103,17 @@ def _size_text(size: int) -> str:
     return f"{size / 2**20:,.1f} MiB" if size >= 2**20 else f"{size:,} bytes"
 
 
-def _check_stat(result: os.stat_result, max_bytes: int | None, size_hint: str) -> None:
+def check_stat(result: os.stat_result, max_bytes: int | None, size_hint: str) -> None:
+    """Refuse a ``stat`` result that is not a regular file of at most ``max_bytes``.
+
+    Args:
+        result: the file's ``os.stat`` (or ``os.lstat`` of a non-link) result.
+        max_bytes: the largest size accepted; None for no limit.
+        size_hint: how to raise the limit, named in the message.
+
+    Raises:
+        FileRefused: a directory, named pipe, device or socket, or a file over the limit.
+    """
     kind = _kind(result.st_mode)
     if kind is not None:
         raise FileRefused(f"is {kind}, not a regular file")
@@ -92,7 +144,7 @@ def check_regular_file(path: str | Path, max_bytes: int | None = None, size_hint
         result = os.stat(path)
     except OSError as exc:
         raise _refusal(path, exc) from exc
-    _check_stat(result, max_bytes, size_hint)
+    check_stat(result, max_bytes, size_hint)
     return result
 
 
@@ -120,7 +172,7 @@ def open_regular_file(path: str | Path, max_bytes: int | None = None, size_hint:
     except OSError as exc:
         raise _refusal(path, exc) from exc
     try:
-        _check_stat(os.fstat(fd), max_bytes, size_hint)
+        check_stat(os.fstat(fd), max_bytes, size_hint)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -167,115 +219,133 @@ def describe_oserror(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-_LEFT_TO_DECODER = frozenset(("no such file", "permission denied", "broken symbolic link (its target does not exist)"))
+def check_image_file(path: str | Path, what: str) -> os.stat_result:
+    """Refuse, before opening, anything but a regular file of at most :data:`MAX_IMAGE_BYTES`.
 
-
-def _real_dir(path: str | Path) -> str:
-    return os.path.realpath(os.path.expanduser(os.fspath(path)))
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def image_roots_from_env() -> tuple[str, ...]:
-    """The directories listed in ``MEDREWARDBENCH_IMAGE_ROOTS`` (empty entries ignored).
+    Args:
+        path: the image file.
+        what: the image as messages name it (``"path image 'x.png'"``).
 
     Returns:
-        The directories as written.
+        The file's ``os.stat`` result.
+
+    Raises:
+        ImageError: as :func:`check_regular_file` would refuse it, naming the image.
     """
-    raw = os.environ.get(IMAGE_ROOTS_ENV, "")
-    return tuple(part for part in raw.split(os.pathsep) if part.strip())
+    try:
+        return check_regular_file(path, MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_ENV)
+    except FileRefused as exc:
+        raise ImageError(f"{what}: {exc}") from exc
 
 
-@dataclass(frozen=True)
-class ImagePolicy:
-    """Which image files the rows of a source may name.
+def open_image_file(path: str | Path, what: str) -> BinaryIO:
+    """Open an image file for binary reading (:func:`open_regular_file` at :data:`MAX_IMAGE_BYTES`).
 
-    By default an image path must resolve, after symbolic links, inside one of ``roots``: the
-    directory of the data (added by each loader) and any directory the user allowed. With
-    ``allow_external`` any path is accepted (the behaviour before this check existed).
+    Args:
+        path: the image file.
+        what: the image as messages name it.
 
-    Attributes:
-        roots: allowed directories, resolved (``os.path.realpath``).
-        allow_external: accept image paths anywhere.
+    Returns:
+        A binary file object; the caller closes it.
+
+    Raises:
+        ImageError: the file is refused, naming the image.
     """
+    try:
+        return open_regular_file(path, MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_ENV)
+    except FileRefused as exc:
+        raise ImageError(f"{what}: {exc}") from exc
 
-    roots: tuple[str, ...] = ()
-    allow_external: bool = False
-    _real_parents: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    """Resolved directories, so that a data set with many images in few directories is cheap."""
 
-    @classmethod
-    def create(cls, allow_external: bool = False, image_roots: Iterable[str | Path] | None = None) -> ImagePolicy:
-        """A policy from user settings; ``MEDREWARDBENCH_IMAGE_ROOTS`` is always added to the roots.
+def read_image_file(path: Path, what: str) -> bytes:
+    """Read a whole image file, never more than :data:`MAX_IMAGE_BYTES`.
 
-        Args:
-            allow_external: accept image paths anywhere.
-            image_roots: further directories image paths may point into.
+    Args:
+        path: the image file.
+        what: the image as messages name it.
 
-        Returns:
-            The policy (the data's own directory is added by the loader).
-        """
-        roots = [*(image_roots or ()), *image_roots_from_env()]
-        return cls(tuple(dict.fromkeys(_real_dir(root) for root in roots)), allow_external)
+    Returns:
+        The file's bytes.
 
-    def with_roots(self, *roots: str | Path) -> ImagePolicy:
-        """This policy with more allowed directories (the data's own directory).
+    Raises:
+        ImageError: the file is refused or cannot be read, naming the image.
+    """
+    try:
+        return read_regular_file(path, MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_ENV)
+    except FileRefused as exc:
+        raise ImageError(f"{what}: {exc}") from exc
 
-        Args:
-            roots: directories to add.
 
-        Returns:
-            A new policy.
-        """
-        added = tuple(_real_dir(root) for root in roots)
-        return ImagePolicy(tuple(dict.fromkeys((*added, *self.roots))), self.allow_external)
+def read_head(handle: BinaryIO, what: str) -> bytes:
+    """The first :data:`HEAD_BYTES` of an open file, which is then rewound.
 
-    def check(self, path: str, max_bytes: int | None, size_hint: str = "") -> str | None:
-        """Why a row may not name this image file, or None when it may.
+    Args:
+        handle: a seekable binary file.
+        what: the image as messages name it.
 
-        Only ``stat`` is used: the file is not opened. A missing or unreadable file is not
-        reported here (validation decodes every image and reports it with the decoder's reason).
+    Returns:
+        Up to :data:`HEAD_BYTES` bytes.
 
-        Args:
-            path: the absolute image path, as the row resolves it.
-            max_bytes: the image size limit.
-            size_hint: how to raise it, for the message.
+    Raises:
+        ImageError: the file cannot be read.
+    """
+    try:
+        head = handle.read(HEAD_BYTES)
+        handle.seek(0)
+    except OSError as exc:
+        raise ImageError(f"{what}: cannot read file ({exc.strerror or exc})") from exc
+    return head
 
-        Returns:
-            A one-line reason, or None.
-        """
-        try:
-            entry: os.stat_result | None = os.lstat(path)
-        except OSError:
-            entry = None  # missing: containment is still checked, the rest is left to the decoder
-        is_link = entry is None or stat.S_ISLNK(entry.st_mode)
-        if not self.allow_external:
-            real = os.path.realpath(path) if is_link else self._real_file(path)
-            if not any(_inside(real, root) for root in self.roots):
-                shown = real if real == os.path.normpath(path) else f"{path} -> {real}"
-                return (
-                    f"image path {shown} is outside the data directory ({', '.join(self.roots) or 'none'}); "
-                    f"move the image into it, or allow it with --allow-external-images or by listing "
-                    f"its directory in {IMAGE_ROOTS_ENV}"
-                )
-        try:
-            if entry is not None and not is_link:
-                _check_stat(entry, max_bytes, size_hint)  # not a link: lstat describes the file itself
-            else:
-                check_regular_file(path, max_bytes, size_hint)
-        except FileRefused as exc:
-            message = str(exc)
-            if message in _LEFT_TO_DECODER or message.startswith("cannot read file"):
-                return None
-            return f"image file {path}: {message}"
-        return None
 
-    def _real_file(self, path: str) -> str:
-        """The real path of a file that is not itself a link: its directory resolved once."""
-        parent, name = os.path.split(path)
-        real_parent = self._real_parents.get(parent)
-        if real_parent is None:
-            real_parent = self._real_parents[parent] = os.path.realpath(parent)
-        return os.path.join(real_parent, name)
+def source_head(source: Path | bytes, what: str) -> bytes:
+    """The first :data:`HEAD_BYTES` of a file or of bytes in memory.
+
+    Args:
+        source: an image file, or encoded image bytes.
+        what: the image as messages name it.
+
+    Returns:
+        Up to :data:`HEAD_BYTES` bytes.
+
+    Raises:
+        ImageError: the file is refused or cannot be read.
+    """
+    if isinstance(source, bytes):
+        return source[:HEAD_BYTES]
+    with open_image_file(source, what) as handle:
+        return read_head(handle, what)
+
+
+def short_reason(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` on one line, shortened; pydicom puts the useful part on later lines.
+
+    Args:
+        exc: the error.
+        limit: the longest message kept.
+
+    Returns:
+        The reason, for a one-line problem.
+    """
+    message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    if len(message) > limit:
+        message = message[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def check_pixel_count(width: int, height: int, what: str) -> None:
+    """Refuse an image larger than :data:`MAX_IMAGE_PIXELS` before its pixels are decoded.
+
+    Args:
+        width: pixels per row.
+        height: rows.
+        what: the image as messages name it.
+
+    Raises:
+        ImageError: the image is larger than the limit (a possible decompression bomb).
+    """
+    limit = MAX_IMAGE_PIXELS
+    if width * height > limit:
+        raise ImageError(
+            f"{what}: refused as a possible decompression bomb ({width}x{height} = {width * height} pixels "
+            f"exceeds the limit of {limit}; raise it with {MAX_IMAGE_PIXELS_ENV})"
+        )

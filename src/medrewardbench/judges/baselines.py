@@ -18,6 +18,7 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS, Position
 from medrewardbench.errors import JudgeSpecError
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import JudgeOptions
 
@@ -95,7 +96,7 @@ class InstantJudge(Judge):
         results = []
         for request in requests:
             try:
-                request.case.image.load()
+                load_image(request.case.image)
             except Exception as exc:  # a bad image is a recorded failure, not a crash
                 results.append(JudgeResult.failed(f"image: {exc}"))
                 continue

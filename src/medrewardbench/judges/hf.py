@@ -40,6 +40,7 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import JudgeSpecError, require
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.hf_loading import load_vlm
 from medrewardbench.judges.registry import JudgeOptions
@@ -503,7 +504,7 @@ class HFJudge(Judge):
             image: Any = None
             if case.image.kind != "none":
                 try:
-                    image = case.image.load()
+                    image = load_image(case.image)
                 except Exception as exc:  # one bad image must not sink the batch
                     results[index] = JudgeResult.failed(f"image could not be loaded ({case.image.describe()}): {exc}")
                     continue

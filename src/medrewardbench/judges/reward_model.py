@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from medrewardbench.dimensions import DIMENSIONS, Order, Position, normalize_dimension
 from medrewardbench.errors import JudgeSpecError, require
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.hf_loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
 from medrewardbench.judges.registry import JudgeOptions
@@ -831,7 +832,7 @@ class RewardModelJudge(Judge):
             if self.scorer.sees_image and case.image.kind != "none":
                 if case.case_id not in images:
                     try:
-                        images[case.case_id] = case.image.load()
+                        images[case.case_id] = load_image(case.image)
                     except Exception as exc:  # one bad image must not sink the batch
                         failures[index] = f"image could not be loaded ({case.image.describe()}): {exc}"
                         continue

@@ -24,8 +24,8 @@ Tuning through ``JudgeOptions.extra``: ``backoff_base_s`` (default 0.5), ``backo
 URLs), ``image_passthrough`` (true) and ``http_backend`` (``auto``: aiohttp when installed, else
 httpx; or ``aiohttp``/``httpx``).
 
-Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.images.decode.load_image`
-would decode them goes out as it is (:func:`~medrewardbench.images.decode.passthrough_data_url`).
+Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.images.load_image`
+would decode them goes out as it is (:func:`~medrewardbench.judges.api.images.passthrough_data_url`).
 Files up to 1 MiB are read and encoded on the event loop, because a hop to a worker thread costs
 more than that work. Any other image (DICOM, 16-bit, alpha, EXIF rotation, other formats) is
 decoded to RGB and sent as a PNG at zlib level 1, in a worker thread. Re-encoding every image as
