@@ -10,6 +10,7 @@ from pathlib import Path
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.data.benchmark import CaseLocation, nothing_to_measure
+from medrewardbench.data.sources import collect_source
 from medrewardbench.errors import DataError, DataProblem, ImageError
 from medrewardbench.images import load_image
 
@@ -77,8 +78,6 @@ def validate_source(
     Returns:
         The problems, sorted by file and row; empty when the source is clean.
     """
-    from medrewardbench.data import collect_source
-
     try:
         result = collect_source(source, organs, allow_external_images=allow_external_images, image_roots=image_roots)
     except DataError as exc:
