@@ -192,7 +192,7 @@ def one_torch_thread() -> Iterator[None]:
 def _app() -> Any:
     import typer
 
-    from medrewardbench.train.commands import register_commands
+    from medrewardbench.cli.train import register_commands
 
     app = typer.Typer()
 

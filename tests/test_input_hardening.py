@@ -580,7 +580,7 @@ def test_nothing_from_data_reaches_the_terminal_unescaped(tmp_path: Path) -> Non
 
 
 def test_log_lines_escape_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
-    from medrewardbench.cli_support import _SafeFormatter
+    from medrewardbench.cli.support import _SafeFormatter
 
     record = logging.LogRecord("x", logging.WARNING, __file__, 1, "case %s", ("a\x1b[2Jb",), None)
     assert _SafeFormatter("%(message)s").format(record) == "case a\\x1b[2Jb"

@@ -285,7 +285,7 @@ def test_bradley_terry_training_visibly_learns_its_training_cases(tiny_qwen2_vl:
 def _app() -> Any:
     import typer
 
-    from medrewardbench.train.commands import register_commands
+    from medrewardbench.cli.train import register_commands
 
     app = typer.Typer()
 

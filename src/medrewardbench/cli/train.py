@@ -28,10 +28,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from medrewardbench.cli_support import console, err_console, terminal_safe
-from medrewardbench.cli_support import fail as _fail
-from medrewardbench.cli_support import setup_logging as _setup_logging
-from medrewardbench.cli_support import split_option as _split_option
+from medrewardbench.cli.support import console, err_console, terminal_safe
+from medrewardbench.cli.support import fail as _fail
+from medrewardbench.cli.support import setup_logging as _setup_logging
+from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.metrics.results import POOLED, Estimate, PairwiseComparison
 from medrewardbench.report.format import METRIC, MISSING, interval, p_value, percent, signed_percent
@@ -563,7 +563,7 @@ def register_commands(app: typer.Typer) -> None:
                 f"{folds} folds stratified by organ system",
                 highlight=False,
             )
-        from medrewardbench.cli import RichProgress
+        from medrewardbench.cli.main import RichProgress
 
         train_progress = RichTrainProgress(enabled=not quiet)
         eval_progress = RichProgress(enabled=not quiet)

@@ -21,12 +21,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from medrewardbench.annotate.cli import app as annotate_app
-from medrewardbench.cli_support import console, err_console, terminal_safe
-from medrewardbench.cli_support import fail as _fail
-from medrewardbench.cli_support import setup_logging as _setup_logging
-from medrewardbench.cli_support import split_list as _split
-from medrewardbench.cli_support import split_option as _split_option
+from medrewardbench.cli.annotate import app as annotate_app
+from medrewardbench.cli.support import console, err_console, terminal_safe
+from medrewardbench.cli.support import fail as _fail
+from medrewardbench.cli.support import setup_logging as _setup_logging
+from medrewardbench.cli.support import split_list as _split
+from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
 from medrewardbench.evaluation import EvaluationResult, ProgressSink, RunHealth, evaluate
@@ -509,7 +509,7 @@ app.add_typer(annotate_app, name="annotate")
 
 
 def _register_training_commands() -> None:
-    from medrewardbench.train.commands import register_commands
+    from medrewardbench.cli.train import register_commands
 
     register_commands(app)
 
