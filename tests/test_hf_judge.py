@@ -24,9 +24,9 @@ from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MissingExtraError
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
-from medrewardbench.judges.hf import HFJudge, VerdictConstraint, verdict_skeleton
-from medrewardbench.judges.hf_loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
 from medrewardbench.judges.registry import JudgeOptions, build_judge
+from medrewardbench.models.generation import HFJudge, VerdictConstraint, verdict_skeleton
+from medrewardbench.models.loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
 from medrewardbench.prompts import load_template
 
 PREFIX = '{"accuracy": "'

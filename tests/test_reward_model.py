@@ -22,9 +22,9 @@ from medrewardbench.errors import JudgeSpecError
 from medrewardbench.evaluation import evaluate
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
-from medrewardbench.judges.hf_loading import ModelLoadError
 from medrewardbench.judges.registry import JudgeOptions, build_judge
-from medrewardbench.judges.reward_model import (
+from medrewardbench.models.loading import ModelLoadError
+from medrewardbench.models.reward import (
     HEAD_FILE,
     REWARD_CARD_FILE,
     SINGLE_HEAD_NOTE,

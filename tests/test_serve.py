@@ -17,7 +17,7 @@ from fixtures_models import png_image_bytes
 from PIL import Image
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.judges.hf import GenerationSettings, VLMGenerator
+from medrewardbench.models.generation import GenerationSettings, VLMGenerator
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")

@@ -159,7 +159,7 @@ def test_training_prompt_is_exactly_the_evaluation_prompt(tiny_qwen2_vl: Path, d
     """TRL renders the SFT prompt; the hf: judge renders its prompt; they must be the same text."""
     from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 
-    from medrewardbench.judges.hf import VLMGenerator
+    from medrewardbench.models.generation import VLMGenerator
 
     generator = VLMGenerator.load(str(tiny_qwen2_vl), device="cpu", dtype="float32")
     template = load_template("pairwise")

@@ -1,10 +1,10 @@
 """Tiny random-weight vision-language models, built offline for tests and demos.
 
 Each builder writes a complete model directory (weights, config, tokenizer, image processor,
-chat template) that :func:`medrewardbench.judges.hf_loading.load_vlm` loads back, in a few seconds
+chat template) that :func:`medrewardbench.models.loading.load_vlm` loads back, in a few seconds
 and under 2 MB. The weights are random but seeded, so two builds are identical and a greedy
 generation is reproducible. They answer with nonsense, which is exactly what tests of failure
-accounting need; constrained decoding (see :mod:`medrewardbench.judges.hf`) turns that nonsense
+accounting need; constrained decoding (see :mod:`medrewardbench.models.generation`) turns that nonsense
 into parseable verdicts.
 
 The tokenizer is a byte-level BPE trained on a few hundred strings (medical words, JSON
@@ -314,7 +314,7 @@ def build_tiny_qwen2_vl(path: str | Path, *, seed: int = 0) -> Path:
         seed: torch seed for the random weights.
 
     Returns:
-        The directory, loadable with :func:`medrewardbench.judges.hf_loading.load_vlm`.
+        The directory, loadable with :func:`medrewardbench.models.loading.load_vlm`.
     """
     return _build_tiny_qwen_family(path, version="2", seed=seed)
 

@@ -1,7 +1,7 @@
 """Local transformers vision-language models as judges: the ``hf:`` spec kind.
 
 ``hf:MODEL_OR_PATH`` loads a Hub id (from the local cache when offline) or a model directory with
-:func:`~medrewardbench.judges.hf_loading.load_vlm`, renders each comparison with the prompt template,
+:func:`~medrewardbench.models.loading.load_vlm`, renders each comparison with the prompt template,
 places the image with the model's own chat template, and generates in left-padded batches.
 
 Settings read from :class:`~medrewardbench.judges.registry.JudgeOptions`:
@@ -42,8 +42,8 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import JudgeSpecError, require
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.hf_loading import load_vlm
 from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.models.loading import load_vlm
 from medrewardbench.parsing import parse_verdicts
 from medrewardbench.prompts import PromptTemplate, load_template
 
@@ -264,7 +264,7 @@ class VLMGenerator:
     def load(
         cls, name_or_path: str, *, device: str = "auto", dtype: str = "auto", adapter: str | None = None
     ) -> VLMGenerator:
-        """Load a model with :func:`~medrewardbench.judges.hf_loading.load_vlm`."""
+        """Load a model with :func:`~medrewardbench.models.loading.load_vlm`."""
         model, processor = load_vlm(name_or_path, device=device, dtype=dtype, adapter=adapter)
         return cls(model, processor, name=name_or_path, adapter=adapter)
 

@@ -4,7 +4,7 @@ A reward model gives each (image, question, answer) a scalar score, on its own; 
 the higher score wins. Two families are understood:
 
 * **Image+text reward models** written by ``medrewardbench train rm``: a vision-language backbone
-  (loaded with :func:`~medrewardbench.judges.hf_loading.load_vlm`) plus a linear head on the hidden
+  (loaded with :func:`~medrewardbench.models.loading.load_vlm`) plus a linear head on the hidden
   state of the last real token. One head per dimension (*multi-head*: a verdict per dimension) or a
   single head (its verdict is applied to every dimension, and the run metadata says so).
 * **Text-only reward models**: any transformers ``AutoModelForSequenceClassification`` checkpoint.
@@ -55,8 +55,8 @@ from medrewardbench.dimensions import DIMENSIONS, Order, Position, normalize_dim
 from medrewardbench.errors import JudgeSpecError, require
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.hf_loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
 from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.models.loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
