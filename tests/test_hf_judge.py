@@ -24,8 +24,10 @@ from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MissingExtraError
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
+from medrewardbench.judges.hf import HFJudge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
-from medrewardbench.models.generation import HFJudge, VerdictConstraint, verdict_skeleton
+from medrewardbench.models.constraints import VerdictConstraint, verdict_skeleton
+from medrewardbench.models.generation import GenerationSettings, VLMGenerator
 from medrewardbench.models.loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
 from medrewardbench.prompts import load_template
 
@@ -283,6 +285,38 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
     assert not torch.allclose(base_logits, adapted_logits)
     results = judge(adapted, both_orders(make_cases()[:1]))
     assert all(r.raw_output for r in results)
+
+
+def test_the_generator_writes_free_text_for_any_conversation_without_the_verdict_template(
+    tiny_qwen2_vl: Path,
+) -> None:
+    generator = VLMGenerator.load(str(tiny_qwen2_vl), device="cpu")
+    text_only = [{"role": "user", "content": "Describe a normal chest radiograph in one sentence."}]
+    with_image = [
+        {"role": "system", "content": "You are a radiologist."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "image": load_image(make_cases()[0].image)},
+                {"type": "text", "text": "Which organ is shown?"},
+            ],
+        },
+    ]
+    prompt, images = generator.render_prompt(text_only)
+    assert images == [] and "radiograph" in prompt
+    assert not any(d in prompt for d in DIMENSIONS), "nothing of the judge's template is added"
+    greedy = GenerationSettings(max_new_tokens=7)
+    first = generator.generate([text_only, with_image], greedy)
+    assert [g.finish_reason in ("stop", "length") for g in first] == [True, True]
+    assert all(0 < g.completion_tokens <= 7 for g in first)
+    assert first[1].prompt_tokens > first[0].prompt_tokens  # the image's tokens are counted
+    assert generator.generate([text_only, with_image], greedy) == first
+    # sampling draws different answers under different seeds (a pool of responses to one question)
+    sampled = {
+        generator.generate([text_only], GenerationSettings(max_new_tokens=7, temperature=1.0, seed=seed))[0].text
+        for seed in range(4)
+    }
+    assert len(sampled) > 1
 
 
 def test_text_only_model_is_refused_clearly(tiny_text_llama: Path) -> None:

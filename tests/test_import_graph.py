@@ -250,6 +250,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "cases": ("data", *_ABOVE_DATA),
     # data knows nothing of judges: loaders only
     "data": _ABOVE_DATA,
+    # models are shared by judges, serve and train and know none of them
+    "models": ("data", "judges", "runner", "store", "evaluation", "metrics", "report", "train", "serve", "cli"),
     # judges know nothing of metrics, reports or the commands that run them
     "judges": ("runner", "store", "evaluation", "metrics", "report", "train", "serve", "cli", "annotate", "build"),
     "metrics": ("judges", "models", "runner", "evaluation", "report", "train", "serve", "cli", "annotate", "build"),

@@ -23,16 +23,15 @@ from medrewardbench.evaluation import evaluate
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import JudgeOptions, build_judge
+from medrewardbench.judges.reward_model import TIE_REASON, RewardModelJudge
 from medrewardbench.models.loading import ModelLoadError
 from medrewardbench.models.reward import (
     HEAD_FILE,
     REWARD_CARD_FILE,
     SINGLE_HEAD_NOTE,
     TEXT_ONLY_NOTE,
-    TIE_REASON,
     RewardCard,
     RewardItem,
-    RewardModelJudge,
     VLMRewardModel,
 )
 from medrewardbench.store import Store

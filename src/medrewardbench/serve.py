@@ -11,7 +11,7 @@
   get verdict JSON by construction). Two
   extensions, sent by the ``openai`` client through ``extra_body``: ``force_prefix`` (text the
   answer continues from) and ``constrained`` (the verdict JSON skeleton, see
-  :mod:`medrewardbench.models.generation`).
+  :mod:`medrewardbench.models.constraints`).
 * ``GET /v1/models``: the one model served.
 
 The answer carries ``choices[i].message.content``, ``finish_reason``, ``usage`` (prompt tokens
@@ -42,12 +42,8 @@ from typing import Any
 
 from medrewardbench.errors import MedRewardBenchError, require
 from medrewardbench.judges.registry import JudgeOptions
-from medrewardbench.models.generation import (
-    CONSTRAINED_SUFFIX,
-    DEFAULT_MAX_NEW_TOKENS,
-    GenerationSettings,
-    VLMGenerator,
-)
+from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
+from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationSettings, VLMGenerator
 
 logger = logging.getLogger(__name__)
 

@@ -52,8 +52,8 @@ _BUILDERS: dict[str, str] = {
     "baseline": "medrewardbench.judges.baselines:build",
     "instant": "medrewardbench.judges.baselines:build_instant",
     "api": "medrewardbench.judges.api:build",
-    "hf": "medrewardbench.models.generation:build",
-    "rm": "medrewardbench.models.reward:build",
+    "hf": "medrewardbench.judges.hf:build",
+    "rm": "medrewardbench.judges.reward_model:build",
     "reference": "medrewardbench.judges.reference_outputs:build",
 }
 

@@ -1,33 +1,15 @@
-"""Local transformers vision-language models as judges: the ``hf:`` spec kind.
+"""Generation with a local transformers vision-language model: chat conversations with PIL images in, text out.
 
-``hf:MODEL_OR_PATH`` loads a Hub id (from the local cache when offline) or a model directory with
-:func:`~medrewardbench.models.loading.load_vlm`, renders each comparison with the prompt template,
-places the image with the model's own chat template, and generates in left-padded batches.
-
-Settings read from :class:`~medrewardbench.judges.registry.JudgeOptions`:
-
-* ``batch_size`` (default 4), ``max_tokens`` (default 512);
-* ``temperature``: greedy decoding when unset or 0; sampling with ``top_p`` otherwise, seeded with
-  ``seed`` before every batch so a rerun with the same batches reproduces the same outputs (a
-  sampled output depends on the batch it was drawn in; greedy outputs do not);
-* ``device``, ``dtype`` (``auto`` = CUDA + bfloat16 when available, else CPU + float32), ``adapter``
-  (a PEFT LoRA directory);
-* ``force_prefix``: text appended after the generation prompt, so the model continues from it
-  (``'{"accuracy": "'`` steers a model into the JSON answer). The stored raw output starts with it.
-* constrained decoding, switched on by ``extra={"constrained": True}`` or the spec suffix
-  ``#constrained`` (``hf:Qwen/Qwen2-VL-2B-Instruct#constrained``): a logits processor lets the model
-  write only the verdict skeleton ``{"accuracy": "A", ..., "overall": "B"}`` and choose ``A`` or
-  ``B`` in each slot. The choice is still the model's (the higher-scoring letter), so this measures
-  its preferences while ruling out format failures. Even a random-weight model then yields
-  parseable verdicts.
-
-The generation code (:class:`VLMGenerator`) is shared with the OpenAI-compatible server in
-:mod:`medrewardbench.serve`.
+:class:`VLMGenerator` wraps a model loaded with :func:`~medrewardbench.models.loading.load_vlm`: it
+applies the model's own chat template, generates in left-padded batches, and reports token counts
+and why each answer stopped. It knows nothing of verdicts unless asked for constrained decoding
+(:mod:`medrewardbench.models.constraints`), so it serves as a plain free-text generator as well. It is
+shared by the ``hf:`` judges (:mod:`medrewardbench.judges.hf`), the OpenAI-compatible server
+(:mod:`medrewardbench.serve`) and training.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import logging
@@ -35,37 +17,17 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.errors import JudgeSpecError, require
-from medrewardbench.images import load_image
-from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.errors import require
+from medrewardbench.models.constraints import VerdictConstraint
 from medrewardbench.models.loading import load_vlm
-from medrewardbench.parsing import parse_verdicts
-from medrewardbench.prompts import PromptTemplate, load_template
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "CONSTRAINED_SUFFIX",
-    "DEFAULT_BATCH_SIZE",
-    "DEFAULT_MAX_NEW_TOKENS",
-    "Generation",
-    "GenerationSettings",
-    "HFJudge",
-    "VLMGenerator",
-    "VerdictConstraint",
-    "build",
-    "verdict_skeleton",
-]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "Generation", "GenerationSettings", "VLMGenerator"]
 
-CONSTRAINED_SUFFIX = "#constrained"
-DEFAULT_BATCH_SIZE = 4
 DEFAULT_MAX_NEW_TOKENS = 512
-_SLOT = "\x00"
 
 
 @dataclass(frozen=True)
@@ -107,103 +69,6 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str
-
-
-def verdict_skeleton(dimensions: Sequence[str] = DIMENSIONS, slot: str = "A") -> str:
-    """The verdict JSON that constrained decoding produces, with ``slot`` in every value."""
-    return "{" + ", ".join(f'"{d}": "{slot}"' for d in dimensions) + "}"
-
-
-class VerdictConstraint:
-    """Lets a model write only ``{"dim": "A|B", ...}``: a logits processor for ``generate``.
-
-    The allowed next tokens are those whose text continues the skeleton, where each value slot
-    accepts ``A`` or ``B``. Token texts are measured in context (after an anchor token), so
-    SentencePiece tokens with a leading-space marker are handled as well as byte-level BPE ones.
-    Once the skeleton is complete only end-of-sequence tokens remain allowed.
-    """
-
-    def __init__(
-        self,
-        tokenizer: Any,
-        eos_token_ids: Sequence[int],
-        *,
-        prefix: str = "",
-        dimensions: Sequence[str] = DIMENSIONS,
-        choices: Sequence[str] = ("A", "B"),
-    ) -> None:
-        if not eos_token_ids:
-            raise ValueError("constrained decoding needs an end-of-sequence token id")
-        if any(len(choice) != 1 for choice in choices):
-            raise ValueError("constrained decoding supports single-character choices only")
-        self.tokenizer = tokenizer
-        self.pattern = verdict_skeleton(dimensions, _SLOT)
-        self.choices = tuple(choices)
-        self.prefix = prefix
-        self.eos_token_ids = list(dict.fromkeys(int(t) for t in eos_token_ids))
-        if self.consumed(prefix) is None:
-            raise ValueError(
-                f"force_prefix {prefix!r} is not the start of the verdict skeleton "
-                f"{verdict_skeleton(dimensions, 'A')!r}, so constrained decoding cannot continue it"
-            )
-        self._surfaces, self._max_len = self._token_surfaces(tokenizer)
-        self.prompt_length = 0
-
-    @staticmethod
-    def _token_surfaces(tokenizer: Any) -> tuple[dict[str, list[int]], int]:
-        special = set(getattr(tokenizer, "all_special_ids", []) or [])
-        vocab_size = len(tokenizer)
-        anchor_ids = tokenizer.encode("a", add_special_tokens=False)[:1]
-        anchor_text = tokenizer.decode(anchor_ids) if anchor_ids else ""
-        token_ids = [i for i in range(vocab_size) if i not in special]
-        decoded = tokenizer.batch_decode([[*anchor_ids, i] for i in token_ids])
-        surfaces: dict[str, list[int]] = {}
-        for token_id, text in zip(token_ids, decoded, strict=True):
-            surface = text[len(anchor_text) :] if text.startswith(anchor_text) else text
-            if surface and "\ufffd" not in surface:
-                surfaces.setdefault(surface, []).append(token_id)
-        max_len = min(48, max((len(s) for s in surfaces), default=1))
-        return surfaces, max_len
-
-    def consumed(self, text: str) -> int | None:
-        """How much of the skeleton ``text`` covers, or None when it departs from the skeleton."""
-        if len(text) > len(self.pattern):
-            return None
-        for char, expected in zip(text, self.pattern, strict=False):
-            if expected == _SLOT:
-                if char not in self.choices:
-                    return None
-            elif char != expected:
-                return None
-        return len(text)
-
-    def allowed_token_ids(self, generated_text: str) -> list[int]:
-        """Token ids that may follow ``prefix + generated_text``."""
-        position = self.consumed(self.prefix + generated_text)
-        if position is None or position == len(self.pattern):
-            return self.eos_token_ids
-        rest = self.pattern[position : position + self._max_len]
-        allowed: list[int] = []
-        candidates = [""]
-        for expected in rest:
-            options = self.choices if expected == _SLOT else (expected,)
-            candidates = [c + o for c in candidates for o in options]
-            for candidate in candidates:
-                allowed.extend(self._surfaces.get(candidate, ()))
-        return allowed or self.eos_token_ids
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        torch: Any = require("torch", "hf", "constrained decoding")
-        mask = torch.full_like(scores, float("-inf"))
-        for row in range(input_ids.shape[0]):
-            generated = input_ids[row, self.prompt_length :].tolist()
-            if any(token in self.eos_token_ids for token in generated):
-                allowed = self.eos_token_ids
-            else:
-                allowed = self.allowed_token_ids(self.tokenizer.decode(generated))
-            allowed = [t for t in allowed if t < scores.shape[-1]]
-            mask[row, allowed] = 0.0
-        return scores + mask
 
 
 def _split_images(messages: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -413,183 +278,3 @@ class VLMGenerator:
         for conversation in conversations:
             outcomes.extend(self.generate_isolated([conversation], settings, prefix=prefix, constrained=constrained))
         return outcomes
-
-
-def _file_digest(directory: str) -> str | None:
-    """SHA-256 over a local adapter's config and weights, or None for a Hub id."""
-    root = Path(directory)
-    if not root.is_dir():
-        return None
-    digest = hashlib.sha256()
-    for name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
-        path = root / name
-        if path.is_file():
-            digest.update(name.encode())
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()
-
-
-def _resolved_name(name_or_path: str) -> str:
-    path = Path(name_or_path).expanduser()
-    return str(path.resolve()) if path.exists() else name_or_path
-
-
-class HFJudge(Judge):
-    """A generative judge backed by a local transformers vision-language model."""
-
-    kind = "hf"
-    needs_images = True
-
-    def __init__(
-        self,
-        spec: str,
-        generator: VLMGenerator,
-        template: PromptTemplate,
-        settings: GenerationSettings,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        force_prefix: str | None = None,
-        constrained: bool = False,
-    ) -> None:
-        self.spec = spec
-        self.generator = generator
-        self.template = template
-        self.settings = settings
-        self.batch_size = max(1, batch_size)
-        self.concurrency = 1
-        self.force_prefix = force_prefix or ""
-        self.constrained = constrained
-        if constrained:
-            try:
-                generator.constraint(self.force_prefix)
-            except ValueError as exc:
-                raise JudgeSpecError(str(exc)) from exc
-
-    def config(self) -> dict[str, Any]:
-        adapter = self.generator.adapter
-        return {
-            "spec": self.spec,
-            "kind": "hf",
-            "model": _resolved_name(self.generator.name),
-            "model_revision": getattr(self.generator.model.config, "_commit_hash", None),
-            "adapter": _resolved_name(adapter) if adapter else None,
-            "adapter_sha256": _file_digest(adapter) if adapter else None,
-            "template": self.template.name,
-            "template_sha256": self.template.sha256,
-            "chat_template_sha256": self.generator.chat_template_sha256(),
-            "dtype": self.generator.dtype,
-            "sampling": self.settings.as_dict(),
-            "force_prefix": self.force_prefix or None,
-            "constrained": self.constrained,
-        }
-
-    def metadata(self) -> dict[str, Any]:
-        return {
-            "device": self.generator.device,
-            "parameter_count": self.generator.parameter_count(),
-            "model_class": type(self.generator.model).__name__,
-            "processor_class": type(self.generator.processor).__name__,
-            "batch_size": self.batch_size,
-        }
-
-    async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
-        results: list[JudgeResult | None] = [None] * len(requests)
-        pending: list[int] = []
-        conversations: list[list[dict[str, Any]]] = []
-        quotes: list[list[str]] = []
-        for index, request in enumerate(requests):
-            case = request.case
-            image: Any = None
-            if case.image.kind != "none":
-                try:
-                    image = load_image(case.image)
-                except Exception as exc:  # one bad image must not sink the batch
-                    results[index] = JudgeResult.failed(f"image could not be loaded ({case.image.describe()}): {exc}")
-                    continue
-            messages = self.template.render_messages(case.question, request.response_a, request.response_b, image)
-            pending.append(index)
-            conversations.append(messages)
-            quotes.append([request.response_a, request.response_b, case.question, *self.template.static_chunks()])
-        if conversations:
-            outcomes = await asyncio.to_thread(
-                self.generator.generate_isolated,
-                conversations,
-                self.settings,
-                prefix=self.force_prefix,
-                constrained=self.constrained,
-            )
-            for index, quoted, (generation, failure, latency) in zip(pending, quotes, outcomes, strict=True):
-                if generation is None:
-                    results[index] = JudgeResult.failed(failure or "generation failed", latency_s=latency)
-                    continue
-                parsed = parse_verdicts(generation.text, quoted=quoted)
-                results[index] = JudgeResult.from_parse(
-                    parsed,
-                    generation.text,
-                    latency_s=latency,
-                    prompt_tokens=generation.prompt_tokens,
-                    completion_tokens=generation.completion_tokens,
-                    extra={"finish_reason": generation.finish_reason},
-                )
-        return [r if r is not None else JudgeResult.failed("not judged") for r in results]
-
-    async def aclose(self) -> None:
-        """Drop the model so its memory can be reclaimed."""
-        self.generator.model = None
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
-
-
-def _settings_from_options(options: JudgeOptions) -> GenerationSettings:
-    temperature = float(options.temperature or 0.0)
-    if temperature < 0:
-        raise JudgeSpecError(f"temperature must be >= 0, got {temperature}")
-    return GenerationSettings(
-        max_new_tokens=int(options.max_tokens or DEFAULT_MAX_NEW_TOKENS),
-        temperature=temperature,
-        top_p=options.top_p if options.top_p is not None else (1.0 if temperature > 0 else None),
-        seed=options.seed,
-    )
-
-
-def build(name: str, options: JudgeOptions) -> HFJudge:
-    """Build the judge for ``hf:NAME``.
-
-    Args:
-        name: a Hub id or a local model directory, optionally followed by ``#constrained``.
-        options: shared judge options (see the module docstring for the ones read here).
-
-    Returns:
-        An :class:`HFJudge` with its model loaded.
-
-    Raises:
-        JudgeSpecError: empty name or a force_prefix that constrained decoding cannot continue.
-        MissingExtraError: torch/transformers (or peft for an adapter) not installed.
-        ModelLoadError: the model cannot be loaded or is not an image-text-to-text model.
-    """
-    constrained = bool(options.extra.get("constrained", False))
-    model_name = name
-    if model_name.endswith(CONSTRAINED_SUFFIX):
-        model_name = model_name[: -len(CONSTRAINED_SUFFIX)]
-        constrained = True
-    if not model_name:
-        raise JudgeSpecError("the hf: judge needs a model, e.g. hf:Qwen/Qwen2-VL-2B-Instruct or hf:/path/to/model")
-    template = load_template(options.template)
-    settings = _settings_from_options(options)
-    generator = VLMGenerator.load(model_name, device=options.device, dtype=options.dtype, adapter=options.adapter)
-    return HFJudge(
-        f"hf:{name}",
-        generator,
-        template,
-        settings,
-        batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
-        force_prefix=options.force_prefix,
-        constrained=constrained,
-    )

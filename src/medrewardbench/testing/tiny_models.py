@@ -4,7 +4,7 @@ Each builder writes a complete model directory (weights, config, tokenizer, imag
 chat template) that :func:`medrewardbench.models.loading.load_vlm` loads back, in a few seconds
 and under 2 MB. The weights are random but seeded, so two builds are identical and a greedy
 generation is reproducible. They answer with nonsense, which is exactly what tests of failure
-accounting need; constrained decoding (see :mod:`medrewardbench.models.generation`) turns that nonsense
+accounting need; constrained decoding (see :mod:`medrewardbench.models.constraints`) turns that nonsense
 into parseable verdicts.
 
 The tokenizer is a byte-level BPE trained on a few hundred strings (medical words, JSON
