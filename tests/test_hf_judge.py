@@ -23,9 +23,10 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MissingExtraError
 from medrewardbench.images import load_image
-from medrewardbench.judges.base import JudgeRequest, JudgeResult
+from medrewardbench.judges.base import JudgeRequest, JudgeResult, config_hash
 from medrewardbench.judges.hf import HFJudge
-from medrewardbench.judges.registry import JudgeOptions, build_judge
+from medrewardbench.judges.options import JudgeOptions, LocalSettings
+from medrewardbench.judges.registry import build_judge
 from medrewardbench.models.constraints import VerdictConstraint, verdict_skeleton
 from medrewardbench.models.generation import GenerationSettings, VLMGenerator
 from medrewardbench.models.loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
@@ -101,7 +102,7 @@ def test_each_family_judges_both_orders_and_records_failures(tiny_vlm: tuple[str
 
 def test_constrained_decoding_gives_six_parsed_verdicts(tiny_vlm: tuple[str, Path]) -> None:
     family, path = tiny_vlm
-    hf_judge = build_judge("hf:" + str(path), JudgeOptions(max_tokens=120, extra={"constrained": True}))
+    hf_judge = build_judge("hf:" + str(path), JudgeOptions(max_tokens=120, local=LocalSettings(constrained=True)))
     results = judge(hf_judge, both_orders(make_cases()))
     assert len(results) == 4
     for result in results:
@@ -116,7 +117,8 @@ def test_constrained_decoding_gives_six_parsed_verdicts(tiny_vlm: tuple[str, Pat
 
 def test_force_prefix_with_constraint_is_kept_in_raw_output(tiny_qwen2_vl: Path) -> None:
     hf_judge = build_judge(
-        "hf:" + str(tiny_qwen2_vl) + "#constrained", JudgeOptions(max_tokens=120, force_prefix=PREFIX)
+        "hf:" + str(tiny_qwen2_vl) + "#constrained",
+        JudgeOptions(max_tokens=120, local=LocalSettings(force_prefix=PREFIX)),
     )
     assert hf_judge.config()["constrained"] is True
     assert hf_judge.config()["force_prefix"] == PREFIX
@@ -129,7 +131,7 @@ def test_force_prefix_with_constraint_is_kept_in_raw_output(tiny_qwen2_vl: Path)
 
 def test_force_prefix_alone_steers_the_continuation(tiny_llava: Path) -> None:
     plain = build_judge("hf:" + str(tiny_llava), JudgeOptions(max_tokens=6))
-    steered = build_judge("hf:" + str(tiny_llava), JudgeOptions(max_tokens=6, force_prefix=PREFIX))
+    steered = build_judge("hf:" + str(tiny_llava), JudgeOptions(max_tokens=6, local=LocalSettings(force_prefix=PREFIX)))
     requests = both_orders(make_cases()[:1])
     plain_results, steered_results = judge(plain, requests), judge(steered, requests)
     for result in steered_results:
@@ -142,7 +144,9 @@ def test_force_prefix_alone_steers_the_continuation(tiny_llava: Path) -> None:
 
 def test_force_prefix_that_leaves_the_skeleton_is_refused(tiny_qwen2_vl: Path) -> None:
     with pytest.raises(ValueError, match="not the start of the verdict skeleton"):
-        build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(force_prefix="Answer:", extra={"constrained": True}))
+        build_judge(
+            "hf:" + str(tiny_qwen2_vl), JudgeOptions(local=LocalSettings(force_prefix="Answer:", constrained=True))
+        )
 
 
 def test_batch_of_three_equals_three_singles_under_greedy_decoding(tiny_vlm: tuple[str, Path]) -> None:
@@ -191,7 +195,9 @@ def test_a_bad_image_fails_its_request_only(tiny_qwen2_vl: Path) -> None:
         response_2="b",
     )
     no_image = Case(case_id="text-only", image=ImageRef.empty(), question="Q?", response_1="x", response_2="y")
-    hf_judge = build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=5, extra={"constrained": False}))
+    hf_judge = build_judge(
+        "hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=5, local=LocalSettings(constrained=False))
+    )
     results = judge(
         hf_judge,
         [
@@ -253,6 +259,26 @@ def test_config_and_metadata_describe_the_judge(tiny_qwen2_5_vl: Path) -> None:
     assert hf_judge.batch_size == 4 and hf_judge.needs_images
 
 
+def test_hf_fingerprints_equal_those_before_the_settings_were_typed(tiny_qwen2_vl: Path) -> None:
+    # computed on commit 787aae5 (constrained decoding then came from JudgeOptions.extra), with the
+    # model's path replaced, since the tiny model lives in a temporary directory
+    def without_path(hf_judge: Any, suffix: str) -> str:
+        return config_hash({**hf_judge.config(), "model": "<tiny-qwen2-vl>", "spec": f"hf:<tiny-qwen2-vl>{suffix}"})
+
+    sampled = JudgeOptions(
+        seed=5,
+        max_tokens=64,
+        temperature=0.7,
+        top_p=0.8,
+        batch_size=2,
+        local=LocalSettings(device="cpu", dtype="float32", force_prefix=PREFIX),
+    )
+    suffixed = build_judge(f"hf:{tiny_qwen2_vl}#constrained", sampled)
+    assert without_path(suffixed, "#constrained") == "5b65c6dd9106de1dc4a92523e2e5f3598ce5631a449b84a737a0e250f66073da"
+    constrained = build_judge(f"hf:{tiny_qwen2_vl}", JudgeOptions(local=LocalSettings(device="cpu", constrained=True)))
+    assert without_path(constrained, "") == "5c2161697166cd0dde235cdbdd75f108a85f3df30a495b3beb6678a5a966f988"
+
+
 def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp_path: Path) -> None:
     peft = pytest.importorskip("peft")
     torch = pytest.importorskip("torch")
@@ -261,7 +287,9 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
     lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     peft.get_peft_model(base_model, lora).save_pretrained(tmp_path / "adapter")
     base = build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=4))
-    adapted = build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=4, adapter=str(tmp_path / "adapter")))
+    adapted = build_judge(
+        "hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=4, local=LocalSettings(adapter=str(tmp_path / "adapter")))
+    )
     assert isinstance(adapted.generator.model, peft.PeftModel)
     assert adapted.fingerprint() != base.fingerprint()
     assert adapted.config()["adapter_sha256"]

@@ -22,7 +22,8 @@ from medrewardbench.errors import JudgeSpecError
 from medrewardbench.evaluation import evaluate
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
-from medrewardbench.judges.registry import JudgeOptions, build_judge
+from medrewardbench.judges.options import JudgeOptions, LocalSettings
+from medrewardbench.judges.registry import build_judge
 from medrewardbench.judges.reward_model import TIE_REASON, RewardModelJudge
 from medrewardbench.models.loading import ModelLoadError
 from medrewardbench.models.reward import (
@@ -36,7 +37,7 @@ from medrewardbench.models.reward import (
 )
 from medrewardbench.store import Store
 
-CPU = JudgeOptions(device="cpu", dtype="float32")
+CPU = JudgeOptions(local=LocalSettings(device="cpu", dtype="float32"))
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -306,7 +307,7 @@ def test_adapter_option_puts_a_reward_model_on_a_moved_base(vlm_rm: Path, tiny_q
     (moved / REWARD_CARD_FILE).write_text(json.dumps(card))
     with pytest.raises(ModelLoadError, match="--adapter"):
         build_judge(f"rm:{moved}", CPU)
-    judge = build_judge(f"rm:{tiny_qwen2_vl}", CPU.with_changes(adapter=str(moved)))
+    judge = build_judge(f"rm:{tiny_qwen2_vl}", CPU.with_local(adapter=str(moved)))
     assert judge.scorer.heads == DIMENSIONS and judge.config()["base_model"] == str(tiny_qwen2_vl.resolve())
 
 

@@ -365,8 +365,9 @@ def run_server(
             makes constrained decoding the default for requests that do not say.
         host: interface to bind; the default serves this machine only.
         port: TCP port.
-        options: ``device``, ``dtype``, ``adapter`` choose how the model loads; ``max_tokens``,
-            ``temperature``, ``top_p``, ``seed`` are the defaults for requests that omit them.
+        options: ``local.device``, ``local.dtype``, ``local.adapter`` choose how the model loads
+            (``local.constrained`` as the ``#constrained`` suffix); ``max_tokens``, ``temperature``,
+            ``top_p``, ``seed`` are the defaults for requests that omit them.
 
     Raises:
         MissingExtraError: FastAPI/uvicorn (``serve``) or torch/transformers (``hf``) missing.
@@ -374,10 +375,11 @@ def run_server(
     """
     uvicorn: Any = require("uvicorn", "serve", "the OpenAI-compatible server")
     name = spec_or_path[len("hf:") :] if spec_or_path.startswith("hf:") else spec_or_path
-    constrained = bool(options.extra.get("constrained", False))
+    local = options.local
+    constrained = local.constrained
     if name.endswith(CONSTRAINED_SUFFIX):
         name, constrained = name[: -len(CONSTRAINED_SUFFIX)], True
-    generator = VLMGenerator.load(name, device=options.device, dtype=options.dtype, adapter=options.adapter)
+    generator = VLMGenerator.load(name, device=local.device, dtype=local.dtype, adapter=local.adapter)
     temperature = float(options.temperature or 0.0)
     defaults = GenerationSettings(
         max_new_tokens=options.max_tokens or DEFAULT_MAX_NEW_TOKENS,

@@ -18,7 +18,8 @@ from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
 from medrewardbench.evaluation import EvaluationResult, RunHealth, evaluate
-from medrewardbench.judges.registry import BASELINE_SPECS, JudgeOptions
+from medrewardbench.judges.options import ApiSettings, JudgeOptions, LocalSettings
+from medrewardbench.judges.registry import BASELINE_SPECS
 from medrewardbench.secrets import install_log_scrubber, scrub
 
 EXIT_JUDGE_FAILED = 1
@@ -113,25 +114,27 @@ def eval_command(
         for line in summarize_warnings(benchmark.warnings):
             shown_line = escape(terminal_safe(line, keep_newlines=False))
             err_console.print(f"[yellow]warning:[/] {shown_line}", highlight=False)
-    options = JudgeOptions(
-        seed=seed,
-        template=template,
-        concurrency=concurrency,
-        batch_size=batch_size,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        timeout_s=timeout,
-        max_retries=max_retries,
-        structured=structured,
-        device=device,
-        dtype=dtype,
-        adapter=adapter,
-        force_prefix=force_prefix,
-        extra={"client_processes": client_processes} if client_processes > 1 else {},
-    )
+    try:
+        options = JudgeOptions(
+            seed=seed,
+            template=template,
+            concurrency=concurrency,
+            batch_size=batch_size,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            api=ApiSettings(
+                base_url=base_url,
+                api_key_env=api_key_env,
+                timeout_s=timeout,
+                max_retries=max_retries,
+                structured=structured,
+                client_processes=client_processes,
+            ),
+            local=LocalSettings(device=device, dtype=dtype, adapter=adapter, force_prefix=force_prefix),
+        )
+    except MedRewardBenchError as exc:
+        raise _fail(str(exc)) from exc
     sink = RichProgress(enabled=not quiet)
 
     def say_waiting(pid: int | None) -> None:

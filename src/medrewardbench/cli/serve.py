@@ -10,7 +10,7 @@ from medrewardbench.cli.support import err_console
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.judges.options import JudgeOptions, LocalSettings
 
 
 def serve_command(
@@ -27,7 +27,10 @@ def serve_command(
     from medrewardbench.serve import run_server
 
     _setup_logging(verbose)
-    options = JudgeOptions(device=device, dtype=dtype, adapter=adapter, max_tokens=max_tokens)
+    try:
+        options = JudgeOptions(max_tokens=max_tokens, local=LocalSettings(device=device, dtype=dtype, adapter=adapter))
+    except MedRewardBenchError as exc:
+        raise _fail(str(exc)) from exc
     err_console.print(f"serving {model} on http://{host}:{port}/v1 (Ctrl-C to stop)", highlight=False)
     try:
         run_server(model, host=host, port=port, options=options)

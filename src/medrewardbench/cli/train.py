@@ -488,7 +488,7 @@ def register_commands(app: typer.Typer) -> None:
         verbose: VerboseOpt = False,
     ) -> None:
         """Cross-validate: train each fold, judge its held-out cases, compare with the untuned base model."""
-        from medrewardbench.judges.registry import JudgeOptions
+        from medrewardbench.judges.options import JudgeOptions, LocalSettings
         from medrewardbench.train.cv import cross_validate
 
         _setup_logging(verbose)
@@ -501,14 +501,15 @@ def register_commands(app: typer.Typer) -> None:
         except (MedRewardBenchError, ValueError) as exc:
             raise _fail(str(exc)) from exc
         split_seed = train_config.seed
-        options = JudgeOptions(
-            seed=split_seed,
-            batch_size=eval_batch_size,
-            max_tokens=max_tokens,
-            device=train_config.device,
-            dtype=dtype,
-            extra={"constrained": True} if constrained else {},
-        )
+        try:
+            options = JudgeOptions(
+                seed=split_seed,
+                batch_size=eval_batch_size,
+                max_tokens=max_tokens,
+                local=LocalSettings(device=train_config.device, dtype=dtype, constrained=constrained),
+            )
+        except MedRewardBenchError as exc:
+            raise _fail(str(exc)) from exc
         out_dir = out or Path(f"runs/cv-{method}")
         baseline_spec = None if baseline.strip().lower() == "none" else baseline
         if not quiet:

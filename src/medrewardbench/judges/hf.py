@@ -10,11 +10,11 @@ Settings read from :class:`~medrewardbench.judges.registry.JudgeOptions`:
 * ``temperature``: greedy decoding when unset or 0; sampling with ``top_p`` otherwise, seeded with
   ``seed`` before every batch so a rerun with the same batches reproduces the same outputs (a
   sampled output depends on the batch it was drawn in; greedy outputs do not);
-* ``device``, ``dtype`` (``auto`` = CUDA + bfloat16 when available, else CPU + float32), ``adapter``
-  (a PEFT LoRA directory);
-* ``force_prefix``: text appended after the generation prompt, so the model continues from it
+* in ``options.local`` (:class:`~medrewardbench.judges.options.LocalSettings`): ``device``, ``dtype``
+  (``auto`` = CUDA + bfloat16 when available, else CPU + float32), ``adapter`` (a PEFT LoRA directory);
+* ``local.force_prefix``: text appended after the generation prompt, so the model continues from it
   (``'{"accuracy": "'`` steers a model into the JSON answer). The stored raw output starts with it.
-* constrained decoding, switched on by ``extra={"constrained": True}`` or the spec suffix
+* constrained decoding, switched on by ``local.constrained`` or the spec suffix
   ``#constrained`` (``hf:Qwen/Qwen2-VL-2B-Instruct#constrained``): a logits processor lets the model
   write only the verdict skeleton ``{"accuracy": "A", ..., "overall": "B"}`` and choose ``A`` or
   ``B`` in each slot. The choice is still the model's (the higher-scoring letter), so this measures
@@ -185,7 +185,8 @@ def build(name: str, options: JudgeOptions) -> HFJudge:
         MissingExtraError: torch/transformers (or peft for an adapter) not installed.
         ModelLoadError: the model cannot be loaded or is not an image-text-to-text model.
     """
-    constrained = bool(options.extra.get("constrained", False))
+    local = options.local
+    constrained = local.constrained
     model_name = name
     if model_name.endswith(CONSTRAINED_SUFFIX):
         model_name = model_name[: -len(CONSTRAINED_SUFFIX)]
@@ -194,13 +195,13 @@ def build(name: str, options: JudgeOptions) -> HFJudge:
         raise JudgeSpecError("the hf: judge needs a model, e.g. hf:Qwen/Qwen2-VL-2B-Instruct or hf:/path/to/model")
     template = load_template(options.template)
     settings = _settings_from_options(options)
-    generator = VLMGenerator.load(model_name, device=options.device, dtype=options.dtype, adapter=options.adapter)
+    generator = VLMGenerator.load(model_name, device=local.device, dtype=local.dtype, adapter=local.adapter)
     return HFJudge(
         f"hf:{name}",
         generator,
         template,
         settings,
         batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
-        force_prefix=options.force_prefix,
+        force_prefix=local.force_prefix,
         constrained=constrained,
     )

@@ -180,8 +180,8 @@ def build(name: str, options: JudgeOptions) -> RewardModelJudge:
 
     Args:
         name: a reward model directory, a sequence-classification model, or (with
-            ``options.adapter`` naming a reward model directory) its base model.
-        options: ``device``, ``dtype``, ``adapter`` and ``batch_size`` are read.
+            ``options.local.adapter`` naming a reward model directory) its base model.
+        options: ``batch_size`` and ``local.device``, ``local.dtype``, ``local.adapter`` are read.
 
     Raises:
         JudgeSpecError: an empty name.
@@ -190,5 +190,6 @@ def build(name: str, options: JudgeOptions) -> RewardModelJudge:
     """
     if not name:
         raise JudgeSpecError("the rm: judge needs a model, e.g. rm:/path/to/reward-model")
-    scorer = load_reward_model(name, device=options.device, dtype=options.dtype, adapter=options.adapter)
+    local = options.local
+    scorer = load_reward_model(name, device=local.device, dtype=local.dtype, adapter=local.adapter)
     return RewardModelJudge(f"rm:{name}", scorer, batch_size=options.batch_size or DEFAULT_BATCH_SIZE)

@@ -3,7 +3,8 @@
     benchmark = load_benchmark("demo").labeled()
     fold = split_fold(benchmark, 5, 0)
     result = train("sft", "Qwen/Qwen2-VL-2B-Instruct", benchmark, "runs/sft-0", TrainConfig(max_steps=100), fold=fold)
-    evaluate(fold.evaluation, [result.judge_spec], "runs/eval-0", options=JudgeOptions(adapter=result.judge_adapter))
+    options = JudgeOptions().with_local(adapter=result.judge_adapter)
+    evaluate(fold.evaluation, [result.judge_spec], "runs/eval-0", options=options)
 
 The trained model always evaluates through the ordinary judges: an SFT or DPO adapter as
 ``hf:BASE`` with ``adapter=OUT``, a reward model as ``rm:OUT``.

@@ -5,10 +5,10 @@ through the official async ``openai`` client. The client's own retries are off; 
 by itself so that every attempt is visible and bounded:
 
 * retried: HTTP 429, 408, 409 and 5xx, timeouts and connection errors, up to
-  ``options.max_retries`` times, waiting the server's ``Retry-After`` (seconds or an HTTP-date,
+  ``options.api.max_retries`` times, waiting the server's ``Retry-After`` (seconds or an HTTP-date,
   capped) or else an exponential backoff with full jitter;
 * not retried: other 4xx (a failure at once) and malformed answers (invalid JSON, no choices);
-* with ``options.structured`` the request carries a JSON-schema ``response_format``; a server that
+* with ``options.api.structured`` the request carries a JSON-schema ``response_format``; a server that
   answers 400/422 about it gets the request again without it, and the judge stops sending it for the
   rest of the run (recorded in :meth:`ApiJudge.metadata` and each result's ``extra``).
 
@@ -17,12 +17,14 @@ The API key never appears in config, metadata, results, logs or messages: texts 
 module pass through :func:`medrewardbench.secrets.scrub`, and the key is registered there, so the
 store and the command's log handlers remove it too when an endpoint echoes it back. Settings that
 would fail on the first request (a base URL that is not http(s) or carries credentials, a timeout
-of 0 or less, negative retries) are refused when the judge is built (:func:`check_api_settings`).
+of 0 or less, negative retries) are refused when the settings are made (:func:`check_api_settings`).
 
-Tuning through ``JudgeOptions.extra``: ``backoff_base_s`` (default 0.5), ``backoff_max_s`` (30),
-``retry_after_max_s`` (60, the longest ``Retry-After`` honoured), ``image_cache_size`` (32 data
-URLs), ``image_passthrough`` (true) and ``http_backend`` (``auto``: aiohttp when installed, else
-httpx; or ``aiohttp``/``httpx``).
+Settings: :class:`~medrewardbench.judges.options.ApiSettings` in ``JudgeOptions.api``: the endpoint,
+key variable, timeout, retries and structured output of the command line, and the tuning
+``backoff_base_s`` (default 0.5), ``backoff_max_s`` (30), ``retry_after_max_s`` (60, the longest
+``Retry-After`` honoured), ``image_cache_size`` (32 data URLs), ``image_passthrough`` (true),
+``http_backend`` (``auto``: aiohttp when installed, else httpx; or ``aiohttp``/``httpx``) and
+``client_processes`` (1).
 
 Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.images.load_image`
 would decode them goes out as it is (:func:`~medrewardbench.judges.api.images.passthrough_data_url`).
@@ -47,12 +49,12 @@ from medrewardbench.judges.api.client import (
     PLACEHOLDER_API_KEY,
     STRUCTURED_SCHEMA_NAME,
     ApiJudge,
-    check_api_settings,
     public_url,
 )
 from medrewardbench.judges.api.pool import ProcessPoolApiJudge
 from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from medrewardbench.judges.base import Judge
+from medrewardbench.judges.options import ApiSettings, check_api_settings
 from medrewardbench.judges.registry import JudgeOptions
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "RETRYABLE_STATUS",
     "STRUCTURED_SCHEMA_NAME",
     "ApiJudge",
+    "ApiSettings",
     "ProcessPoolApiJudge",
     "RetryPolicy",
     "build",
@@ -88,10 +91,10 @@ def build(name: str, options: JudgeOptions) -> Judge:
         MissingExtraError: the ``openai`` package is not installed.
         TemplateError: the template cannot be loaded.
 
-    With ``options.extra["client_processes"] > 1`` the requests run in that many client processes
+    With ``options.api.client_processes > 1`` the requests run in that many client processes
     (:mod:`medrewardbench.judges.api.pool`), for rates one Python process cannot send.
     """
-    processes = int(options.extra.get("client_processes", 1) or 1)
+    processes = options.api.client_processes
     if processes > 1:
         return ProcessPoolApiJudge(name, options, processes)
     return ApiJudge(name, options)

@@ -10,7 +10,6 @@ import asyncio
 import importlib
 import importlib.util
 import logging
-import math
 import os
 import random
 import time
@@ -24,6 +23,7 @@ from medrewardbench.errors import JudgeSpecError, MissingExtraError
 from medrewardbench.judges.api.images import DataUrlCache, inline_data_url
 from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
+from medrewardbench.judges.options import HTTP_BACKENDS, check_api_settings
 from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.prompts import PromptTemplate, load_template, verdict_json_schema
 from medrewardbench.secrets import register_secret, scrub
@@ -37,50 +37,6 @@ PLACEHOLDER_API_KEY = "EMPTY"
 DEFAULT_CONCURRENCY = 8
 STRUCTURED_SCHEMA_NAME = "medrewardbench_verdict"
 _MAX_REASON_CHARS = 300
-
-
-def check_api_settings(
-    base_url: str | None, timeout_s: float, max_retries: int, *, base_url_source: str = "--base-url"
-) -> None:
-    """Refuse API settings that would fail on the first request or silently mean something else.
-
-    Args:
-        base_url: the endpoint, or None for the client's default.
-        timeout_s: the per-request timeout in seconds.
-        max_retries: retries after the first attempt.
-        base_url_source: where the URL came from (``--base-url`` or ``OPENAI_BASE_URL``), for messages.
-
-    Raises:
-        JudgeSpecError: a base URL that is not an http(s) URL with a host, or that carries
-            credentials; a timeout that is not a positive number; a negative retry count.
-    """
-    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
-        raise JudgeSpecError(
-            f"--timeout must be a number of seconds greater than 0, not {timeout_s!r} (0 does not mean no timeout)"
-        )
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise JudgeSpecError(f"--max-retries must be a whole number >= 0, not {max_retries!r}")
-    if base_url is None:
-        return
-    try:
-        parts = urlsplit(base_url.strip())
-        has_credentials = parts.username is not None or parts.password is not None
-        host, _port = parts.hostname, parts.port
-    except ValueError as exc:
-        raise JudgeSpecError(f"{base_url_source} is not a valid URL ({exc})") from exc
-    if has_credentials:
-        # the URL is not repeated: it holds a secret
-        raise JudgeSpecError(
-            f"{base_url_source} must not carry credentials (user:password@host): put the key in an "
-            "environment variable and name it with --api-key-env (default OPENAI_API_KEY)"
-        )
-    if parts.scheme.lower() not in ("http", "https"):
-        raise JudgeSpecError(
-            f"{base_url_source} must be an http:// or https:// URL, not {base_url!r} "
-            "(for example http://localhost:8000/v1)"
-        )
-    if not host:
-        raise JudgeSpecError(f"{base_url_source} {base_url!r} names no host (for example http://localhost:8000/v1)")
 
 
 def public_url(url: str | None) -> str | None:
@@ -132,7 +88,8 @@ class ApiJudge(Judge):
 
     Args:
         model: the model name sent in each request.
-        options: judge options; see the module docstring for the ``extra`` keys read here.
+        options: the shared judge options and ``options.api``
+            (:class:`~medrewardbench.judges.options.ApiSettings`).
 
     Raises:
         JudgeSpecError: no model name, or no key where one is needed.
@@ -155,15 +112,17 @@ class ApiJudge(Judge):
         self.spec = f"api:{model}"
         self.options = options
         self.concurrency = options.concurrency or DEFAULT_CONCURRENCY
-        self.base_url = options.base_url or os.environ.get(BASE_URL_ENV) or None
+        settings = options.api
+        self.settings = settings
+        self.base_url = settings.base_url or os.environ.get(BASE_URL_ENV) or None
         check_api_settings(
             self.base_url,
-            options.timeout_s,
-            options.max_retries,
-            base_url_source="--base-url" if options.base_url else BASE_URL_ENV,
+            settings.timeout_s,
+            settings.max_retries,
+            base_url_source="--base-url" if settings.base_url else BASE_URL_ENV,
         )
         self.template: PromptTemplate = load_template(options.template)
-        self.api_key_env = options.api_key_env or DEFAULT_API_KEY_ENV
+        self.api_key_env = settings.api_key_env or DEFAULT_API_KEY_ENV
         key = os.environ.get(self.api_key_env, "").strip()
         self.uses_placeholder_key = False
         if not key:
@@ -185,18 +144,16 @@ class ApiJudge(Judge):
         self._secrets = (key,) if key != PLACEHOLDER_API_KEY else ()
         # whatever stores or reports text in this process (the store, log handlers) removes it too
         register_secret(None if self.uses_placeholder_key else key)
-        extra = options.extra
         self.retry_policy = RetryPolicy(
-            max_retries=int(options.max_retries),
-            backoff_base_s=float(extra.get("backoff_base_s", 0.5)),
-            backoff_max_s=float(extra.get("backoff_max_s", 30.0)),
-            retry_after_max_s=float(extra.get("retry_after_max_s", 60.0)),
+            max_retries=settings.max_retries,
+            backoff_base_s=float(settings.backoff_base_s),
+            backoff_max_s=float(settings.backoff_max_s),
+            retry_after_max_s=float(settings.retry_after_max_s),
         )
-        self.http_backend = _choose_http_backend(str(extra.get("http_backend", "auto")))
-        passthrough = _flag("image_passthrough", extra.get("image_passthrough", True))
-        self._images = DataUrlCache(int(extra.get("image_cache_size", 32)), passthrough=passthrough)
+        self.http_backend = _choose_http_backend(settings.http_backend)
+        self._images = DataUrlCache(settings.image_cache_size, passthrough=settings.image_passthrough)
         self._loop_resources: _LoopResources | None = None
-        self._structured_active = options.structured
+        self._structured_active = settings.structured
         self._structured_fallback_reason: str | None = None
         self._rng = random.Random()
 
@@ -210,7 +167,7 @@ class ApiJudge(Judge):
             "base_url": public_url(self.base_url),
             "template": self.template.name,
             "template_sha256": self.template.sha256,
-            "structured": self.options.structured,
+            "structured": self.settings.structured,
             "temperature": self.options.temperature,
             "top_p": self.options.top_p,
             "max_tokens": self.options.max_tokens,
@@ -220,12 +177,12 @@ class ApiJudge(Judge):
     def metadata(self) -> dict[str, Any]:
         """Run facts that do not change outputs, including whether structured output fell back."""
         return {
-            "structured_requested": self.options.structured,
+            "structured_requested": self.settings.structured,
             "structured_fallback": self._structured_fallback_reason is not None,
             "structured_fallback_reason": self._structured_fallback_reason,
             "api_key_env": self.api_key_env,
             "placeholder_api_key": self.uses_placeholder_key,
-            "timeout_s": self.options.timeout_s,
+            "timeout_s": self.settings.timeout_s,
             "max_retries": self.retry_policy.max_retries,
             "backoff_base_s": self.retry_policy.backoff_base_s,
             "backoff_max_s": self.retry_policy.backoff_max_s,
@@ -290,12 +247,12 @@ class ApiJudge(Judge):
         client_class = openai.DefaultAsyncHttpxClient
         if self.http_backend == "aiohttp":
             client_class = openai.DefaultAioHttpClient
-        http_client = client_class(limits=limits, timeout=self.options.timeout_s)
+        http_client = client_class(limits=limits, timeout=self.settings.timeout_s)
         client = openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self.base_url,
             max_retries=0,
-            timeout=self.options.timeout_s,
+            timeout=self.settings.timeout_s,
             http_client=http_client,
         )
         return client, http.Response
@@ -425,7 +382,7 @@ class ApiJudge(Judge):
                         "/chat/completions",
                         body=self._request_body(messages, outcome.structured),
                         cast_to=resources.response_type,
-                        options={"timeout": self.options.timeout_s},
+                        options={"timeout": self.settings.timeout_s},
                     )
                     payload = response.json()
             except openai.APIStatusError as exc:
@@ -513,7 +470,7 @@ def _http_module(openai: Any) -> Any:
 
 def _choose_http_backend(choice: str) -> str:
     """``"aiohttp"`` or ``"httpx"``; ``"auto"`` takes aiohttp when installed (it costs less CPU per request)."""
-    if choice not in ("auto", "aiohttp", "httpx"):
+    if choice not in HTTP_BACKENDS:
         raise JudgeSpecError(f"unknown http_backend {choice!r}; expected auto, aiohttp or httpx")
     if choice == "httpx":
         return "httpx"
@@ -553,19 +510,3 @@ def _about_response_format(message: str) -> bool:
 
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
-
-
-def _flag(name: str, value: Any) -> bool:
-    """A boolean option that may arrive as text; anything unclear is refused, not guessed.
-
-    Raises:
-        JudgeSpecError: the text is not one of true/false, yes/no, on/off, 1/0.
-    """
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "yes", "on", "1"):
-            return True
-        if text in ("false", "no", "off", "0"):
-            return False
-        raise JudgeSpecError(f"option {name} must be true or false, not {value!r}")
-    return bool(value)

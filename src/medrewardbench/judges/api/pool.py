@@ -23,7 +23,6 @@ import multiprocessing
 import queue as queue_module
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from medrewardbench.judges.api.client import ApiJudge
@@ -110,8 +109,7 @@ class ProcessPoolApiJudge(Judge):
         self.concurrency = self.reference.concurrency
         self.processes = max(1, processes)
         per_worker = math.ceil(self.concurrency / self.processes)
-        extra = {k: v for k, v in options.extra.items() if k != "client_processes"}
-        self.worker_options = replace(options, concurrency=per_worker, extra=extra)
+        self.worker_options = options.with_changes(concurrency=per_worker).with_api(client_processes=1)
         self.model = model
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[Any] = []
