@@ -48,7 +48,7 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.judges.api import build as build_api_judge
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.judges.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import OpenAIServer, ServerProcess, ServerSettings
 
 KEY_ENV = "MRB_BENCH_UNSET_KEY"  # left unset: the judge sends a placeholder key to the local server
@@ -124,10 +124,9 @@ async def drive(judge: Judge, requests: Sequence[JudgeRequest], concurrency: int
 
 def run_level(base_url: str, concurrency: int, count: int, cases: list[Case], options: dict[str, Any]) -> RunFigures:
     """Judge ``count`` requests at ``concurrency`` (after a warm-up of one wave) and time them."""
-    extra = {k: options.pop(k) for k in list(options) if k not in JudgeOptions.__dataclass_fields__}
     judge = build_api_judge(
         "bench-model",
-        JudgeOptions(base_url=base_url, api_key_env=KEY_ENV, concurrency=concurrency, extra=extra, **options),
+        JudgeOptions(concurrency=concurrency, api=ApiSettings(base_url=base_url, api_key_env=KEY_ENV, **options)),
     )
     requests = both_orders(cases, count)
     # the warm-up wave uses the cases after the measured ones, so that it leaves nothing cached
@@ -176,7 +175,7 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
             phase["judged"], phase["failed"] = summary.judged, summary.failed
 
     benchmark = Benchmark(name="bench", source="bench", cases=tuple(cases[: (count + 1) // 2]))
-    options = JudgeOptions(base_url=base_url, api_key_env=KEY_ENV, concurrency=concurrency)
+    options = JudgeOptions(concurrency=concurrency, api=ApiSettings(base_url=base_url, api_key_env=KEY_ENV))
     with tempfile.TemporaryDirectory(prefix="mrb-bench-eval-") as out:
         evaluate(benchmark, ["api:bench-model"], out, options=options, progress=Timer(), fresh=True)
     judged = int(phase["judged"])
@@ -194,7 +193,7 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
 
 def bare_bodies(cases: list[Case], count: int) -> list[bytes]:
     """Chat-completions bodies the size of the judge's: each case's text and image as the judge sends it."""
-    from medrewardbench.data.images import passthrough_data_url, to_data_url
+    from medrewardbench.judges.api.images import passthrough_data_url, to_data_url
     from medrewardbench.prompts import load_template
 
     template = load_template("pairwise")

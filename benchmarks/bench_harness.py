@@ -79,8 +79,9 @@ def make_dataset(directory: Path, n: int) -> Path:
 
 
 def measure(data: Path, out: Path, spec: str) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(data), str(out), spec],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(data), str(out), spec], capture_output=True, text=True, check=True
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -91,8 +92,10 @@ def main() -> None:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="mrb-bench-"))
     print(f"work dir: {work}")
-    print(f"{'cases':>6} {'judge':<15} {'requests':>8} {'load s':>7} {'judge s':>8} {'ms/req judge':>12} "
-          f"{'eval s':>7} {'ms/req eval':>11} {'peak RSS MB':>11}")
+    print(
+        f"{'cases':>6} {'judge':<15} {'requests':>8} {'load s':>7} {'judge s':>8} {'ms/req judge':>12} "
+        f"{'eval s':>7} {'ms/req eval':>11} {'peak RSS MB':>11}"
+    )
     peaks: dict[int, float] = {}
     for n in args.sizes:
         data = make_dataset(work, n)
@@ -100,14 +103,18 @@ def main() -> None:
             r = measure(data, work / f"out-{n}-{spec.strip(':').replace(':', '-') or 'plain'}", spec)
             per_req_judge = 1000 * r["judge_phase_s"] / r["requests"]
             per_req_eval = 1000 * (r["eval_s"] + r["load_s"]) / r["requests"]
-            print(f"{n:>6} {spec:<15} {int(r['requests']):>8} {r['load_s']:>7.2f} {r['judge_phase_s']:>8.2f} "
-                  f"{per_req_judge:>12.3f} {r['eval_s']:>7.2f} {per_req_eval:>11.3f} {r['peak_rss_mb']:>11.1f}")
+            print(
+                f"{n:>6} {spec:<15} {int(r['requests']):>8} {r['load_s']:>7.2f} {r['judge_phase_s']:>8.2f} "
+                f"{per_req_judge:>12.3f} {r['eval_s']:>7.2f} {per_req_eval:>11.3f} {r['peak_rss_mb']:>11.1f}"
+            )
             if spec == "instant:":
                 peaks[n] = r["peak_rss_mb"]
     if len(peaks) >= 2:
         small, large = min(peaks), max(peaks)
-        print(f"peak RSS growth from {small} to {large} cases (instant:): {peaks[large] - peaks[small]:.1f} MB "
-              f"(goal < 100 MB)")
+        print(
+            f"peak RSS growth from {small} to {large} cases (instant:): {peaks[large] - peaks[small]:.1f} MB "
+            f"(goal < 100 MB)"
+        )
 
 
 if __name__ == "__main__":

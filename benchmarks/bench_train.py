@@ -66,7 +66,7 @@ registered = {command.name for command in cli.app.registered_commands}
 if "cv" in registered:
     app = cli.app
 else:  # the main CLI does not register the training commands yet: do it on a private app
-    from medrewardbench.train.commands import register_commands
+    from medrewardbench.cli.train import register_commands
     app = typer.Typer()
     @app.callback()
     def main() -> None:

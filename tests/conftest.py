@@ -6,10 +6,10 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
-from fixtures_data import build_canonical_set, build_reference_layout  # noqa: E402
+import pytest
+from fixtures_data import build_canonical_set, build_reference_layout
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from PIL import Image
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.judges.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import OpenAIServer
 
 __all__ = [
@@ -108,20 +108,19 @@ def longer_answer_responder(body: dict[str, Any]) -> str:
 
 
 def api_options(server: OpenAIServer, **changes: Any) -> JudgeOptions:
-    """Options pointing at ``server`` with fast retries; ``changes`` override any field.
-
-    Keys that :class:`JudgeOptions` does not have go into ``extra`` (``backoff_base_s``, ...).
-    """
-    fields = set(JudgeOptions.__dataclass_fields__)
-    extra: dict[str, Any] = {"backoff_base_s": 0.01, "backoff_max_s": 0.05}
-    extra.update({k: v for k, v in changes.items() if k not in fields})
-    known = {k: v for k, v in changes.items() if k in fields}
-    extra.update(known.pop("extra", {}))
-    known.setdefault("base_url", server.base_url)
-    known.setdefault("api_key_env", API_KEY_ENV)
-    known.setdefault("timeout_s", 5.0)
-    known.setdefault("max_retries", 3)
-    return JudgeOptions(**known, extra=extra)
+    """Options pointing at ``server`` with fast retries; ``changes`` override any shared option or
+    :class:`ApiSettings` field (``concurrency=8``, ``backoff_base_s=0.001``, ``http_backend="httpx"``)."""
+    shared = {k: v for k, v in changes.items() if k in JudgeOptions.__dataclass_fields__}
+    api: dict[str, Any] = {
+        "base_url": server.base_url,
+        "api_key_env": API_KEY_ENV,
+        "timeout_s": 5.0,
+        "max_retries": 3,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.05,
+    }
+    api.update({k: v for k, v in changes.items() if k not in shared})
+    return JudgeOptions(**shared, api=ApiSettings(**api))
 
 
 def judge_all(judge: Judge, requests: Sequence[JudgeRequest] | Sequence[Case]) -> list[JudgeResult]:

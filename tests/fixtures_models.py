@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from medrewardbench.testing.tiny_models import (  # noqa: E402
+from medrewardbench.testing.tiny_models import (
     build_tiny_llava,
     build_tiny_qwen2_5_vl,
     build_tiny_qwen2_vl,

@@ -44,8 +44,15 @@ class RecordingJudge(Judge):
 
     kind = "test"
 
-    def __init__(self, letter: Position | None = "A", spec: str = "test:recording", batch_size: int = 4,
-                 concurrency: int = 2, delay_s: float = 0.0, fail_on: Sequence[str] = ()):
+    def __init__(
+        self,
+        letter: Position | None = "A",
+        spec: str = "test:recording",
+        batch_size: int = 4,
+        concurrency: int = 2,
+        delay_s: float = 0.0,
+        fail_on: Sequence[str] = (),
+    ):
         self.letter = letter
         self.spec = spec
         self.batch_size = batch_size

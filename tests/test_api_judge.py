@@ -33,6 +33,7 @@ from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.judges.api import ApiJudge, RetryPolicy, parse_retry_after, public_url
 from medrewardbench.judges.base import JudgeRequest
+from medrewardbench.judges.options import ApiSettings
 from medrewardbench.judges.registry import build_judge
 from medrewardbench.prompts import load_template, verdict_json_schema
 from medrewardbench.testing.openai_server import OpenAIServer
@@ -185,23 +186,24 @@ def test_an_exif_rotated_jpeg_is_sent_upright(openai_server: OpenAIServer) -> No
 
 def test_image_passthrough_can_be_switched_off(openai_server: OpenAIServer) -> None:
     original = encoded(Image.new("RGB", (20, 10), (40, 90, 160)), "JPEG")
-    judge = make_judge(openai_server, extra={"image_passthrough": "false"})
+    assert ApiSettings.from_mapping({"image_passthrough": "false"}).image_passthrough is False
+    judge = make_judge(openai_server, image_passthrough=False)
     judge_all(judge, [make_case(image=ImageRef.from_bytes(original, "scan.jpg"))])
     mime, payload = sent_image(openai_server)
     assert mime == "image/png" and Image.open(io.BytesIO(payload)).mode == "RGB"
     assert judge.metadata()["image_passthrough"] is False
     with pytest.raises(JudgeSpecError, match="image_passthrough must be true or false, not 'maybe'"):
-        make_judge(openai_server, extra={"image_passthrough": "maybe"})
+        ApiSettings.from_mapping({"image_passthrough": "maybe"})
 
 
 def test_a_large_file_goes_out_as_is_through_a_worker_thread(
     openai_server: OpenAIServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import medrewardbench.judges.api as api_module
+    import medrewardbench.judges.api.images as api_images
 
     path = tmp_path / "scan.png"
     path.write_bytes(png_bytes(size=(64, 64)))
-    monkeypatch.setattr(api_module, "INLINE_IMAGE_BYTES", 10)  # every file counts as large
+    monkeypatch.setattr(api_images, "INLINE_IMAGE_BYTES", 10)  # every file counts as large
     judge = make_judge(openai_server)
     judge_all(judge, [make_case(image=ImageRef.from_path(path))])
     assert sent_image(openai_server) == ("image/png", path.read_bytes())
@@ -442,9 +444,9 @@ def test_a_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def api_options_without_server(**changes: Any) -> Any:
-    from medrewardbench.judges.registry import JudgeOptions
+    from medrewardbench.judges.options import ApiSettings, JudgeOptions
 
-    return JudgeOptions(**changes)
+    return JudgeOptions(api=ApiSettings(**changes))
 
 
 def test_a_local_server_without_a_key_gets_a_placeholder(

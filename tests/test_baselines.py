@@ -60,6 +60,7 @@ def test_random_is_seeded_per_request_and_balanced() -> None:
     assert [r.verdicts for r in first] != [r.verdicts for r in other]
     share_a = sum(r.verdicts[d] == "A" for r in first for d in DIMENSIONS) / (400 * 6)
     assert 0.45 < share_a < 0.55
-    assert build_judge("baseline:random", JudgeOptions(seed=7)).fingerprint() != build_judge(
-        "baseline:random", JudgeOptions(seed=8)
-    ).fingerprint()
+    assert (
+        build_judge("baseline:random", JudgeOptions(seed=7)).fingerprint()
+        != build_judge("baseline:random", JudgeOptions(seed=8)).fingerprint()
+    )

@@ -32,8 +32,12 @@ def demo_eval(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def test_eval_with_no_arguments_runs_every_baseline_on_the_demo(demo_eval: tuple[Path, str]) -> None:
     out, output = demo_eval
-    assert {p.name for p in out.iterdir()} >= {"medrewardbench.sqlite", "judgments.jsonl", "metrics.json",
-                                                 "metrics.csv"}
+    assert {p.name for p in out.iterdir()} >= {
+        "medrewardbench.sqlite",
+        "judgments.jsonl",
+        "metrics.json",
+        "metrics.csv",
+    }
     metrics = json.loads((out / "metrics.json").read_text())
     assert sorted(r["judge"] for r in metrics["runs"]) == sorted(BASELINE_SPECS)
     assert [row["rank"] for row in metrics["leaderboard"]] == list(range(1, 6))
@@ -81,8 +85,19 @@ def test_same_seed_gives_byte_identical_results_files(tmp_path: Path) -> None:
 
 
 def test_limit_orders_organs_and_group_by(tmp_path: Path) -> None:
-    code, output = run_cli("eval", "--judge", "baseline:longer", "--limit", "4", "--orders", "original",
-                           "--by", "department", "--out", str(tmp_path))
+    code, output = run_cli(
+        "eval",
+        "--judge",
+        "baseline:longer",
+        "--limit",
+        "4",
+        "--orders",
+        "original",
+        "--by",
+        "department",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0, output
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     run = metrics["runs"][0]["metrics"]
@@ -107,8 +122,10 @@ def test_bad_judge_spec_and_bad_data_fail_clearly(tmp_path: Path) -> None:
     code, output = run_cli("eval", "--judge", "nosuch:thing", "--out", str(tmp_path))
     assert code == 2 and "unknown judge kind" in output
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "x1", "question": "q", "response_1": "a", "response_2": "b", '
-                   '"labels": {"overall": "C"}, "image": null}\n')
+    bad.write_text(
+        '{"id": "x1", "question": "q", "response_1": "a", "response_2": "b", '
+        '"labels": {"overall": "C"}, "image": null}\n'
+    )
     code, output = run_cli("eval", "--data", str(bad), "--out", str(tmp_path / "o"))
     assert code == 2 and "bad.jsonl" in output and "row 1" in output and "overall" in output
 
@@ -131,8 +148,13 @@ def test_validate_reports_every_problem_and_exit_codes(tmp_path: Path) -> None:
 def test_console_script_is_installed_and_runs(tmp_path: Path) -> None:
     exe = shutil.which("medrewardbench")
     assert exe is not None
-    proc = subprocess.run([exe, "eval", "--judge", "baseline:second", "--limit", "3", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [exe, "eval", "--judge", "baseline:second", "--limit", "3", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "baseline:second" in proc.stdout
 

@@ -56,8 +56,9 @@ def test_leaderboard_ranks_runs_with_tiers(results: Path) -> None:
 
 
 def test_compare_prints_paired_tests_per_dimension(results: Path) -> None:
-    code, output = cli("compare", "baseline:longer", "baseline:shorter", "--results", str(results),
-                       "--bootstrap", "300")
+    code, output = cli(
+        "compare", "baseline:longer", "baseline:shorter", "--results", str(results), "--bootstrap", "300"
+    )
     assert code == 0, output
     for dim in ("accuracy", "overall", "comprehensiveness"):
         assert dim in output

@@ -192,7 +192,7 @@ def one_torch_thread() -> Iterator[None]:
 def _app() -> Any:
     import typer
 
-    from medrewardbench.train.commands import register_commands
+    from medrewardbench.cli.train import register_commands
 
     app = typer.Typer()
 
@@ -252,13 +252,13 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
 @pytest.mark.usefixtures("one_torch_thread")
 def test_cv_with_sft_adapters_on_part_of_the_demo(tiny_qwen2_vl: Path, tmp_path: Path) -> None:
     """SFT through the library call: LoRA adapters per fold, judged by hf: with the adapter."""
-    from medrewardbench.judges.registry import JudgeOptions
+    from medrewardbench.judges.options import JudgeOptions, LocalSettings
     from medrewardbench.train import TrainConfig, cross_validate
 
     tiny = tiny_qwen2_vl
     benchmark = load_benchmark("demo", limit=6)
     config = TrainConfig(max_steps=1, batch_size=2, grad_accum=1, learning_rate=1e-3, warmup_ratio=0, device="cpu")
-    options = JudgeOptions(device="cpu", max_tokens=64, extra={"constrained": True})
+    options = JudgeOptions(max_tokens=64, local=LocalSettings(device="cpu", constrained=True))
     result = cross_validate(
         "sft", str(tiny), benchmark, tmp_path, config, k=3, folds=[0, 2], judge_options=options, n_resamples=200
     )

@@ -12,8 +12,8 @@ from pydicom.data import get_testdata_file
 from pydicom.pixels import apply_modality_lut
 
 from medrewardbench.cases import ImageRef
-from medrewardbench.data.images import dicom_display, is_dicom, load_image, render_dicom_window
 from medrewardbench.errors import ImageError
+from medrewardbench.images import dicom_display, is_dicom, load_image, render_dicom_window
 
 CT = ImageRef.builtin("pydicom:CT_small.dcm")
 

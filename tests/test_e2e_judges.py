@@ -129,7 +129,7 @@ def test_hf_judge_constrained_on_reference_layout_gives_parsed_verdicts(
 
 
 def test_api_judge_against_serve_running_a_tiny_local_model(tiny_qwen2_vl: Path, tmp_path: Path) -> None:
-    from medrewardbench.judges.hf import VLMGenerator
+    from medrewardbench.models.generation import VLMGenerator
     from medrewardbench.serve import BackgroundServer, create_app
 
     generator = VLMGenerator.load(str(tiny_qwen2_vl), device="cpu", dtype="float32")

@@ -22,10 +22,14 @@ from fixtures_models import png_image_bytes
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MissingExtraError
-from medrewardbench.judges.base import JudgeRequest, JudgeResult
-from medrewardbench.judges.hf import HFJudge, VerdictConstraint, verdict_skeleton
-from medrewardbench.judges.hf_loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
-from medrewardbench.judges.registry import JudgeOptions, build_judge
+from medrewardbench.images import load_image
+from medrewardbench.judges.base import JudgeRequest, JudgeResult, config_hash
+from medrewardbench.judges.hf import HFJudge
+from medrewardbench.judges.options import JudgeOptions, LocalSettings
+from medrewardbench.judges.registry import build_judge
+from medrewardbench.models.constraints import VerdictConstraint, verdict_skeleton
+from medrewardbench.models.generation import GenerationSettings, VLMGenerator
+from medrewardbench.models.loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
 from medrewardbench.prompts import load_template
 
 PREFIX = '{"accuracy": "'
@@ -98,7 +102,7 @@ def test_each_family_judges_both_orders_and_records_failures(tiny_vlm: tuple[str
 
 def test_constrained_decoding_gives_six_parsed_verdicts(tiny_vlm: tuple[str, Path]) -> None:
     family, path = tiny_vlm
-    hf_judge = build_judge("hf:" + str(path), JudgeOptions(max_tokens=120, extra={"constrained": True}))
+    hf_judge = build_judge("hf:" + str(path), JudgeOptions(max_tokens=120, local=LocalSettings(constrained=True)))
     results = judge(hf_judge, both_orders(make_cases()))
     assert len(results) == 4
     for result in results:
@@ -113,7 +117,8 @@ def test_constrained_decoding_gives_six_parsed_verdicts(tiny_vlm: tuple[str, Pat
 
 def test_force_prefix_with_constraint_is_kept_in_raw_output(tiny_qwen2_vl: Path) -> None:
     hf_judge = build_judge(
-        "hf:" + str(tiny_qwen2_vl) + "#constrained", JudgeOptions(max_tokens=120, force_prefix=PREFIX)
+        "hf:" + str(tiny_qwen2_vl) + "#constrained",
+        JudgeOptions(max_tokens=120, local=LocalSettings(force_prefix=PREFIX)),
     )
     assert hf_judge.config()["constrained"] is True
     assert hf_judge.config()["force_prefix"] == PREFIX
@@ -126,7 +131,7 @@ def test_force_prefix_with_constraint_is_kept_in_raw_output(tiny_qwen2_vl: Path)
 
 def test_force_prefix_alone_steers_the_continuation(tiny_llava: Path) -> None:
     plain = build_judge("hf:" + str(tiny_llava), JudgeOptions(max_tokens=6))
-    steered = build_judge("hf:" + str(tiny_llava), JudgeOptions(max_tokens=6, force_prefix=PREFIX))
+    steered = build_judge("hf:" + str(tiny_llava), JudgeOptions(max_tokens=6, local=LocalSettings(force_prefix=PREFIX)))
     requests = both_orders(make_cases()[:1])
     plain_results, steered_results = judge(plain, requests), judge(steered, requests)
     for result in steered_results:
@@ -139,7 +144,9 @@ def test_force_prefix_alone_steers_the_continuation(tiny_llava: Path) -> None:
 
 def test_force_prefix_that_leaves_the_skeleton_is_refused(tiny_qwen2_vl: Path) -> None:
     with pytest.raises(ValueError, match="not the start of the verdict skeleton"):
-        build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(force_prefix="Answer:", extra={"constrained": True}))
+        build_judge(
+            "hf:" + str(tiny_qwen2_vl), JudgeOptions(local=LocalSettings(force_prefix="Answer:", constrained=True))
+        )
 
 
 def test_batch_of_three_equals_three_singles_under_greedy_decoding(tiny_vlm: tuple[str, Path]) -> None:
@@ -188,7 +195,9 @@ def test_a_bad_image_fails_its_request_only(tiny_qwen2_vl: Path) -> None:
         response_2="b",
     )
     no_image = Case(case_id="text-only", image=ImageRef.empty(), question="Q?", response_1="x", response_2="y")
-    hf_judge = build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=5, extra={"constrained": False}))
+    hf_judge = build_judge(
+        "hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=5, local=LocalSettings(constrained=False))
+    )
     results = judge(
         hf_judge,
         [
@@ -250,6 +259,26 @@ def test_config_and_metadata_describe_the_judge(tiny_qwen2_5_vl: Path) -> None:
     assert hf_judge.batch_size == 4 and hf_judge.needs_images
 
 
+def test_hf_fingerprints_equal_those_before_the_settings_were_typed(tiny_qwen2_vl: Path) -> None:
+    # computed on commit 787aae5 (constrained decoding then came from JudgeOptions.extra), with the
+    # model's path replaced, since the tiny model lives in a temporary directory
+    def without_path(hf_judge: Any, suffix: str) -> str:
+        return config_hash({**hf_judge.config(), "model": "<tiny-qwen2-vl>", "spec": f"hf:<tiny-qwen2-vl>{suffix}"})
+
+    sampled = JudgeOptions(
+        seed=5,
+        max_tokens=64,
+        temperature=0.7,
+        top_p=0.8,
+        batch_size=2,
+        local=LocalSettings(device="cpu", dtype="float32", force_prefix=PREFIX),
+    )
+    suffixed = build_judge(f"hf:{tiny_qwen2_vl}#constrained", sampled)
+    assert without_path(suffixed, "#constrained") == "5b65c6dd9106de1dc4a92523e2e5f3598ce5631a449b84a737a0e250f66073da"
+    constrained = build_judge(f"hf:{tiny_qwen2_vl}", JudgeOptions(local=LocalSettings(device="cpu", constrained=True)))
+    assert without_path(constrained, "") == "5c2161697166cd0dde235cdbdd75f108a85f3df30a495b3beb6678a5a966f988"
+
+
 def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp_path: Path) -> None:
     peft = pytest.importorskip("peft")
     torch = pytest.importorskip("torch")
@@ -258,7 +287,9 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
     lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     peft.get_peft_model(base_model, lora).save_pretrained(tmp_path / "adapter")
     base = build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=4))
-    adapted = build_judge("hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=4, adapter=str(tmp_path / "adapter")))
+    adapted = build_judge(
+        "hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=4, local=LocalSettings(adapter=str(tmp_path / "adapter")))
+    )
     assert isinstance(adapted.generator.model, peft.PeftModel)
     assert adapted.fingerprint() != base.fingerprint()
     assert adapted.config()["adapter_sha256"]
@@ -268,7 +299,10 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
         [
             {
                 "role": "user",
-                "content": [{"type": "image", "image": make_cases()[0].image.load()}, {"type": "text", "text": "hi"}],
+                "content": [
+                    {"type": "image", "image": load_image(make_cases()[0].image)},
+                    {"type": "text", "text": "hi"},
+                ],
             }
         ]
     )
@@ -279,6 +313,38 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
     assert not torch.allclose(base_logits, adapted_logits)
     results = judge(adapted, both_orders(make_cases()[:1]))
     assert all(r.raw_output for r in results)
+
+
+def test_the_generator_writes_free_text_for_any_conversation_without_the_verdict_template(
+    tiny_qwen2_vl: Path,
+) -> None:
+    generator = VLMGenerator.load(str(tiny_qwen2_vl), device="cpu")
+    text_only = [{"role": "user", "content": "Describe a normal chest radiograph in one sentence."}]
+    with_image = [
+        {"role": "system", "content": "You are a radiologist."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "image": load_image(make_cases()[0].image)},
+                {"type": "text", "text": "Which organ is shown?"},
+            ],
+        },
+    ]
+    prompt, images = generator.render_prompt(text_only)
+    assert images == [] and "radiograph" in prompt
+    assert not any(d in prompt for d in DIMENSIONS), "nothing of the judge's template is added"
+    greedy = GenerationSettings(max_new_tokens=7)
+    first = generator.generate([text_only, with_image], greedy)
+    assert [g.finish_reason in ("stop", "length") for g in first] == [True, True]
+    assert all(0 < g.completion_tokens <= 7 for g in first)
+    assert first[1].prompt_tokens > first[0].prompt_tokens  # the image's tokens are counted
+    assert generator.generate([text_only, with_image], greedy) == first
+    # sampling draws different answers under different seeds (a pool of responses to one question)
+    sampled = {
+        generator.generate([text_only], GenerationSettings(max_new_tokens=7, temperature=1.0, seed=seed))[0].text
+        for seed in range(4)
+    }
+    assert len(sampled) > 1
 
 
 def test_text_only_model_is_refused_clearly(tiny_text_llama: Path) -> None:

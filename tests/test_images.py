@@ -1,4 +1,4 @@
-"""Tests for medrewardbench.data.images on real files: PIL formats, DICOM and packaged images."""
+"""Tests for medrewardbench.images on real files: PIL formats, DICOM and packaged images."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from pydicom.dataset import FileDataset, FileMetaDataset
 from pydicom.uid import ExplicitVRLittleEndian, SecondaryCaptureImageStorage
 
 from medrewardbench.cases import ImageRef
-from medrewardbench.data import images
-from medrewardbench.data.images import (
+from medrewardbench.errors import ImageError
+from medrewardbench.images import (
     BUILTIN_IMAGES,
     encode_png,
     image_content_hash,
@@ -28,9 +28,10 @@ from medrewardbench.data.images import (
     load_image,
     looks_like_dicom,
     raw_image_bytes,
-    to_data_url,
 )
-from medrewardbench.errors import ImageError
+from medrewardbench.images import files as image_files
+from medrewardbench.images import refs as image_refs
+from medrewardbench.judges.api.images import passthrough_data_url, to_data_url
 
 _UID_ROOT = "1.2.826.0.1.3680043.8.498.4242"
 
@@ -276,8 +277,8 @@ def test_builtin_raw_bytes_are_the_shipped_files() -> None:
 
 
 def test_skimage_array_fallback_encodes_png_deterministically() -> None:
-    first = images._skimage_array_png("shepp_logan_phantom", "builtin image 'skimage:shepp_logan_phantom'")
-    second = images._skimage_array_png("shepp_logan_phantom", "builtin image 'skimage:shepp_logan_phantom'")
+    first = image_refs._skimage_array_png("shepp_logan_phantom", "builtin image 'skimage:shepp_logan_phantom'")
+    second = image_refs._skimage_array_png("shepp_logan_phantom", "builtin image 'skimage:shepp_logan_phantom'")
 
     assert first == second and first.startswith(b"\x89PNG")
     assert np.asarray(Image.open(io.BytesIO(first))).max() == 255
@@ -403,10 +404,10 @@ def test_truncated_dicom_and_dicom_without_pixels_are_refused() -> None:
 
 def test_png_over_pixel_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write_png(tmp_path / "big.png", np.zeros((120, 100, 3), dtype=np.uint8))
-    monkeypatch.setattr(images, "MAX_IMAGE_PIXELS", 12_000)
+    monkeypatch.setattr(image_files, "MAX_IMAGE_PIXELS", 12_000)
     assert load_image(ImageRef.from_path(path)).size == (100, 120)  # exactly at the limit: fine
 
-    monkeypatch.setattr(images, "MAX_IMAGE_PIXELS", 11_999)
+    monkeypatch.setattr(image_files, "MAX_IMAGE_PIXELS", 11_999)
     with pytest.raises(ImageError, match=r"big\.png.*decompression bomb.*12000 pixels"):
         load_image(ImageRef.from_path(path))
     with pytest.raises(ImageError, match="decompression bomb"):
@@ -425,7 +426,7 @@ def test_png_beyond_pil_hard_limit_is_refused_without_decoding(tmp_path: Path) -
 
 def test_dicom_over_pixel_limit_is_refused_before_decoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small = _write_dicom(tmp_path / "small.dcm", np.zeros((10, 10)))
-    monkeypatch.setattr(images, "MAX_IMAGE_PIXELS", 99)
+    monkeypatch.setattr(image_files, "MAX_IMAGE_PIXELS", 99)
     with pytest.raises(ImageError, match=r"small\.dcm.*decompression bomb"):
         load_image(ImageRef.from_path(small))
     monkeypatch.undo()
@@ -437,11 +438,11 @@ def test_dicom_over_pixel_limit_is_refused_before_decoding(tmp_path: Path, monke
 
 
 def test_pixel_limit_can_be_set_from_environment() -> None:
-    code = "from medrewardbench.data import images; print(images.MAX_IMAGE_PIXELS)"
+    code = "from medrewardbench.images import files; print(files.MAX_IMAGE_PIXELS)"
     env = {**os.environ, "MEDREWARDBENCH_MAX_IMAGE_PIXELS": "1234"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "1234"
-    assert images._DEFAULT_MAX_IMAGE_PIXELS == 89_478_485
+    assert image_files._DEFAULT_MAX_IMAGE_PIXELS == 89_478_485
 
 
 def test_truncated_png_is_refused_naming_the_image(tmp_path: Path) -> None:
@@ -533,10 +534,10 @@ def test_hash_cache_is_invalidated_when_the_file_changes(tmp_path: Path) -> None
 
 def test_hash_cache_makes_rehashing_cheap(tmp_path: Path) -> None:
     path = _write_png(tmp_path / "cached.png", _gradient_rgb())
-    images.clear_hash_cache()
+    image_refs.clear_hash_cache()
     for _ in range(100):
         image_content_hash(ImageRef.from_path(path))
-    info = images._hash_file.cache_info()
+    info = image_refs._hash_file.cache_info()
     assert info.misses == 1 and info.hits == 99
 
 
@@ -561,7 +562,7 @@ def test_imageref_methods_use_this_module(tmp_path: Path) -> None:
     path = _write_png(tmp_path / "via_ref.png", _gradient_rgb())
     ref = ImageRef.from_path(path)
 
-    assert np.array_equal(np.asarray(ref.load()), _gradient_rgb())
+    assert np.array_equal(np.asarray(load_image(ref)), _gradient_rgb())
     assert ref.raw_bytes() == path.read_bytes()
 
 
@@ -586,7 +587,7 @@ def test_passthrough_sends_the_original_bytes_which_decode_to_load_image_pixels(
     path = tmp_path / f"scan.{fmt.lower()}"
     path.write_bytes(original)
     for ref in (ImageRef.from_bytes(original, path.name), ImageRef.from_path(path)):
-        url = images.passthrough_data_url(ref)
+        url = passthrough_data_url(ref)
         assert url is not None and url.startswith(f"data:image/{fmt.lower()};base64,")
         payload = base64.b64decode(url.split(",", 1)[1])
         assert payload == original
@@ -632,16 +633,16 @@ def test_passthrough_declines_whatever_would_not_decode_as_load_image_does(monke
         "empty": b"",
     }
     for why, data in declined.items():
-        assert images.passthrough_data_url(ImageRef.from_bytes(data, "x")) is None, why
-    assert images.passthrough_data_url(ImageRef.empty()) is None
+        assert passthrough_data_url(ImageRef.from_bytes(data, "x")) is None, why
+    assert passthrough_data_url(ImageRef.empty()) is None
     dicom = get_testdata_file("CT_small.dcm")
     assert dicom is not None
-    assert images.passthrough_data_url(ImageRef.from_path(dicom)) is None
-    assert images.passthrough_data_url(ImageRef.from_path("/no/such/file.png")) is None
+    assert passthrough_data_url(ImageRef.from_path(dicom)) is None
+    assert passthrough_data_url(ImageRef.from_path("/no/such/file.png")) is None
     # a harmless extra chunk is fine; a decompression bomb is left to load_image to refuse
-    assert images.passthrough_data_url(ImageRef.from_bytes(_png_with_chunk_after_header(rgb_png, b"tEXt", b"a\x00b")))
-    monkeypatch.setattr(images, "MAX_IMAGE_PIXELS", 100)
-    assert images.passthrough_data_url(ImageRef.from_bytes(rgb_png)) is None
+    assert passthrough_data_url(ImageRef.from_bytes(_png_with_chunk_after_header(rgb_png, b"tEXt", b"a\x00b")))
+    monkeypatch.setattr(image_files, "MAX_IMAGE_PIXELS", 100)
+    assert passthrough_data_url(ImageRef.from_bytes(rgb_png)) is None
     with pytest.raises(ImageError, match="decompression bomb"):
         to_data_url(ImageRef.from_bytes(rgb_png))
 

@@ -39,11 +39,11 @@ from fixtures_data import (
 )
 from typer.testing import CliRunner
 
+from medrewardbench import images
 from medrewardbench.cases import ImageRef
 from medrewardbench.cli import app
 from medrewardbench.data import (
     collect_source,
-    images,
     load_benchmark,
     nothing_to_measure,
     read_canonical,
@@ -51,9 +51,10 @@ from medrewardbench.data import (
     validate_source,
 )
 from medrewardbench.data import demo as demo_module
-from medrewardbench.data.files import FileRefused, open_regular_file, read_regular_file
 from medrewardbench.data.jsonio import MAX_JSON_DEPTH, parse_json, too_deep
 from medrewardbench.errors import DataError, DataProblem, ImageError
+from medrewardbench.images import files as image_files
+from medrewardbench.images.files import FileRefused, open_regular_file, read_regular_file
 from medrewardbench.safe_text import terminal_safe
 
 T = TypeVar("T")
@@ -196,7 +197,7 @@ def test_images_over_the_size_cap_are_refused_before_reading(tmp_path: Path, mon
     sparse = tmp_path / "huge.png"
     with sparse.open("wb") as handle:
         handle.truncate(5_000_000)  # a sparse file: 5 MB long, nothing written
-    monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 1_000_000)
+    monkeypatch.setattr(image_files, "MAX_IMAGE_BYTES", 1_000_000)
 
     ref = ImageRef.from_path(sparse)
     for call in (images.load_image, images.raw_image_bytes, images.image_content_hash, images.image_size):
@@ -206,16 +207,16 @@ def test_images_over_the_size_cap_are_refused_before_reading(tmp_path: Path, mon
     problem = _only(validate_source(str(path)), case_id="big")
     assert problem.row == 1 and "over the limit" in problem.message
 
-    monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 5_000_000)  # exactly at the limit: read
+    monkeypatch.setattr(image_files, "MAX_IMAGE_BYTES", 5_000_000)  # exactly at the limit: read
     assert len(images.raw_image_bytes(ref)) == 5_000_000
 
 
 def test_image_size_cap_is_read_from_the_environment() -> None:
-    code = "from medrewardbench.data import images; print(images.MAX_IMAGE_BYTES)"
+    code = "from medrewardbench.images import files; print(files.MAX_IMAGE_BYTES)"
     env = {**os.environ, "MEDREWARDBENCH_MAX_IMAGE_BYTES": "4_096"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "4096"
-    assert images._DEFAULT_MAX_IMAGE_BYTES == 512 * 2**20
+    assert image_files._DEFAULT_MAX_IMAGE_BYTES == 512 * 2**20
 
 
 def test_reading_never_returns_more_than_the_cap_of_a_file_stat_calls_empty(tmp_path: Path) -> None:
@@ -579,7 +580,7 @@ def test_nothing_from_data_reaches_the_terminal_unescaped(tmp_path: Path) -> Non
 
 
 def test_log_lines_escape_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
-    from medrewardbench.cli_support import _SafeFormatter
+    from medrewardbench.cli.support import _SafeFormatter
 
     record = logging.LogRecord("x", logging.WARNING, __file__, 1, "case %s", ("a\x1b[2Jb",), None)
     assert _SafeFormatter("%(message)s").format(record) == "case a\\x1b[2Jb"

@@ -49,8 +49,10 @@ def test_static_chunks_cover_the_prompt_outside_the_placeholders() -> None:
 
 def test_a_user_template_file_is_validated(tmp_path: Path) -> None:
     good = tmp_path / "mine.txt"
-    good.write_text("### system\nBe brief.\n### user\nQ: {{question}}\nA: {{response_a}}\nB: {{response_b}}\n"
-                    'Answer {"overall": "A or B"}\n')
+    good.write_text(
+        "### system\nBe brief.\n### user\nQ: {{question}}\nA: {{response_a}}\nB: {{response_b}}\n"
+        'Answer {"overall": "A or B"}\n'
+    )
     template = load_template(str(good))
     assert template.system == "Be brief." and template.name == str(good)
     assert template.render_user_text("q", "a", "b").startswith("Q: q\nA: a\nB: b")
@@ -66,8 +68,22 @@ def test_a_bad_template_fails_before_any_request(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("### user\nOnly {{question}} here\n")
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["eval", "--judge", "api:never-called", "--base-url", "http://127.0.0.1:9/v1",
-                                      "--template", str(bad), "--limit", "1", "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--judge",
+            "api:never-called",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--template",
+            str(bad),
+            "--limit",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 2
     assert "bad.txt" in result.output and "response_a" in result.output
     assert not (out / "judgments.jsonl").exists()

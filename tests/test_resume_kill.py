@@ -25,9 +25,17 @@ def write_dataset(tmp_path: Path, n: int) -> Path:
     rows = []
     for i in range(n):
         (tmp_path / f"img{i}.png").write_bytes(png_bytes(i))
-        rows.append({"id": f"k{i:03d}", "image": f"img{i}.png", "question": f"Question {i}?",
-                     "response_1": f"first {i}", "response_2": f"second answer {i}",
-                     "labels": {"overall": 1 + i % 2}, "organ_system": "chest"})
+        rows.append(
+            {
+                "id": f"k{i:03d}",
+                "image": f"img{i}.png",
+                "question": f"Question {i}?",
+                "response_1": f"first {i}",
+                "response_2": f"second answer {i}",
+                "labels": {"overall": 1 + i % 2},
+                "organ_system": "chest",
+            }
+        )
     path = tmp_path / "cases.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     return path
@@ -45,16 +53,21 @@ def stored_keys(db: Path) -> list[tuple[str, str]]:
 
 def launch(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     code = LAUNCH.format(tests=str(TESTS_DIR))
-    return subprocess.Popen([sys.executable, "-c", code, *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def test_kill_mid_run_then_resume_completes_with_no_duplicate_or_missing_row(tmp_path: Path) -> None:
     data = write_dataset(tmp_path, 30)
     out = tmp_path / "out"
     db = out / "medrewardbench.sqlite"
-    env = {**os.environ, "SLOW_JUDGE_LOG": str(tmp_path / "calls1.log"), "SLOW_JUDGE_DELAY": "0.05",
-           "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "SLOW_JUDGE_LOG": str(tmp_path / "calls1.log"),
+        "SLOW_JUDGE_DELAY": "0.05",
+        "HF_HUB_OFFLINE": "1",
+    }
     args = ["eval", "--data", str(data), "--judge", "slow:", "--out", str(out), "--quiet"]
     proc = launch(args, env)
     deadline = time.monotonic() + 60

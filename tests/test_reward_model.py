@@ -20,23 +20,24 @@ from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.evaluation import evaluate
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
-from medrewardbench.judges.hf_loading import ModelLoadError
-from medrewardbench.judges.registry import JudgeOptions, build_judge
-from medrewardbench.judges.reward_model import (
+from medrewardbench.judges.options import JudgeOptions, LocalSettings
+from medrewardbench.judges.registry import build_judge
+from medrewardbench.judges.reward_model import TIE_REASON, RewardModelJudge
+from medrewardbench.models.loading import ModelLoadError
+from medrewardbench.models.reward import (
     HEAD_FILE,
     REWARD_CARD_FILE,
     SINGLE_HEAD_NOTE,
     TEXT_ONLY_NOTE,
-    TIE_REASON,
     RewardCard,
     RewardItem,
-    RewardModelJudge,
     VLMRewardModel,
 )
 from medrewardbench.store import Store
 
-CPU = JudgeOptions(device="cpu", dtype="float32")
+CPU = JudgeOptions(local=LocalSettings(device="cpu", dtype="float32"))
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -259,7 +260,7 @@ def test_reward_model_directory_round_trips_exact_scores(vlm_rm: Path, tiny_qwen
     assert card["heads"] == list(DIMENSIONS) and card["backbone"] == "adapter" and card["hidden_size"] == 32
     assert card["base_model"] == str(tiny_qwen2_vl.resolve()) and card["training"] == {"note": "untrained"}
     assert (vlm_rm / HEAD_FILE).is_file() and (vlm_rm / "adapter" / "adapter_config.json").is_file()
-    image = cases()[0].image.load()
+    image = load_image(cases()[0].image)
     items = [RewardItem("q?", "answer one", image), RewardItem("q?", "a longer answer two", image)]
     loaded = VLMRewardModel.load(vlm_rm, device="cpu", dtype="float32")
     again = VLMRewardModel.load(vlm_rm, base_model=str(tiny_qwen2_vl), device="cpu", dtype="float32")
@@ -306,7 +307,7 @@ def test_adapter_option_puts_a_reward_model_on_a_moved_base(vlm_rm: Path, tiny_q
     (moved / REWARD_CARD_FILE).write_text(json.dumps(card))
     with pytest.raises(ModelLoadError, match="--adapter"):
         build_judge(f"rm:{moved}", CPU)
-    judge = build_judge(f"rm:{tiny_qwen2_vl}", CPU.with_changes(adapter=str(moved)))
+    judge = build_judge(f"rm:{tiny_qwen2_vl}", CPU.with_local(adapter=str(moved)))
     assert judge.scorer.heads == DIMENSIONS and judge.config()["base_model"] == str(tiny_qwen2_vl.resolve())
 
 
@@ -325,7 +326,7 @@ def test_single_head_with_frozen_or_full_backbone_round_trips(
     assert result.failure is None and set(result.verdicts) == set(DIMENSIONS)
     assert set(result.scores or {}) == {"A", "B"} and result.extra == {"score_head": "overall"}
     assert SINGLE_HEAD_NOTE in judge.metadata()["notes"]
-    item = RewardItem("q?", "an answer", cases()[1].image.load())
+    item = RewardItem("q?", "an answer", load_image(cases()[1].image))
     assert flat(judge.scorer.score([item])) == pytest.approx(flat(model.score([item])), abs=1e-6)
 
 

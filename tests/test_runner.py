@@ -134,8 +134,9 @@ def test_missing_dimensions_are_recorded_per_dimension(tmp_path) -> None:  # typ
         spec = "test:partial"
 
         async def judge_batch(self, requests):  # type: ignore[no-untyped-def]
-            return [JudgeResult(verdicts={"overall": "A"}, dimension_failures={"accuracy": "value 'tie'"})
-                    for _ in requests]
+            return [
+                JudgeResult(verdicts={"overall": "A"}, dimension_failures={"accuracy": "value 'tie'"}) for _ in requests
+            ]
 
     with Store.in_dir(tmp_path) as store:
         summary = run_judge(Partial(), make_benchmark(1), store)
@@ -143,8 +144,6 @@ def test_missing_dimensions_are_recorded_per_dimension(tmp_path) -> None:  # typ
     assert row.verdicts == {"overall": 1}
     assert row.dimension_failures["accuracy"] == "value 'tie'"
     assert row.dimension_failures["creativity"] == "no verdict"
-
-
 
 
 class CountingStore(Store):

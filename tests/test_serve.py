@@ -17,7 +17,7 @@ from fixtures_models import png_image_bytes
 from PIL import Image
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.judges.hf import GenerationSettings, VLMGenerator
+from medrewardbench.models.generation import GenerationSettings, VLMGenerator
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
@@ -213,7 +213,7 @@ def test_concurrent_requests_are_served_one_at_a_time(
                 max_tokens=6,
             )
             answers.append(completion.choices[0].message.content)
-        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+        except BaseException as exc:  # collected and asserted below
             errors.append(exc)
 
     threads = [threading.Thread(target=ask) for _ in range(4)]
@@ -231,7 +231,7 @@ def test_run_server_loads_the_spec_and_serves(tiny_llava: Path, monkeypatch: pyt
 
     import uvicorn
 
-    from medrewardbench.judges.registry import JudgeOptions
+    from medrewardbench.judges.options import JudgeOptions
     from medrewardbench.serve import run_server
 
     # run_server blocks in uvicorn.run; run the same app under a uvicorn.Server this test can stop
@@ -278,7 +278,8 @@ def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(generator:
     from medrewardbench.cases import Case, ImageRef
     from medrewardbench.dimensions import Order
     from medrewardbench.judges.base import JudgeRequest
-    from medrewardbench.judges.registry import JudgeOptions, build_judge
+    from medrewardbench.judges.options import ApiSettings, JudgeOptions
+    from medrewardbench.judges.registry import build_judge
 
     case = Case(
         case_id="c1",
@@ -289,7 +290,9 @@ def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(generator:
     )
     app = create_app(generator, model_name=MODEL_NAME, constrained=True)
     with BackgroundServer(app) as served:
-        judge = build_judge(f"api:{MODEL_NAME}", JudgeOptions(base_url=served.base_url, max_tokens=120))
+        judge = build_judge(
+            f"api:{MODEL_NAME}", JudgeOptions(max_tokens=120, api=ApiSettings(base_url=served.base_url))
+        )
 
         async def run() -> list[Any]:
             try:

@@ -3,10 +3,8 @@ references, edge cases, and a coverage simulation."""
 
 from __future__ import annotations
 
-import ast
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -169,28 +167,6 @@ def test_invalid_inputs_raise() -> None:
         accuracy(TINY_VERDICTS, TINY_LABELS[:2])
     with pytest.raises(ValueError, match="confidence"):
         accuracy_ci(TINY_VERDICTS, TINY_LABELS, confidence=1.5)
-
-
-def test_package_core_imports_only_numpy_and_the_standard_library() -> None:
-    modules: set[str] = set()
-    files = sorted(Path(S.__file__).parent.glob("*.py"))
-    assert {f.name for f in files} >= {"__init__.py", "counts.py", "bootstrap.py", "paired.py", "agreement.py"}
-    nodes = [node for f in files for node in ast.walk(ast.parse(f.read_text()))]
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            modules.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            modules.add(node.module.split(".")[0])
-    assert modules <= {
-        "__future__",
-        "math",
-        "warnings",
-        "collections",
-        "dataclasses",
-        "typing",
-        "numpy",
-        "medrewardbench",
-    }
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,13 +9,24 @@ from medrewardbench.store import RunRecord, Store, StoredJudgment, make_run_id
 
 
 def _run(bench, fp: str = "fp1") -> RunRecord:  # type: ignore[no-untyped-def]
-    return RunRecord(make_run_id("test:x", fp, bench.data_hash()), "test:x", fp, bench.data_hash(), bench.name,
-                     bench.source, (Order.ORIGINAL, Order.SWAPPED), {"spec": "test:x"}, {}, len(bench))
+    return RunRecord(
+        make_run_id("test:x", fp, bench.data_hash()),
+        "test:x",
+        fp,
+        bench.data_hash(),
+        bench.name,
+        bench.source,
+        (Order.ORIGINAL, Order.SWAPPED),
+        {"spec": "test:x"},
+        {},
+        len(bench),
+    )
 
 
 def _judgment(case, order: Order, winner: int = 1) -> StoredJudgment:  # type: ignore[no-untyped-def]
-    return StoredJudgment(case.case_id, order, case.content_hash(), "f", {"overall": winner}, "raw", None, {},
-                          0.01, 10, 5, None, {})
+    return StoredJudgment(
+        case.case_id, order, case.content_hash(), "f", {"overall": winner}, "raw", None, {}, 0.01, 10, 5, None, {}
+    )
 
 
 def test_store_is_a_real_sqlite_file_in_wal_mode(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -24,7 +35,11 @@ def test_store_is_a_real_sqlite_file_in_wal_mode(tmp_path) -> None:  # type: ign
     conn = sqlite3.connect(tmp_path / "medrewardbench.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")} >= {
-        "runs", "cases", "judgments", "meta"}
+        "runs",
+        "cases",
+        "judgments",
+        "meta",
+    }
 
 
 def test_judgments_round_trip_and_belong_to_their_run(tmp_path) -> None:  # type: ignore[no-untyped-def]

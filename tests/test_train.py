@@ -19,8 +19,9 @@ from medrewardbench.data import load_benchmark
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, to_position
 from medrewardbench.evaluation import evaluate
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeResult
-from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.judges.options import JudgeOptions, LocalSettings
 from medrewardbench.parsing import parse_verdicts
 from medrewardbench.prompts import load_template
 from medrewardbench.runner import to_stored
@@ -39,7 +40,7 @@ from medrewardbench.train.examples import flip_letters, sft_rows, verdict_json, 
 # Tiny models on a 2-core runner: one thread avoids thread-synchronisation overhead that dominates
 # such small matrices (the tests check behaviour, not speed).
 QUICK = TrainConfig(max_steps=2, batch_size=2, grad_accum=1, learning_rate=1e-3, warmup_ratio=0.0, device="cpu")
-EVAL_OPTIONS = JudgeOptions(device="cpu", max_tokens=64, extra={"constrained": True})
+EVAL_OPTIONS = JudgeOptions(max_tokens=64, local=LocalSettings(device="cpu", constrained=True))
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -158,7 +159,7 @@ def test_training_prompt_is_exactly_the_evaluation_prompt(tiny_qwen2_vl: Path, d
     """TRL renders the SFT prompt; the hf: judge renders its prompt; they must be the same text."""
     from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 
-    from medrewardbench.judges.hf import VLMGenerator
+    from medrewardbench.models.generation import VLMGenerator
 
     generator = VLMGenerator.load(str(tiny_qwen2_vl), device="cpu", dtype="float32")
     template = load_template("pairwise")
@@ -172,7 +173,7 @@ def test_training_prompt_is_exactly_the_evaluation_prompt(tiny_qwen2_vl: Path, d
         first, second = (
             (case.response_1, case.response_2) if order is Order.ORIGINAL else (case.response_2, case.response_1)
         )
-        judge_messages = template.render_messages(case.question, first, second, case.image.load())
+        judge_messages = template.render_messages(case.question, first, second, load_image(case.image))
         eval_prompt, images = generator.render_prompt(judge_messages)
         assert rendered["prompt"] == eval_prompt and len(images) == 1
         assert rendered["completion"].startswith(example.chosen)
@@ -216,7 +217,7 @@ def test_trl_trainers_write_an_adapter_that_the_hf_judge_evaluates(
         held_out,
         [result.judge_spec],
         tmp_path / f"eval-{method}",
-        options=EVAL_OPTIONS.with_changes(adapter=result.judge_adapter),
+        options=EVAL_OPTIONS.with_local(adapter=result.judge_adapter),
     )
     run = evaluation.runs[0]
     assert run.config["adapter"] == str(out.resolve()) and run.config["adapter_sha256"]
@@ -237,7 +238,9 @@ def test_reward_model_trainer_writes_a_reward_model_that_the_rm_judge_evaluates(
     assert card.data["heads"] == list(DIMENSIONS) and card.data["n_train_examples"] == 4
     assert card.metrics["train_pair_accuracy"]["n"] == 24
     assert result.judge_spec == f"rm:{out}" and result.judge_adapter is None
-    evaluation = evaluate(held_out, [result.judge_spec], tmp_path / "eval-rm", options=JudgeOptions(device="cpu"))
+    evaluation = evaluate(
+        held_out, [result.judge_spec], tmp_path / "eval-rm", options=JudgeOptions(local=LocalSettings(device="cpu"))
+    )
     run = evaluation.runs[0]
     assert run.metadata["sees_image"] is True and run.metadata["heads"] == list(DIMENSIONS)
     assert run.metadata["training"]["fold"] == [5, 0]
@@ -274,7 +277,9 @@ def test_bradley_terry_training_visibly_learns_its_training_cases(tiny_qwen2_vl:
     accuracy = result.card.metrics["train_pair_accuracy"]
     assert accuracy["n"] == 48 and accuracy["pooled"] >= 0.8  # chance is 0.5
     # and the rm: judge, loading the saved model, agrees with the experts on these same cases
-    evaluation = evaluate(benchmark, [result.judge_spec], tmp_path / "bt-eval", options=JudgeOptions(device="cpu"))
+    evaluation = evaluate(
+        benchmark, [result.judge_spec], tmp_path / "bt-eval", options=JudgeOptions(local=LocalSettings(device="cpu"))
+    )
     assert evaluation.leaderboard[0].score.point >= 0.8
 
 
@@ -284,7 +289,7 @@ def test_bradley_terry_training_visibly_learns_its_training_cases(tiny_qwen2_vl:
 def _app() -> Any:
     import typer
 
-    from medrewardbench.train.commands import register_commands
+    from medrewardbench.cli.train import register_commands
 
     app = typer.Typer()
 
@@ -335,7 +340,7 @@ def test_other_model_families_train_and_evaluate(family: str, request: pytest.Fi
     config = QUICK.with_overrides(max_steps=1, max_cases=2)
     for method in ("sft", "rm"):
         result = train(method, base, demo, tmp_path / method, config, fold=fold)
-        options = EVAL_OPTIONS.with_changes(adapter=result.judge_adapter)
+        options = EVAL_OPTIONS.with_local(adapter=result.judge_adapter)
         evaluation = evaluate(held_out, [result.judge_spec], tmp_path / f"eval-{method}", options=options)
         requests = evaluation.metrics[evaluation.runs[0].run_id].requests
         assert (requests.judged, requests.failed) == (2, 0)

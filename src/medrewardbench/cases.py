@@ -1,4 +1,8 @@
-"""The Case record: one image, one question, two responses and (optionally) expert labels."""
+"""The Case record: one image, one question, two responses and (optionally) expert labels.
+
+:class:`~medrewardbench.images.refs.ImageRef` lives below, in :mod:`medrewardbench.images`, and is
+re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -6,79 +10,12 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from medrewardbench.dimensions import DIMENSIONS, Winner
+from medrewardbench.images.refs import ImageRef
 
-if TYPE_CHECKING:
-    from PIL import Image
-
-ImageKind = Literal["path", "bytes", "builtin", "none"]
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """A reference to an image that is decoded only when asked for.
-
-    Kinds:
-        ``path``: a file on disk (PNG, JPEG, any PIL format, or DICOM).
-        ``bytes``: encoded file bytes held in memory (for example from a parquet Image struct).
-        ``builtin``: an image that an installed package ships, named ``"pydicom:CT_small.dcm"``
-            or ``"skimage:retina"`` (see :mod:`medrewardbench.data.images`).
-        ``none``: the case has no image.
-    """
-
-    kind: ImageKind
-    location: str = ""
-    """File path (``path``), original file name if any (``bytes``) or builtin name."""
-    data: bytes | None = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_path(cls, path: str | Path) -> ImageRef:
-        return cls("path", str(path))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, name: str = "") -> ImageRef:
-        return cls("bytes", name, data)
-
-    @classmethod
-    def builtin(cls, name: str) -> ImageRef:
-        return cls("builtin", name)
-
-    @classmethod
-    def empty(cls) -> ImageRef:
-        return cls("none")
-
-    def load(self) -> Image.Image:
-        """Decode the image to an 8-bit RGB PIL image.
-
-        Raises:
-            ImageError: unreadable file, unknown format, or a decompression bomb.
-        """
-        from medrewardbench.data.images import load_image
-
-        return load_image(self)
-
-    def raw_bytes(self) -> bytes:
-        """The encoded bytes behind this reference (file contents for paths and builtins)."""
-        from medrewardbench.data.images import raw_image_bytes
-
-        return raw_image_bytes(self)
-
-    def content_hash(self) -> str:
-        """A SHA-256 of the encoded image bytes, stable across machines; used for cache keys."""
-        from medrewardbench.data.images import image_content_hash
-
-        return image_content_hash(self)
-
-    def describe(self) -> str:
-        """A short human-readable description for errors and reports."""
-        if self.kind == "bytes":
-            return f"embedded image {self.location!r}" if self.location else "embedded image"
-        if self.kind == "none":
-            return "no image"
-        return f"{self.kind} image {self.location!r}"
+__all__ = ["Annotation", "Case", "ImageRef"]
 
 
 @dataclass(frozen=True)

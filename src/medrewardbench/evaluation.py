@@ -36,16 +36,16 @@ log = logging.getLogger(__name__)
 class ProgressSink:
     """Receives run progress; the CLI implements it with rich, tests with a list."""
 
-    def start(self, judge_spec: str, total: int, already_done: int) -> None:  # noqa: B027
+    def start(self, judge_spec: str, total: int, already_done: int) -> None:
         """A run begins: ``total`` requests, ``already_done`` of them found in the store."""
 
-    def advance(self, n: int) -> None:  # noqa: B027
+    def advance(self, n: int) -> None:
         """``n`` more requests finished."""
 
-    def finish(self, summary: RunSummary) -> None:  # noqa: B027
+    def finish(self, summary: RunSummary) -> None:
         """A run ended."""
 
-    def stage(self, text: str) -> None:  # noqa: B027
+    def stage(self, text: str) -> None:
         """A step that may take a while before any run starts (e.g. ``"hashing 10000 cases"``)."""
 
 

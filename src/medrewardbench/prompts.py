@@ -74,9 +74,7 @@ class PromptTemplate:
         user_content: list[dict[str, Any]] = []
         if image is not None:
             user_content.append({"type": "image", "image": image})
-        user_content.append(
-            {"type": "text", "text": self.render_user_text(question, response_a, response_b)}
-        )
+        user_content.append({"type": "text", "text": self.render_user_text(question, response_a, response_b)})
         messages: list[dict[str, Any]] = []
         if self.system.strip():
             messages.append({"role": "system", "content": [{"type": "text", "text": self.system}]})
@@ -105,8 +103,7 @@ def parse_template(text: str, name: str = "<template>") -> PromptTemplate:
     missing = [p for p in REQUIRED_PLACEHOLDERS if p not in found]
     if missing:
         raise TemplateError(
-            f"template {name}: the user section lacks the placeholder(s) "
-            + ", ".join("{{" + m + "}}" for m in missing)
+            f"template {name}: the user section lacks the placeholder(s) " + ", ".join("{{" + m + "}}" for m in missing)
         )
     unknown = sorted(found - set(KNOWN_PLACEHOLDERS))
     if unknown:

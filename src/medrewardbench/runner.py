@@ -190,10 +190,7 @@ async def _judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[Jud
         return [JudgeResult.failed(reason) for _ in batch]
     elapsed = time.perf_counter() - started
     share = elapsed / len(batch)
-    return [
-        r if r.latency_s is not None else _with_latency(r, share)
-        for r in results
-    ]
+    return [r if r.latency_s is not None else _with_latency(r, share) for r in results]
 
 
 def _with_latency(result: JudgeResult, latency: float) -> JudgeResult:

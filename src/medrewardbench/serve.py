@@ -11,7 +11,7 @@
   get verdict JSON by construction). Two
   extensions, sent by the ``openai`` client through ``extra_body``: ``force_prefix`` (text the
   answer continues from) and ``constrained`` (the verdict JSON skeleton, see
-  :mod:`medrewardbench.judges.hf`).
+  :mod:`medrewardbench.models.constraints`).
 * ``GET /v1/models``: the one model served.
 
 The answer carries ``choices[i].message.content``, ``finish_reason``, ``usage`` (prompt tokens
@@ -41,13 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from medrewardbench.errors import MedRewardBenchError, require
-from medrewardbench.judges.hf import (
-    CONSTRAINED_SUFFIX,
-    DEFAULT_MAX_NEW_TOKENS,
-    GenerationSettings,
-    VLMGenerator,
-)
 from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
+from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationSettings, VLMGenerator
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +75,7 @@ class ChatRequest:
 
 def _decode_data_url(url: str, param: str) -> Any:
     """Decode a ``data:`` URL into an RGB PIL image (through the package's image loader)."""
-    from medrewardbench.cases import ImageRef
+    from medrewardbench.images import ImageRef, load_image
 
     header, sep, payload = url.partition(",")
     if not sep or not header.startswith("data:"):
@@ -91,8 +87,8 @@ def _decode_data_url(url: str, param: str) -> Any:
     except (binascii.Error, ValueError) as exc:
         raise RequestError(f"the image data URL is not valid base64: {exc}", param) from exc
     try:
-        return ImageRef.from_bytes(data, name=header[5:].split(";")[0]).load()
-    except Exception as exc:  # noqa: BLE001 - any decoding failure is the client's bad image
+        return load_image(ImageRef.from_bytes(data, name=header[5:].split(";")[0]))
+    except Exception as exc:  # any decoding failure is the client's bad image
         raise RequestError(f"the image cannot be decoded: {exc}", param) from exc
 
 
@@ -260,7 +256,7 @@ def create_app(
             )
         except ValueError as exc:
             return _error(400, str(exc))
-        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
+        except Exception as exc:  # reported to the client as a server error
             logger.exception("generation failed")
             return _error(500, f"generation failed: {type(exc).__name__}: {exc}")
         prompt_tokens = generations[0].prompt_tokens if generations else 0
@@ -369,8 +365,9 @@ def run_server(
             makes constrained decoding the default for requests that do not say.
         host: interface to bind; the default serves this machine only.
         port: TCP port.
-        options: ``device``, ``dtype``, ``adapter`` choose how the model loads; ``max_tokens``,
-            ``temperature``, ``top_p``, ``seed`` are the defaults for requests that omit them.
+        options: ``local.device``, ``local.dtype``, ``local.adapter`` choose how the model loads
+            (``local.constrained`` as the ``#constrained`` suffix); ``max_tokens``, ``temperature``,
+            ``top_p``, ``seed`` are the defaults for requests that omit them.
 
     Raises:
         MissingExtraError: FastAPI/uvicorn (``serve``) or torch/transformers (``hf``) missing.
@@ -378,10 +375,11 @@ def run_server(
     """
     uvicorn: Any = require("uvicorn", "serve", "the OpenAI-compatible server")
     name = spec_or_path[len("hf:") :] if spec_or_path.startswith("hf:") else spec_or_path
-    constrained = bool(options.extra.get("constrained", False))
+    local = options.local
+    constrained = local.constrained
     if name.endswith(CONSTRAINED_SUFFIX):
         name, constrained = name[: -len(CONSTRAINED_SUFFIX)], True
-    generator = VLMGenerator.load(name, device=options.device, dtype=options.dtype, adapter=options.adapter)
+    generator = VLMGenerator.load(name, device=local.device, dtype=local.dtype, adapter=local.adapter)
     temperature = float(options.temperature or 0.0)
     defaults = GenerationSettings(
         max_new_tokens=options.max_tokens or DEFAULT_MAX_NEW_TOKENS,

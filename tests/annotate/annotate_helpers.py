@@ -136,7 +136,7 @@ def pg_cluster() -> Iterator[PgCluster]:
                 str(directory / "log"),
                 "-w",
                 "start",
-            ],  # noqa: E501
+            ],
             check=True,
             capture_output=True,
             timeout=120,

@@ -10,4 +10,4 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from annotate_helpers import cases_file, db_url, gold_file, pg_cluster, project_factory, serve  # noqa: E402, F401
+from annotate_helpers import cases_file, db_url, gold_file, pg_cluster, project_factory, serve  # noqa: F401

@@ -12,8 +12,8 @@ import pytest
 from annotate_helpers import PASSWORD, as_user, case_rows, write_cases
 from typer.testing import CliRunner
 
-from medrewardbench.annotate import cli as annotate_cli
 from medrewardbench.annotate.service import PairAnswer, Project
+from medrewardbench.cli import annotate as annotate_cli
 from medrewardbench.cli import app
 from medrewardbench.dimensions import DIMENSIONS
 

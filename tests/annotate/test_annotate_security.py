@@ -263,7 +263,7 @@ def test_every_write_is_in_the_audit_log_with_who_when_old_and_new(site: Site) -
 def test_the_server_binds_to_localhost_unless_told_otherwise() -> None:
     import inspect
 
-    from medrewardbench.annotate.cli import serve_command
+    from medrewardbench.cli.annotate import serve_command
 
     host = inspect.signature(serve_command).parameters["host"].default
     assert host == "127.0.0.1"

@@ -1,6 +1,6 @@
 """The expert annotation app: doctors screen questions and label pairs, blind, in a browser.
 
-``medrewardbench annotate`` (see :mod:`medrewardbench.annotate.cli`) creates a project from
+``medrewardbench annotate`` (see :mod:`medrewardbench.cli.annotate`) creates a project from
 canonical cases, adds users, serves the web app and exports the labelled set. The modules:
 
 * :mod:`.config`: the project directory (database URL, secret key); standard library only.

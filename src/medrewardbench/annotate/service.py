@@ -217,7 +217,7 @@ class CaseView:
     answer_type: str | None
     has_image: bool
     dicom: Any
-    """A :class:`medrewardbench.data.images.DicomDisplay` for DICOM images, else None."""
+    """A :class:`medrewardbench.images.dicom.DicomDisplay` for DICOM images, else None."""
     previous_id: str | None
     next_id: str | None
     next_todo_id: str | None
@@ -949,7 +949,7 @@ class Project:
     def _render(self, image_id: int, center: float | None, width: float | None) -> tuple[bytes, str]:
         from PIL import Image
 
-        from medrewardbench.data.images import encode_png, is_dicom, load_image, render_dicom_window
+        from medrewardbench.images import encode_png, is_dicom, load_image, render_dicom_window
 
         key = (image_id, center, width)
         with self._images_lock:
@@ -988,7 +988,7 @@ class Project:
         return result
 
     def _dicom_display(self, s: Session, image_id: int) -> Any:
-        from medrewardbench.data.images import dicom_display, is_dicom
+        from medrewardbench.images import dicom_display, is_dicom
 
         with self._images_lock:
             if image_id in self._displays:
@@ -1389,7 +1389,7 @@ def _read_images(
     problems: list[DataProblem],
     source: str,
 ) -> dict[str, tuple[str, str | None, bytes]]:
-    from medrewardbench.data.images import load_image
+    from medrewardbench.images import load_image
 
     blobs: dict[str, tuple[str, str | None, bytes]] = {}
     for _role, _kind, external, image, _payload, _gold in items:

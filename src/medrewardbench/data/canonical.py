@@ -15,7 +15,7 @@ lists per-annotator labels; without ``labels`` the row's labels are their strict
 
 Ids are printable text (no control characters, line breaks or NUL) of at most
 :data:`MAX_ID_LENGTH` characters. Image paths must resolve, after symbolic links, inside the data
-file's directory unless the :class:`~medrewardbench.data.files.ImagePolicy` allows more, and must
+file's directory unless the :class:`~medrewardbench.data.image_policy.ImagePolicy` allows more, and must
 name regular files. JSON keys may not repeat within one object, and values may not nest deeper
 than :data:`~medrewardbench.data.jsonio.MAX_JSON_DEPTH` levels; a UTF-8 byte-order mark is
 accepted at the start of a file.
@@ -44,10 +44,12 @@ from medrewardbench.data.annotations import (
     undecided_warnings,
 )
 from medrewardbench.data.benchmark import NULL_LABEL, UNLABELED, CaseLocation, LoadResult
-from medrewardbench.data.files import FileRefused, ImagePolicy, check_regular_file, describe_oserror, open_regular_file
+from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import BOM, MAX_JSON_DEPTH, JSONTextError, brief, parse_json, too_deep
 from medrewardbench.dimensions import DIMENSIONS, Winner, normalize_dimension
 from medrewardbench.errors import DataProblem
+from medrewardbench.images import files as image_files
+from medrewardbench.images.files import FileRefused, check_regular_file, describe_oserror, open_regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -249,11 +251,9 @@ def _path_ref(
     case_id: str | None,
     field: str,
 ) -> ImageRef | None:
-    from medrewardbench.data import images
-
     path = resolve_image_path(base_dir, location)
     rules = policy if policy is not None else ImagePolicy().with_roots(base_dir)
-    reason = rules.check(path, images.MAX_IMAGE_BYTES, images.MAX_IMAGE_BYTES_ENV)
+    reason = rules.check(path, image_files.MAX_IMAGE_BYTES, image_files.MAX_IMAGE_BYTES_ENV)
     if reason is not None:
         sink.add(reason, row, field, case_id)
         return None
@@ -274,7 +274,7 @@ def image_ref_from_value(
     The Hugging Face ``Image`` struct ``{"bytes": ..., "path": ...}`` is one of the accepted forms.
     Nothing is decoded here: images are read lazily, and checked by validation. Image paths are
     checked with ``stat`` only: they must resolve inside the directories the policy allows and
-    name a regular file no larger than :data:`medrewardbench.data.images.MAX_IMAGE_BYTES`.
+    name a regular file no larger than :data:`medrewardbench.images.files.MAX_IMAGE_BYTES`.
 
     Args:
         value: the row's image value.
@@ -709,7 +709,7 @@ def load_canonical(
     """Read a canonical file or a directory of canonical files, collecting every problem.
 
     Ids must be unique across all files of a directory. Image paths must stay inside the
-    directory of the data (see :class:`~medrewardbench.data.files.ImagePolicy`).
+    directory of the data (see :class:`~medrewardbench.data.image_policy.ImagePolicy`).
 
     Args:
         path: a ``.jsonl``, ``.json`` or ``.parquet`` file, or a directory of them.

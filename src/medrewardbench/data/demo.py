@@ -18,7 +18,7 @@ from pathlib import Path
 
 from medrewardbench.data.benchmark import Benchmark, LoadResult
 from medrewardbench.data.canonical import load_rows, read_json_document
-from medrewardbench.data.files import ImagePolicy
+from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import JSONTextError
 from medrewardbench.errors import DataError, DataProblem
 

@@ -30,10 +30,11 @@ from medrewardbench.data.benchmark import (
     unknown_organs_problem,
 )
 from medrewardbench.data.canonical import ProblemSink, case_id_problem, image_ref_from_value, json_lines, parse_labels
-from medrewardbench.data.files import FileRefused, ImagePolicy, check_regular_file
+from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import MAX_JSON_DEPTH, too_deep
 from medrewardbench.dimensions import Winner
 from medrewardbench.errors import DataError, DataProblem
+from medrewardbench.images.files import FileRefused, check_regular_file
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.data.benchmark import CaseLocation, nothing_to_measure
+from medrewardbench.data.sources import collect_source
 from medrewardbench.errors import DataError, DataProblem, ImageError
+from medrewardbench.images import load_image
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ def check_image(image: ImageRef, location: CaseLocation, case_id: str | None = N
     if image.kind == "none":
         return None
     try:
-        image.load()
+        load_image(image)
     except ImageError as exc:
         reason = str(exc)
     except ImportError:
@@ -76,8 +78,6 @@ def validate_source(
     Returns:
         The problems, sorted by file and row; empty when the source is clean.
     """
-    from medrewardbench.data import collect_source
-
     try:
         result = collect_source(source, organs, allow_external_images=allow_external_images, image_roots=image_roots)
     except DataError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS, Position
 from medrewardbench.errors import JudgeSpecError
+from medrewardbench.images import load_image
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import JudgeOptions
 
@@ -33,9 +34,7 @@ class BaselineJudge(Judge):
 
     def __init__(self, rule: str, seed: int = 0):
         if rule not in BASELINE_NAMES:
-            raise JudgeSpecError(
-                f"unknown baseline {rule!r}; choose one of {', '.join(BASELINE_NAMES)}"
-            )
+            raise JudgeSpecError(f"unknown baseline {rule!r}; choose one of {', '.join(BASELINE_NAMES)}")
         self.rule = rule
         self.seed = seed
         self.spec = f"baseline:{rule}"
@@ -97,7 +96,7 @@ class InstantJudge(Judge):
         results = []
         for request in requests:
             try:
-                request.case.image.load()
+                load_image(request.case.image)
             except Exception as exc:  # a bad image is a recorded failure, not a crash
                 results.append(JudgeResult.failed(f"image: {exc}"))
                 continue

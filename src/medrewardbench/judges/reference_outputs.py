@@ -25,9 +25,7 @@ from medrewardbench.errors import DataError, DataProblem, JudgeSpecError
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import JudgeOptions
 
-_KEY_PATTERNS = {
-    dim: re.compile(rf'"?{dim}"?\s*:\s*"?([AB])"?', flags=re.IGNORECASE) for dim in DIMENSIONS
-}
+_KEY_PATTERNS = {dim: re.compile(rf'"?{dim}"?\s*:\s*"?([AB])"?', flags=re.IGNORECASE) for dim in DIMENSIONS}
 _DOUBLE_BRACKET = re.compile(r"\[\[([AB])\]\]", flags=re.IGNORECASE)
 _STANDALONE = re.compile(r"\b([AB])\b", flags=re.IGNORECASE)
 

@@ -9,40 +9,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
 
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.judges.base import Judge
+from medrewardbench.judges.options import JudgeOptions
 
-
-@dataclass(frozen=True)
-class JudgeOptions:
-    """Settings shared by judge builders; each backend reads the ones it understands."""
-
-    seed: int = 0
-    template: str = "pairwise"
-    concurrency: int | None = None
-    batch_size: int | None = None
-    # sampling
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    # API backends
-    base_url: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 6
-    structured: bool = False
-    # local backends
-    device: str = "auto"
-    dtype: str = "auto"
-    adapter: str | None = None
-    force_prefix: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def with_changes(self, **changes: Any) -> JudgeOptions:
-        return replace(self, **changes)
+__all__ = ["BASELINE_SPECS", "JudgeOptions", "build_judge", "known_kinds", "register", "split_spec"]
 
 
 Builder = Callable[[str, JudgeOptions], Judge]
@@ -87,9 +59,7 @@ def split_spec(spec: str) -> tuple[str, str]:
             f"judge spec {spec!r} has no kind; expected KIND:NAME with KIND one of {', '.join(known_kinds())}"
         )
     if kind not in _BUILDERS:
-        raise JudgeSpecError(
-            f"unknown judge kind {kind!r} in {spec!r}; known kinds: {', '.join(known_kinds())}"
-        )
+        raise JudgeSpecError(f"unknown judge kind {kind!r} in {spec!r}; known kinds: {', '.join(known_kinds())}")
     return kind, name
 
 

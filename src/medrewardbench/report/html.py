@@ -17,6 +17,7 @@ from typing import Any
 from medrewardbench.cases import ImageRef
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
+from medrewardbench.images import load_image
 from medrewardbench.metrics.results import Analysis, LeaderboardRow, PairwiseComparison
 from medrewardbench.report import plots
 from medrewardbench.report.format import (
@@ -109,7 +110,7 @@ def thumbnail_data_uri(image: ImageRef, max_side: int = THUMBNAIL_MAX_SIDE) -> s
     Raises:
         ImageError: the image cannot be decoded.
     """
-    picture = image.load()
+    picture = load_image(image)
     picture.thumbnail((max_side, max_side))
     buffer = io.BytesIO()
     picture.save(buffer, format="JPEG", quality=78, optimize=True)

@@ -1,10 +1,10 @@
 """Tiny random-weight vision-language models, built offline for tests and demos.
 
 Each builder writes a complete model directory (weights, config, tokenizer, image processor,
-chat template) that :func:`medrewardbench.judges.hf_loading.load_vlm` loads back, in a few seconds
+chat template) that :func:`medrewardbench.models.loading.load_vlm` loads back, in a few seconds
 and under 2 MB. The weights are random but seeded, so two builds are identical and a greedy
 generation is reproducible. They answer with nonsense, which is exactly what tests of failure
-accounting need; constrained decoding (see :mod:`medrewardbench.judges.hf`) turns that nonsense
+accounting need; constrained decoding (see :mod:`medrewardbench.models.constraints`) turns that nonsense
 into parseable verdicts.
 
 The tokenizer is a byte-level BPE trained on a few hundred strings (medical words, JSON
@@ -279,7 +279,6 @@ def _build_tiny_qwen_family(path: str | Path, *, version: str, seed: int) -> Pat
     return out
 
 
-
 def tiny_llama_config(tokenizer: Any, *, num_hidden_layers: int, **overrides: Any) -> Any:
     """The tiny Llama text configuration every builder here shares (32 hidden, 2 heads, 1 KV head).
 
@@ -306,6 +305,7 @@ def tiny_llama_config(tokenizer: Any, *, num_hidden_layers: int, **overrides: An
     settings.update(overrides)
     return transformers.LlamaConfig(**settings)
 
+
 def build_tiny_qwen2_vl(path: str | Path, *, seed: int = 0) -> Path:
     """Build a tiny random Qwen2-VL (vision tower + Qwen2 text model) and save it to ``path``.
 
@@ -314,7 +314,7 @@ def build_tiny_qwen2_vl(path: str | Path, *, seed: int = 0) -> Path:
         seed: torch seed for the random weights.
 
     Returns:
-        The directory, loadable with :func:`medrewardbench.judges.hf_loading.load_vlm`.
+        The directory, loadable with :func:`medrewardbench.models.loading.load_vlm`.
     """
     return _build_tiny_qwen_family(path, version="2", seed=seed)
 

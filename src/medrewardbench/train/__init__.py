@@ -5,7 +5,7 @@
 * :func:`assign_folds` / :func:`split_fold`: K folds by case, stratified by organ system.
 * :func:`cross_validate`: train every fold, evaluate each on its held-out cases through the normal
   ``hf:`` / ``rm:`` judges, and compare the pooled held-out accuracy with the untuned base model's.
-* :mod:`medrewardbench.train.commands`: the ``train`` and ``cv`` CLI commands.
+* :mod:`medrewardbench.cli.train`: the ``train`` and ``cv`` CLI commands.
 
 Everything heavy (torch, transformers, trl, peft, datasets) is imported only when training starts;
 the ``train`` extra installs it (``pip install 'medrewardbench[train]'``).

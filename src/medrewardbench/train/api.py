@@ -3,7 +3,8 @@
     benchmark = load_benchmark("demo").labeled()
     fold = split_fold(benchmark, 5, 0)
     result = train("sft", "Qwen/Qwen2-VL-2B-Instruct", benchmark, "runs/sft-0", TrainConfig(max_steps=100), fold=fold)
-    evaluate(fold.evaluation, [result.judge_spec], "runs/eval-0", options=JudgeOptions(adapter=result.judge_adapter))
+    options = JudgeOptions().with_local(adapter=result.judge_adapter)
+    evaluate(fold.evaluation, [result.judge_spec], "runs/eval-0", options=options)
 
 The trained model always evaluates through the ordinary judges: an SFT or DPO adapter as
 ``hf:BASE`` with ``adapter=OUT``, a reward model as ``rm:OUT``.
@@ -20,6 +21,7 @@ from pathlib import Path
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import MedRewardBenchError
+from medrewardbench.models.identity import resolve_model_name
 from medrewardbench.prompts import load_template
 from medrewardbench.train.card import TrainingCard, library_versions
 from medrewardbench.train.config import METHODS, TrainConfig
@@ -66,11 +68,6 @@ def train_data_hash(benchmark: Benchmark) -> str:
         digest.update(json.dumps([case.case_id, case.text_hash(), labels]).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()
-
-
-def _resolved(name_or_path: str) -> str:
-    path = Path(name_or_path).expanduser()
-    return str(path.resolve()) if path.exists() else name_or_path
 
 
 def train(
@@ -174,7 +171,7 @@ def train(
         data["heldout_cases_file"] = str(heldout_path.resolve())
     card = TrainingCard(
         method=method,
-        base_model=_resolved(base_model),
+        base_model=resolve_model_name(base_model),
         output=str(out.resolve()),
         data=data,
         fold=fold.as_dict() if fold is not None else None,

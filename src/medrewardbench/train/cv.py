@@ -323,7 +323,7 @@ def cross_validate(
         seed: seed of the fold split and of the bootstrap.
         folds: run only these fold indices (the report pools their held-out cases); None runs all.
         judge_options: options of the held-out judges (device, dtype, batch size,
-            ``extra={"constrained": True}``...); the adapter is set per fold.
+            ``local.constrained``...); the adapter is set per fold.
         baseline_spec: the untuned judge; ``"default"`` is :func:`default_baseline_spec`, None skips it.
         baseline_options: its options; None uses ``judge_options`` without an adapter.
         confidence: interval coverage.
@@ -389,7 +389,7 @@ def cross_validate(
             [result.judge_spec],
             fold_dir / "eval",
             orders=ORDERS,
-            options=options.with_changes(adapter=result.judge_adapter),
+            options=options.with_local(adapter=result.judge_adapter),
             progress=eval_progress,
         )
         eval_s = time.perf_counter() - eval_started
@@ -437,7 +437,7 @@ def cross_validate(
             [resolved_baseline],
             out / "baseline",
             orders=ORDERS,
-            options=baseline_options or options.with_changes(adapter=None),
+            options=baseline_options or options.with_local(adapter=None),
             progress=eval_progress,
         )
         baseline_run = evaluation.runs[0].run_id

@@ -34,6 +34,7 @@ from typing import Any
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order, Position, to_position
+from medrewardbench.images import load_image
 from medrewardbench.prompts import PromptTemplate
 
 logger = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ class ImageCache:
             return None
         key = (ref.kind, ref.location if ref.kind != "bytes" else ref.content_hash())
         if key not in self._images:
-            self._images[key] = ref.load()
+            self._images[key] = load_image(ref)
         return self._images[key]
 
 

@@ -14,16 +14,16 @@ __all__ = ["RecordingProgress", "TrainProgress", "trainer_callback"]
 class TrainProgress:
     """Receives training progress. The default implementation ignores everything."""
 
-    def start(self, description: str, total_steps: int) -> None:  # noqa: B027
+    def start(self, description: str, total_steps: int) -> None:
         """A training run begins with ``total_steps`` optimizer steps."""
 
-    def step(self, step: int, loss: float | None) -> None:  # noqa: B027
+    def step(self, step: int, loss: float | None) -> None:
         """Optimizer step ``step`` finished; ``loss`` is the latest logged loss (None if none yet).
 
         The same step may be reported twice (once when it ends, again when its loss is logged).
         """
 
-    def finish(self, summary: dict[str, Any]) -> None:  # noqa: B027
+    def finish(self, summary: dict[str, Any]) -> None:
         """The run ended (``summary`` holds final losses and timings)."""
 
 

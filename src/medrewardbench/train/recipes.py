@@ -1,6 +1,6 @@
 """SFT and DPO of vision-language judges with TRL and a PEFT LoRA adapter.
 
-Both recipes load the base model with :func:`~medrewardbench.judges.hf_loading.load_vlm` (so the
+Both recipes load the base model with :func:`~medrewardbench.models.loading.load_vlm` (so the
 Qwen2-VL processor workaround applies), build conversational prompt-completion rows whose prompt
 is exactly the evaluation prompt (:mod:`medrewardbench.train.examples`), and train a LoRA adapter:
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.errors import require
-from medrewardbench.judges.hf_loading import load_vlm, resolve_device
+from medrewardbench.models.loading import load_vlm, resolve_device
 from medrewardbench.train.config import TrainConfig, lora_target_modules
 from medrewardbench.train.examples import ImageCache, JudgeExample, dpo_rows, sft_rows
 from medrewardbench.train.progress import TrainProgress, trainer_callback

@@ -1,6 +1,6 @@
 """A Bradley-Terry trainer for image+text reward models (TRL's RewardTrainer is text-only).
 
-The model is :class:`~medrewardbench.judges.reward_model.VLMRewardModel`: a vision-language
+The model is :class:`~medrewardbench.models.reward.VLMRewardModel`: a vision-language
 backbone (LoRA adapter, frozen or fully trained) and a linear head per dimension on the hidden
 state of the last real token. Each training pair is a case's two responses, scored separately with
 the case's image and question; per head and labelled dimension the loss is
@@ -28,7 +28,7 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
-from medrewardbench.judges.reward_model import RewardItem, VLMRewardModel
+from medrewardbench.models.reward import RewardItem, VLMRewardModel
 from medrewardbench.train.config import TrainConfig, lora_target_modules
 from medrewardbench.train.examples import ImageCache, RewardPair
 from medrewardbench.train.progress import TrainProgress

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -16,6 +17,9 @@ from rich.markup import escape
 from medrewardbench.safe_text import terminal_safe
 
 __all__ = [
+    "DataOpt",
+    "ExternalImagesOpt",
+    "OrgansOpt",
     "console",
     "err_console",
     "fail",
@@ -28,6 +32,25 @@ __all__ = [
 # Piped output (logs, CI) gets a wide fixed width so that tables are not squeezed to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+DataOpt = Annotated[
+    str,
+    typer.Option(
+        "--data",
+        "-d",
+        help="demo | DIR in the reference layout | hf:[OWNER/NAME[@REV]] | canonical .jsonl/.parquet",
+    ),
+]
+OrgansOpt = Annotated[
+    list[str] | None, typer.Option("--organs", help="organ systems to keep (repeat or comma-separate)")
+]
+ExternalImagesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-external-images",
+        help="accept image paths outside the data's directory (or list directories in MEDREWARDBENCH_IMAGE_ROOTS)",
+    ),
+]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

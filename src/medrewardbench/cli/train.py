@@ -5,7 +5,7 @@
     medrewardbench train rm  --base ... --heads multi --out runs/rm
     medrewardbench cv --method sft --base ... --folds 5 --data demo --out runs/cv-sft
 
-Like cli.py, this module is thin: it parses flags, calls :mod:`medrewardbench.train`, and prints.
+Like every command module, this one is thin: it parses flags, calls :mod:`medrewardbench.train`, and prints.
 """
 
 from __future__ import annotations
@@ -17,65 +17,19 @@ from typing import Annotated, Any
 import typer
 from rich import box
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
-from medrewardbench.cli_support import console, err_console, terminal_safe
-from medrewardbench.cli_support import fail as _fail
-from medrewardbench.cli_support import setup_logging as _setup_logging
-from medrewardbench.cli_support import split_option as _split_option
+from medrewardbench.cli.progress import RichProgress, RichTrainProgress
+from medrewardbench.cli.support import console, err_console, terminal_safe
+from medrewardbench.cli.support import fail as _fail
+from medrewardbench.cli.support import setup_logging as _setup_logging
+from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.metrics.results import POOLED, Estimate, PairwiseComparison
 from medrewardbench.report.format import METRIC, MISSING, interval, p_value, percent, signed_percent
 from medrewardbench.train.config import METHODS, TrainConfig
-from medrewardbench.train.progress import TrainProgress
 
-__all__ = ["RichTrainProgress", "cv_tables", "register_commands"]
-
-
-class RichTrainProgress(TrainProgress):
-    """A rich progress bar per training run on stderr: steps, latest loss, elapsed time and ETA."""
-
-    def __init__(self, enabled: bool = True):
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("steps  loss {task.fields[loss]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=err_console,
-            disable=not enabled,
-        )
-        self.task: TaskID | None = None
-
-    def start(self, description: str, total_steps: int) -> None:
-        if not self.progress.live.is_started:
-            self.progress.start()
-        self.task = self.progress.add_task(description, total=total_steps, loss="-")
-
-    def step(self, step: int, loss: float | None) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=step, loss="-" if loss is None else f"{loss:.4f}")
-
-    def finish(self, summary: dict[str, Any]) -> None:
-        if self.task is not None:
-            final = summary.get("losses", {}).get("final")
-            self.progress.update(self.task, loss="-" if final is None else f"{final:.4f}")
-            self.task = None
-
-    def close(self) -> None:
-        if self.progress.live.is_started:
-            self.progress.stop()
+__all__ = ["cv_tables", "register_commands"]
 
 
 # ---------------------------------------------------------------------------- shared options
@@ -534,7 +488,7 @@ def register_commands(app: typer.Typer) -> None:
         verbose: VerboseOpt = False,
     ) -> None:
         """Cross-validate: train each fold, judge its held-out cases, compare with the untuned base model."""
-        from medrewardbench.judges.registry import JudgeOptions
+        from medrewardbench.judges.options import JudgeOptions, LocalSettings
         from medrewardbench.train.cv import cross_validate
 
         _setup_logging(verbose)
@@ -547,14 +501,15 @@ def register_commands(app: typer.Typer) -> None:
         except (MedRewardBenchError, ValueError) as exc:
             raise _fail(str(exc)) from exc
         split_seed = train_config.seed
-        options = JudgeOptions(
-            seed=split_seed,
-            batch_size=eval_batch_size,
-            max_tokens=max_tokens,
-            device=train_config.device,
-            dtype=dtype,
-            extra={"constrained": True} if constrained else {},
-        )
+        try:
+            options = JudgeOptions(
+                seed=split_seed,
+                batch_size=eval_batch_size,
+                max_tokens=max_tokens,
+                local=LocalSettings(device=train_config.device, dtype=dtype, constrained=constrained),
+            )
+        except MedRewardBenchError as exc:
+            raise _fail(str(exc)) from exc
         out_dir = out or Path(f"runs/cv-{method}")
         baseline_spec = None if baseline.strip().lower() == "none" else baseline
         if not quiet:
@@ -563,8 +518,6 @@ def register_commands(app: typer.Typer) -> None:
                 f"{folds} folds stratified by organ system",
                 highlight=False,
             )
-        from medrewardbench.cli import RichProgress
-
         train_progress = RichTrainProgress(enabled=not quiet)
         eval_progress = RichProgress(enabled=not quiet)
         try:

@@ -1,65 +1,29 @@
-"""Judges behind an OpenAI-compatible Chat Completions API (``api:MODEL``).
+"""The API judge: one Chat Completions request per comparison, retried and failed visibly.
 
-One request per comparison: the template's messages with the image as a base64 data URL, sent
-through the official async ``openai`` client. The client's own retries are off; this module retries
-by itself so that every attempt is visible and bounded:
-
-* retried: HTTP 429, 408, 409 and 5xx, timeouts and connection errors, up to
-  ``options.max_retries`` times, waiting the server's ``Retry-After`` (seconds or an HTTP-date,
-  capped) or else an exponential backoff with full jitter;
-* not retried: other 4xx (a failure at once) and malformed answers (invalid JSON, no choices);
-* with ``options.structured`` the request carries a JSON-schema ``response_format``; a server that
-  answers 400/422 about it gets the request again without it, and the judge stops sending it for the
-  rest of the run (recorded in :meth:`ApiJudge.metadata` and each result's ``extra``).
-
-A request that still fails becomes ``JudgeResult.failed(reason)``; nothing is raised per request.
-The API key never appears in config, metadata, results, logs or messages: texts that leave this
-module pass through :func:`medrewardbench.secrets.scrub`, and the key is registered there, so the
-store and the command's log handlers remove it too when an endpoint echoes it back. Settings that
-would fail on the first request (a base URL that is not http(s) or carries credentials, a timeout
-of 0 or less, negative retries) are refused when the judge is built (:func:`check_api_settings`).
-
-Tuning through ``JudgeOptions.extra``: ``backoff_base_s`` (default 0.5), ``backoff_max_s`` (30),
-``retry_after_max_s`` (60, the longest ``Retry-After`` honoured), ``image_cache_size`` (32 data
-URLs), ``image_passthrough`` (true) and ``http_backend`` (``auto``: aiohttp when installed, else
-httpx; or ``aiohttp``/``httpx``).
-
-Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.data.images.load_image`
-would decode them goes out as it is (:func:`~medrewardbench.data.images.passthrough_data_url`).
-Files up to 1 MiB are read and encoded on the event loop, because a hop to a worker thread costs
-more than that work. Any other image (DICOM, 16-bit, alpha, EXIF rotation, other formats) is
-decoded to RGB and sent as a PNG at zlib level 1, in a worker thread. Re-encoding every image as
-a PNG at the default level took 70–600 ms per megapixel-class scan and made JPEG requests several
-times larger; with ``image_passthrough`` false, every image takes that decode-and-PNG path.
-
-Throughput: requests go through the client's generic ``post`` (the official client's documented way
-to call any endpoint) rather than ``chat.completions.create``, whose per-request parameter transform
-and response model construction cost more CPU than the HTTP exchange itself; the answer JSON is read
-here, which also lets a malformed answer be named precisely.
+See :mod:`medrewardbench.judges.api` for the behaviour; :mod:`~medrewardbench.judges.api.retry` for
+the waits, :mod:`~medrewardbench.judges.api.images` for the image data URLs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import importlib
 import importlib.util
 import logging
-import math
 import os
 import random
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError, MissingExtraError
+from medrewardbench.judges.api.images import DataUrlCache, inline_data_url
+from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
+from medrewardbench.judges.options import HTTP_BACKENDS, check_api_settings
 from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.prompts import PromptTemplate, load_template, verdict_json_schema
 from medrewardbench.secrets import register_secret, scrub
@@ -71,153 +35,8 @@ BASE_URL_ENV = "OPENAI_BASE_URL"
 PLACEHOLDER_API_KEY = "EMPTY"
 """Sent to a server given by base URL when no key is set (local servers usually accept anything)."""
 DEFAULT_CONCURRENCY = 8
-RETRYABLE_STATUS: frozenset[int] = frozenset({408, 409, 429})
 STRUCTURED_SCHEMA_NAME = "medrewardbench_verdict"
 _MAX_REASON_CHARS = 300
-INLINE_IMAGE_BYTES = 1 << 20
-"""Images that can go out as they are and are at most this size are prepared on the event loop."""
-
-
-def build(name: str, options: JudgeOptions) -> Judge:
-    """Build the judge for ``api:MODEL``.
-
-    Args:
-        name: the model name as the server knows it.
-        options: shared judge settings (base URL, key variable, sampling, retries, template).
-
-    Returns:
-        A ready :class:`ApiJudge`.
-
-    Raises:
-        JudgeSpecError: no model name, no API key where one is needed, or a bad base URL, timeout
-            or retry count.
-        MissingExtraError: the ``openai`` package is not installed.
-        TemplateError: the template cannot be loaded.
-
-    With ``options.extra["client_processes"] > 1`` the requests run in that many client processes
-    (:mod:`medrewardbench.judges.api_pool`), for rates one Python process cannot send.
-    """
-    processes = int(options.extra.get("client_processes", 1) or 1)
-    if processes > 1:
-        from medrewardbench.judges.api_pool import ProcessPoolApiJudge
-
-        return ProcessPoolApiJudge(name, options, processes)
-    return ApiJudge(name, options)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long to wait between attempts, and how many retries to allow.
-
-    Attributes:
-        max_retries: retries after the first attempt (0 = one attempt only).
-        backoff_base_s: the first backoff ceiling; it doubles per retry.
-        backoff_max_s: the largest backoff ceiling.
-        retry_after_max_s: the longest server-requested wait honoured.
-    """
-
-    max_retries: int = 6
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    retry_after_max_s: float = 60.0
-
-    def delay(self, retry_index: int, retry_after_s: float | None, rng: random.Random | None = None) -> float:
-        """Seconds to wait before retry number ``retry_index`` (0-based).
-
-        A server's ``Retry-After`` wins (plus up to 10% jitter, so that clients told the same
-        time do not return together); otherwise full jitter: uniform in
-        ``[0, min(backoff_max_s, backoff_base_s * 2**retry_index)]``.
-        """
-        draw = (rng or random).random
-        if retry_after_s is not None:
-            wait = min(max(retry_after_s, 0.0), self.retry_after_max_s)
-            return wait + 0.1 * wait * draw()
-        ceiling = min(self.backoff_max_s, self.backoff_base_s * (2.0 ** min(retry_index, 62)))
-        return ceiling * draw()
-
-
-def parse_retry_after(headers: Mapping[str, str] | Any, now: datetime | None = None) -> float | None:
-    """Seconds a server asks the client to wait, from ``Retry-After`` or ``retry-after-ms``.
-
-    Args:
-        headers: response headers (case-insensitive mapping, or a plain dict).
-        now: the current time for HTTP-date values (default: now, UTC).
-
-    Returns:
-        Non-negative seconds, or None when absent or unreadable.
-    """
-
-    def header(name: str) -> str | None:
-        value = headers.get(name)
-        if value is None:
-            value = headers.get(name.title())
-        return None if value is None else str(value).strip()
-
-    millis = header("retry-after-ms")
-    if millis:
-        try:
-            return max(float(millis) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = header("retry-after")
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    current = now or datetime.now(timezone.utc)
-    return max((when - current).total_seconds(), 0.0)
-
-
-def check_api_settings(
-    base_url: str | None, timeout_s: float, max_retries: int, *, base_url_source: str = "--base-url"
-) -> None:
-    """Refuse API settings that would fail on the first request or silently mean something else.
-
-    Args:
-        base_url: the endpoint, or None for the client's default.
-        timeout_s: the per-request timeout in seconds.
-        max_retries: retries after the first attempt.
-        base_url_source: where the URL came from (``--base-url`` or ``OPENAI_BASE_URL``), for messages.
-
-    Raises:
-        JudgeSpecError: a base URL that is not an http(s) URL with a host, or that carries
-            credentials; a timeout that is not a positive number; a negative retry count.
-    """
-    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
-        raise JudgeSpecError(
-            f"--timeout must be a number of seconds greater than 0, not {timeout_s!r} (0 does not mean no timeout)"
-        )
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise JudgeSpecError(f"--max-retries must be a whole number >= 0, not {max_retries!r}")
-    if base_url is None:
-        return
-    try:
-        parts = urlsplit(base_url.strip())
-        has_credentials = parts.username is not None or parts.password is not None
-        host, _port = parts.hostname, parts.port
-    except ValueError as exc:
-        raise JudgeSpecError(f"{base_url_source} is not a valid URL ({exc})") from exc
-    if has_credentials:
-        # the URL is not repeated: it holds a secret
-        raise JudgeSpecError(
-            f"{base_url_source} must not carry credentials (user:password@host): put the key in an "
-            "environment variable and name it with --api-key-env (default OPENAI_API_KEY)"
-        )
-    if parts.scheme.lower() not in ("http", "https"):
-        raise JudgeSpecError(
-            f"{base_url_source} must be an http:// or https:// URL, not {base_url!r} "
-            "(for example http://localhost:8000/v1)"
-        )
-    if not host:
-        raise JudgeSpecError(f"{base_url_source} {base_url!r} names no host (for example http://localhost:8000/v1)")
 
 
 def public_url(url: str | None) -> str | None:
@@ -230,80 +49,6 @@ def public_url(url: str | None) -> str | None:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
-
-
-class _DataUrlCache:
-    """A small thread-safe LRU of image data URLs keyed by image content hash.
-
-    Encoding that needs decoding (decode, PNG, base64) runs in worker threads; concurrent requests
-    for the same image wait for one encoding instead of repeating it.
-    """
-
-    def __init__(self, size: int = 32, passthrough: bool = True) -> None:
-        self._size = max(size, 0)
-        self.passthrough = passthrough
-        self._entries: OrderedDict[str, str] = OrderedDict()
-        # the same ImageRef object again (both orders of a case, cases sharing an image) is answered
-        # on the event loop without hashing its bytes in a worker thread; holding the reference keeps
-        # its id from being reused while the entry lives
-        self._by_identity: OrderedDict[int, tuple[ImageRef, str]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._key_locks: dict[str, threading.Lock] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def lookup(self, image: ImageRef) -> str | None:
-        """The data URL of this very object if it was encoded recently (cheap; call on the loop)."""
-        with self._lock:
-            entry = self._by_identity.get(id(image))
-            if entry is None or entry[0] is not image:
-                return None
-            self._by_identity.move_to_end(id(image))
-            self.hits += 1
-            return entry[1]
-
-    def count_miss(self) -> None:
-        """Count a miss that was served without :meth:`get` (an image sent as it is)."""
-        with self._lock:
-            self.misses += 1
-
-    def remember(self, image: ImageRef, url: str) -> None:
-        """Let :meth:`lookup` answer for this object."""
-        if not self._size:
-            return
-        with self._lock:
-            self._by_identity[id(image)] = (image, url)
-            self._by_identity.move_to_end(id(image))
-            while len(self._by_identity) > self._size:
-                self._by_identity.popitem(last=False)
-
-    def get(self, image: ImageRef) -> str:
-        """The data URL of ``image``, encoding it on a miss (call from a worker thread)."""
-        from medrewardbench.data.images import passthrough_data_url, to_data_url
-
-        key = image.content_hash()
-        with self._lock:
-            cached = self._entries.get(key)
-            if cached is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return cached
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
-            with self._lock:
-                cached = self._entries.get(key)
-                if cached is not None:
-                    self.hits += 1
-                    return cached
-                self.misses += 1
-            url = (passthrough_data_url(image) if self.passthrough else None) or to_data_url(image, compress_level=1)
-            with self._lock:
-                if self._size:
-                    self._entries[key] = url
-                    while len(self._entries) > self._size:
-                        self._entries.popitem(last=False)
-                self._key_locks.pop(key, None)
-        return url
 
 
 @dataclass
@@ -343,7 +88,8 @@ class ApiJudge(Judge):
 
     Args:
         model: the model name sent in each request.
-        options: judge options; see the module docstring for the ``extra`` keys read here.
+        options: the shared judge options and ``options.api``
+            (:class:`~medrewardbench.judges.options.ApiSettings`).
 
     Raises:
         JudgeSpecError: no model name, or no key where one is needed.
@@ -366,15 +112,17 @@ class ApiJudge(Judge):
         self.spec = f"api:{model}"
         self.options = options
         self.concurrency = options.concurrency or DEFAULT_CONCURRENCY
-        self.base_url = options.base_url or os.environ.get(BASE_URL_ENV) or None
+        settings = options.api
+        self.settings = settings
+        self.base_url = settings.base_url or os.environ.get(BASE_URL_ENV) or None
         check_api_settings(
             self.base_url,
-            options.timeout_s,
-            options.max_retries,
-            base_url_source="--base-url" if options.base_url else BASE_URL_ENV,
+            settings.timeout_s,
+            settings.max_retries,
+            base_url_source="--base-url" if settings.base_url else BASE_URL_ENV,
         )
         self.template: PromptTemplate = load_template(options.template)
-        self.api_key_env = options.api_key_env or DEFAULT_API_KEY_ENV
+        self.api_key_env = settings.api_key_env or DEFAULT_API_KEY_ENV
         key = os.environ.get(self.api_key_env, "").strip()
         self.uses_placeholder_key = False
         if not key:
@@ -396,18 +144,16 @@ class ApiJudge(Judge):
         self._secrets = (key,) if key != PLACEHOLDER_API_KEY else ()
         # whatever stores or reports text in this process (the store, log handlers) removes it too
         register_secret(None if self.uses_placeholder_key else key)
-        extra = options.extra
         self.retry_policy = RetryPolicy(
-            max_retries=int(options.max_retries),
-            backoff_base_s=float(extra.get("backoff_base_s", 0.5)),
-            backoff_max_s=float(extra.get("backoff_max_s", 30.0)),
-            retry_after_max_s=float(extra.get("retry_after_max_s", 60.0)),
+            max_retries=settings.max_retries,
+            backoff_base_s=float(settings.backoff_base_s),
+            backoff_max_s=float(settings.backoff_max_s),
+            retry_after_max_s=float(settings.retry_after_max_s),
         )
-        self.http_backend = _choose_http_backend(str(extra.get("http_backend", "auto")))
-        passthrough = _flag("image_passthrough", extra.get("image_passthrough", True))
-        self._images = _DataUrlCache(int(extra.get("image_cache_size", 32)), passthrough=passthrough)
+        self.http_backend = _choose_http_backend(settings.http_backend)
+        self._images = DataUrlCache(settings.image_cache_size, passthrough=settings.image_passthrough)
         self._loop_resources: _LoopResources | None = None
-        self._structured_active = options.structured
+        self._structured_active = settings.structured
         self._structured_fallback_reason: str | None = None
         self._rng = random.Random()
 
@@ -421,7 +167,7 @@ class ApiJudge(Judge):
             "base_url": public_url(self.base_url),
             "template": self.template.name,
             "template_sha256": self.template.sha256,
-            "structured": self.options.structured,
+            "structured": self.settings.structured,
             "temperature": self.options.temperature,
             "top_p": self.options.top_p,
             "max_tokens": self.options.max_tokens,
@@ -431,12 +177,12 @@ class ApiJudge(Judge):
     def metadata(self) -> dict[str, Any]:
         """Run facts that do not change outputs, including whether structured output fell back."""
         return {
-            "structured_requested": self.options.structured,
+            "structured_requested": self.settings.structured,
             "structured_fallback": self._structured_fallback_reason is not None,
             "structured_fallback_reason": self._structured_fallback_reason,
             "api_key_env": self.api_key_env,
             "placeholder_api_key": self.uses_placeholder_key,
-            "timeout_s": self.options.timeout_s,
+            "timeout_s": self.settings.timeout_s,
             "max_retries": self.retry_policy.max_retries,
             "backoff_base_s": self.retry_policy.backoff_base_s,
             "backoff_max_s": self.retry_policy.backoff_max_s,
@@ -501,12 +247,12 @@ class ApiJudge(Judge):
         client_class = openai.DefaultAsyncHttpxClient
         if self.http_backend == "aiohttp":
             client_class = openai.DefaultAioHttpClient
-        http_client = client_class(limits=limits, timeout=self.options.timeout_s)
+        http_client = client_class(limits=limits, timeout=self.settings.timeout_s)
         client = openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self.base_url,
             max_retries=0,
-            timeout=self.options.timeout_s,
+            timeout=self.settings.timeout_s,
             http_client=http_client,
         )
         return client, http.Response
@@ -514,7 +260,7 @@ class ApiJudge(Judge):
     async def _data_url(self, image: ImageRef) -> str:
         url = self._images.lookup(image)
         if url is None:
-            url = self._inline_data_url(image)
+            url = inline_data_url(image) if self._images.passthrough else None
             if url is not None:
                 self._images.count_miss()
             else:
@@ -522,23 +268,6 @@ class ApiJudge(Judge):
                 url = await asyncio.to_thread(self._images.get, image)
             self._images.remember(image, url)
         return url
-
-    def _inline_data_url(self, image: ImageRef) -> str | None:
-        """A small file that can go out as it is, read and encoded here on the loop; else ``None``."""
-        if not self._images.passthrough:
-            return None
-        from medrewardbench.data.images import passthrough_data_url
-
-        if image.kind == "bytes" and image.data is not None:
-            size = len(image.data)
-        elif image.kind == "path":
-            try:
-                size = os.stat(image.location).st_size
-            except OSError:
-                return None  # the worker path reports the problem
-        else:
-            return None
-        return passthrough_data_url(image) if size <= INLINE_IMAGE_BYTES else None
 
     async def _messages(self, request: JudgeRequest) -> tuple[list[dict[str, Any]], str]:
         case = request.case
@@ -653,7 +382,7 @@ class ApiJudge(Judge):
                         "/chat/completions",
                         body=self._request_body(messages, outcome.structured),
                         cast_to=resources.response_type,
-                        options={"timeout": self.options.timeout_s},
+                        options={"timeout": self.settings.timeout_s},
                     )
                     payload = response.json()
             except openai.APIStatusError as exc:
@@ -741,7 +470,7 @@ def _http_module(openai: Any) -> Any:
 
 def _choose_http_backend(choice: str) -> str:
     """``"aiohttp"`` or ``"httpx"``; ``"auto"`` takes aiohttp when installed (it costs less CPU per request)."""
-    if choice not in ("auto", "aiohttp", "httpx"):
+    if choice not in HTTP_BACKENDS:
         raise JudgeSpecError(f"unknown http_backend {choice!r}; expected auto, aiohttp or httpx")
     if choice == "httpx":
         return "httpx"
@@ -781,19 +510,3 @@ def _about_response_format(message: str) -> bool:
 
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
-
-
-def _flag(name: str, value: Any) -> bool:
-    """A boolean option that may arrive as text; anything unclear is refused, not guessed.
-
-    Raises:
-        JudgeSpecError: the text is not one of true/false, yes/no, on/off, 1/0.
-    """
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "yes", "on", "1"):
-            return True
-        if text in ("false", "no", "off", "0"):
-            return False
-        raise JudgeSpecError(f"option {name} must be true or false, not {value!r}")
-    return bool(value)

@@ -23,14 +23,14 @@ import multiprocessing
 import queue as queue_module
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from medrewardbench.judges.api import ApiJudge
+from medrewardbench.judges.api.client import ApiJudge
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import JudgeOptions
 
 logger = logging.getLogger(__name__)
+
 
 def _worker_main(model: str, options: JudgeOptions, requests: Any, results: Any) -> None:
     """A client process: judge every request that arrives, send each result back at once."""
@@ -109,8 +109,7 @@ class ProcessPoolApiJudge(Judge):
         self.concurrency = self.reference.concurrency
         self.processes = max(1, processes)
         per_worker = math.ceil(self.concurrency / self.processes)
-        extra = {k: v for k, v in options.extra.items() if k != "client_processes"}
-        self.worker_options = replace(options, concurrency=per_worker, extra=extra)
+        self.worker_options = options.with_changes(concurrency=per_worker).with_api(client_processes=1)
         self.model = model
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[Any] = []
@@ -173,8 +172,13 @@ class ProcessPoolApiJudge(Judge):
         worker.join(1.0)
         lost = [rid for rid, (w, _) in self._pending.items() if w == index]
         if lost:
-            logger.error("%s: client process %d exited (code %s) with %d requests in flight",
-                         self.spec, index, worker.exitcode, len(lost))
+            logger.error(
+                "%s: client process %d exited (code %s) with %d requests in flight",
+                self.spec,
+                index,
+                worker.exitcode,
+                len(lost),
+            )
         for request_id in lost:
             self._resolve(request_id, JudgeResult.failed(f"client process exited (code {worker.exitcode})"))
         self._load[index] = 1 << 30  # never chosen again

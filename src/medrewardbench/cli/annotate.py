@@ -78,13 +78,13 @@ def require_extra(db_url: str | None = None) -> None:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    from medrewardbench.cli_support import fail
+    from medrewardbench.cli.support import fail
 
     return fail(message, code)
 
 
 def _print(text: str) -> None:
-    from medrewardbench.cli_support import console
+    from medrewardbench.cli.support import console
 
     console.print(text, highlight=False, markup=False, soft_wrap=True)
 
@@ -215,7 +215,7 @@ def user_list(project: ProjectOpt = None) -> None:
     try:
         from rich.table import Table
 
-        from medrewardbench.cli_support import console
+        from medrewardbench.cli.support import console
 
         table = Table("name", "role", "state", "done", "assigned", "tokens")
         for u in opened.list_users():
@@ -294,7 +294,7 @@ def user_token(
             return
         token = _run(lambda: opened.create_api_token(cli, name, label))
         _print(token)
-        from medrewardbench.cli_support import err_console
+        from medrewardbench.cli.support import err_console
 
         err_console.print(
             "Send it as 'Authorization: Bearer TOKEN' to /api/v1/...; it is not shown again.", highlight=False
@@ -327,7 +327,7 @@ def serve_command(
     import uvicorn
 
     from medrewardbench.annotate.web import create_app
-    from medrewardbench.cli_support import err_console
+    from medrewardbench.cli.support import err_console
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(
@@ -381,7 +381,7 @@ def _fmt(value: float | None, percent: bool = False) -> str:
 def _print_status(board: Any) -> None:
     from rich.table import Table
 
-    from medrewardbench.cli_support import console
+    from medrewardbench.cli.support import console
 
     console.print(
         f"[bold]{board.name}[/] ({board.mode}): {board.done} of {board.assignments} labels, "
@@ -469,7 +469,7 @@ def rebalance_command(project: ProjectArg = None) -> None:
 
 
 def main() -> None:
-    """Run the annotate commands on their own (``python -m medrewardbench.annotate.cli``)."""
+    """Run the annotate commands on their own (``python -m medrewardbench.cli.annotate``)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     app()
 

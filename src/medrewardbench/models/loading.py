@@ -152,7 +152,7 @@ def _no_video_processor_class(base_name: str) -> Any:
     base = getattr(transformers, base_name)
     mixin = transformers.ProcessorMixin
 
-    def __init__(  # noqa: N807 - becomes a method
+    def __init__(  # becomes a method
         self: Any, image_processor: Any = None, tokenizer: Any = None, chat_template: Any = None, **kwargs: Any
     ) -> None:
         self.image_token = getattr(tokenizer, "image_token", "<|image_pad|>")
@@ -177,7 +177,7 @@ def _read_chat_template(name_or_path: str, tokenizer: Any) -> str | None:
         if path is None and not Path(name_or_path).exists():
             try:
                 path = hub.hf_hub_download(name_or_path, filename)  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - absent file or offline: try the next source
+            except Exception:  # absent file or offline: try the next source
                 path = None
         if path is None:
             continue
@@ -260,7 +260,7 @@ def check_processor_sees_images(processor: Any, name: str = "model") -> None:
     try:
         text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         features = processor(text=[text], images=[Image.new("RGB", (64, 64), (128, 64, 32))], return_tensors="pt")
-    except Exception as exc:  # noqa: BLE001 - any failure here means images cannot be judged
+    except Exception as exc:  # any failure here means images cannot be judged
         raise ModelLoadError(f"the processor of {name} cannot process an image: {exc}") from exc
     if "pixel_values" not in features:
         raise ModelLoadError(

@@ -1,0 +1,47 @@
+"""The ``medrewardbench`` app: it only creates the typer app and adds the command modules beside it."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from medrewardbench.cli.annotate import app as annotate_app
+from medrewardbench.cli.eval import eval_command
+from medrewardbench.cli.import_reference import import_reference_command
+from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
+from medrewardbench.cli.serve import serve_command
+from medrewardbench.cli.train import register_commands as register_training_commands
+from medrewardbench.cli.validate import validate_command
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="medrewardbench",
+    help="Measure how well reward models and multimodal LLM judges agree with medical experts.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("eval")(eval_command)
+app.command("validate")(validate_command)
+app.command("report")(report_command)
+app.command("leaderboard")(leaderboard_command)
+app.command("compare")(compare_command)
+app.command("import-reference")(import_reference_command)
+app.command("serve")(serve_command)
+app.add_typer(annotate_app, name="annotate")
+register_training_commands(app)
+
+
+def main() -> None:
+    """Console entry point."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # transformers' own load bars would interleave with ours
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""``medrewardbench serve``: a local model behind an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from medrewardbench.cli.support import err_console
+from medrewardbench.cli.support import fail as _fail
+from medrewardbench.cli.support import setup_logging as _setup_logging
+from medrewardbench.errors import MedRewardBenchError
+from medrewardbench.judges.options import JudgeOptions, LocalSettings
+
+
+def serve_command(
+    model: Annotated[str, typer.Argument(help="hf:MODEL_OR_PATH (append #constrained for verdict-only output)")],
+    host: Annotated[str, typer.Option("--host", help="interface to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8000,
+    device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16")] = "auto",
+    adapter: Annotated[str | None, typer.Option("--adapter", help="LoRA adapter directory")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="default max new tokens")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Serve a local transformers vision-language model as an OpenAI-compatible endpoint."""
+    from medrewardbench.serve import run_server
+
+    _setup_logging(verbose)
+    try:
+        options = JudgeOptions(max_tokens=max_tokens, local=LocalSettings(device=device, dtype=dtype, adapter=adapter))
+    except MedRewardBenchError as exc:
+        raise _fail(str(exc)) from exc
+    err_console.print(f"serving {model} on http://{host}:{port}/v1 (Ctrl-C to stop)", highlight=False)
+    try:
+        run_server(model, host=host, port=port, options=options)
+    except MedRewardBenchError as exc:
+        raise _fail(str(exc)) from exc
