@@ -8,6 +8,7 @@ Every batch is committed as soon as it is written: a crash or kill loses only wh
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -29,6 +30,17 @@ from medrewardbench.secrets import register_secret_env, scrub, scrub_value
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+"""The base layout (``_SCHEMA``). Later changes are named migrations (:data:`MIGRATIONS`)."""
+MIGRATION_PREFIX = "migration:"
+
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = ()
+"""Named schema changes, applied in order to every store after the base layout.
+
+Each is ``(name, statements)`` and is recorded in ``meta`` as ``migration:<name>`` once applied, in
+the same transaction as its statements. Names, not numbers, so that changes made side by side do
+not collide; append new ones at the end and never edit one that has shipped. A store that records
+a migration this version does not know was written by a newer medrewardbench and is refused.
+"""
 STORE_FILENAME = "medrewardbench.sqlite"
 BUSY_TIMEOUT_S = 30.0
 """How long a statement waits for another process's write before giving up."""
@@ -183,10 +195,49 @@ class Store:
                 raise StoreError(
                     f"{self.path}: store schema version {row[0]} is not supported (this version reads {SCHEMA_VERSION})"
                 )
+            self._migrate()
         except sqlite3.OperationalError as exc:
             raise _open_error(self.path, exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable results store: {exc}") from exc
+
+    def applied_migrations(self) -> list[str]:
+        """The names of the migrations this store has, in the order they were applied."""
+        rows = self._db.execute(
+            "SELECT key FROM meta WHERE key LIKE ? ORDER BY rowid", (MIGRATION_PREFIX + "%",)
+        ).fetchall()
+        return [row[0][len(MIGRATION_PREFIX) :] for row in rows]
+
+    def _migrate(self) -> None:
+        known = [name for name, _ in MIGRATIONS]
+        unknown = [name for name in self.applied_migrations() if name not in known]
+        if unknown:
+            raise StoreError(
+                f"{self.path}: written by a newer medrewardbench (schema changes {', '.join(unknown)} are unknown "
+                "to this version); upgrade medrewardbench to use it"
+            )
+        for name, statements in MIGRATIONS:
+            if name in self.applied_migrations():
+                continue
+            _retry_busy(functools.partial(self._apply_migration, name, statements))
+
+    def _apply_migration(self, name: str, statements: Sequence[str]) -> None:
+        """One migration in one write transaction; a no-op when another process applied it first."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            done = self._db.execute("SELECT 1 FROM meta WHERE key=?", (MIGRATION_PREFIX + name,)).fetchone()
+            if done is None:
+                for statement in statements:
+                    self._db.execute(statement)
+                self._db.execute(
+                    "INSERT INTO meta(key, value) VALUES (?, ?)", (MIGRATION_PREFIX + name, str(time.time()))
+                )
+            self._db.commit()
+        except BaseException:
+            self._db.rollback()
+            raise
+        if done is None:
+            log.info("%s: applied schema change %s", self.path, name)
 
     @classmethod
     def in_dir(cls, out_dir: str | Path) -> Store:
