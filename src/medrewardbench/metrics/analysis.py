@@ -27,6 +27,7 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.core import RunData, load_run_data, request_counts
+from medrewardbench.metrics.cost import recorded_cost
 from medrewardbench.metrics.results import (
     COLUMNS,
     POOLED,
@@ -462,6 +463,7 @@ def _tiers(
 
 def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
     """The runs ranked by score (ties by label), with tiers when the runs carry them."""
+    costs = [recorded_cost(run.metadata) for run in run_results]
     rows = [
         LeaderboardRow(
             rank=0,
@@ -480,8 +482,10 @@ def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
             first_position_rate=run.position.first_position_rate.pooled.point,
             longer_preference=run.length.longer_preference.pooled.point,
             kappa_overall=run.agreement.kappa["overall"].point,
+            cost_usd=math.nan if cost is None else fixed(cost.usd),
+            cost_per_1000_cases=math.nan if cost is None else fixed(cost.per_1000_cases),
         )
-        for run in run_results
+        for run, cost in zip(run_results, costs, strict=True)
     ]
     rows.sort(key=lambda row: (-(row.score.point if row.score.defined else -1.0), row.label))
     return [replace(row, rank=rank) for rank, row in enumerate(rows, start=1)]

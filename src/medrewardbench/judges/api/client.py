@@ -14,7 +14,7 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -317,8 +317,6 @@ class ApiJudge(Judge):
         self._structured_active = False
 
     async def _judge_one(self, request: JudgeRequest) -> JudgeResult:
-        from medrewardbench.parsing import parse_verdicts
-
         started = time.perf_counter()
         try:
             messages, _user_text = await self._messages(request)
@@ -328,7 +326,12 @@ class ApiJudge(Judge):
                 latency_s=time.perf_counter() - started,
             )
         outcome = await self._call(messages)
-        latency = time.perf_counter() - started
+        return self._result(request, outcome, time.perf_counter() - started)
+
+    def _result(self, request: JudgeRequest, outcome: _CallOutcome, latency: float) -> JudgeResult:
+        """A request's result from the end of its attempts: the failure, or the parsed answer."""
+        from medrewardbench.parsing import parse_verdicts
+
         extra: dict[str, Any] = {
             "attempts": outcome.attempts,
             "retries": outcome.retries,
@@ -363,6 +366,50 @@ class ApiJudge(Judge):
             completion_tokens=outcome.completion_tokens,
             extra=extra,
         )
+
+    # ------------------------------------------------------------- answers that came another way
+    async def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The Chat Completions body this judge would send for a request (for a Batch API file).
+
+        Args:
+            request: the case and order.
+
+        Returns:
+            The JSON body, image inline, exactly as a live request carries it.
+
+        Raises:
+            Exception: the image cannot be read (a live request would fail with the same reason).
+        """
+        messages, _user_text = await self._messages(request)
+        return self._request_body(messages, self._structured_active)
+
+    def result_from_response(
+        self, request: JudgeRequest, status_code: int, body: Any, *, extra: dict[str, Any] | None = None
+    ) -> JudgeResult:
+        """Read an answer the server gave outside a live call (a Batch API output line) as a live one.
+
+        The same reading of the completion, the same parser and the same failure reasons as
+        :meth:`judge_batch`: an error status is a failure ``HTTP <status>: <message>``, a completion
+        without choices or content fails as it would live, and usage is kept.
+
+        Args:
+            request: the request the answer belongs to.
+            status_code: the HTTP status the server gave the request.
+            body: the decoded response body.
+            extra: more facts to store with the result (for example the batch id).
+
+        Returns:
+            The result, with ``latency_s`` unset (a batch has no per-request latency).
+        """
+        outcome = _CallOutcome(attempts=1, structured=self._structured_active)
+        if status_code != 200:
+            inner = body.get("error", body) if isinstance(body, dict) else body
+            message = inner.get("message") if isinstance(inner, dict) else None
+            outcome.failure = self._reason(f"HTTP {status_code}: {message or inner}")
+        else:
+            outcome = self._read_completion(body, outcome)
+        result = self._result(request, outcome, 0.0)
+        return replace(result, latency_s=None, extra={**result.extra, **(extra or {})})
 
     async def _call(self, messages: list[dict[str, Any]]) -> _CallOutcome:
         """Send one request with retries; never raises except on cancellation."""
