@@ -147,9 +147,11 @@ class BatchSubmission:
         request_keys: ``(case_id, order, case_hash)`` of every request in the file, in file order.
         input_file_id: the provider's id of the uploaded file (None until uploaded).
         batch_id: the provider's batch id (None until the batch is created).
-        status: ``uploaded`` (file uploaded, batch not known to be created), a provider status
+        status: ``uploading`` (recorded before the upload), ``uploaded`` (file uploaded, batch not
+            known to be created), a provider status
             (``validating``, ``in_progress``, ``finalizing``, ``completed``, ``failed``, ``expired``,
-            ``cancelling``, ``cancelled``), or ``ingested`` (its answers are stored).
+            ``cancelling``, ``cancelled``), ``ingested`` (its answers are stored), or ``abandoned``
+            (given up before its batch was created).
         output_file_id, error_file_id: the provider's result files, once known.
     """
 
@@ -570,7 +572,8 @@ class Store:
 
         Args:
             judge_fingerprint: the judge.
-            open_only: leave out those whose answers are stored (``ingested``).
+            open_only: leave out those whose answers are stored (``ingested``) and those given up
+                before anything was submitted (``abandoned``).
 
         Returns:
             The submissions.
@@ -579,7 +582,7 @@ class Store:
                           input_file_id, batch_id, status, output_file_id, error_file_id
                    FROM batch_api_batches WHERE judge_fingerprint=?"""
         if open_only:
-            query += " AND status != 'ingested'"
+            query += " AND status NOT IN ('ingested', 'abandoned')"
         rows = self._db.execute(query + " ORDER BY created_at, submission_id", (judge_fingerprint,)).fetchall()
         return [
             BatchSubmission(
