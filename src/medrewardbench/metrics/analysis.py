@@ -149,7 +149,7 @@ def check_same_data(runs: Sequence[RunData]) -> None:
 
 
 def judge_labels(runs: Sequence[RunData]) -> list[str]:
-    """Display names: the judge spec, plus a short run id where one spec has several runs.
+    """Display names: the judge spec, plus the sweep entry's name or a short run id where one spec has several runs.
 
     Args:
         runs: the runs.
@@ -162,7 +162,14 @@ def judge_labels(runs: Sequence[RunData]) -> list[str]:
         counts[run.judge_spec] = counts.get(run.judge_spec, 0) + 1
     labels = []
     for run in runs:
-        label = run.judge_spec if counts[run.judge_spec] == 1 else f"{run.judge_spec} [{run.run_id[-10:]}]"
+        # a sweep names its entries: two entries of one spec read by their names
+        entry = run.metadata.get("sweep_entry")
+        if counts[run.judge_spec] == 1:
+            label = run.judge_spec
+        elif isinstance(entry, str) and entry and entry != run.judge_spec:
+            label = f"{run.judge_spec} [{entry}]"
+        else:
+            label = f"{run.judge_spec} [{run.run_id[-10:]}]"
         labels.append(label)
     seen: dict[str, int] = {}
     unique = []

@@ -72,8 +72,8 @@ def decide(votes: Sequence[tuple[Winner | None, float]]) -> JuryDecision:
     Returns:
         The decision; ``winner`` is None when neither response has more than half the total weight.
     """
-    # exact arithmetic: 0.1 + 0.2 must not beat 0.3 by a rounding error
-    weights = [Fraction(weight) for _, weight in votes]
+    # exact decimal arithmetic (weights as written, 0.1 = 1/10): 0.1 + 0.2 must not beat 0.3 by a rounding error
+    weights = [Fraction(repr(float(weight))) for _, weight in votes]
     total = sum(weights, Fraction(0))
     for_1 = sum((w for (v, _), w in zip(votes, weights, strict=True) if v == 1), Fraction(0))
     for_2 = sum((w for (v, _), w in zip(votes, weights, strict=True) if v == 2), Fraction(0))
