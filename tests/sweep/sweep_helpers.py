@@ -40,17 +40,18 @@ def _png(index: int) -> bytes:
     return buffer.getvalue()
 
 
-def write_cases(directory: Path, n: int = 6) -> Path:
+def write_cases(directory: Path, n: int = 6, *, images: bool = True) -> Path:
     """A canonical JSONL set of ``n`` cases labelled on all six dimensions, over two organ systems,
-    each with its own PNG file beside it. Response 2 is longer than response 1 in every case."""
+    each with its own PNG file beside it (or none). Response 2 is longer than response 1 in every case."""
     directory.mkdir(parents=True, exist_ok=True)
     rows = []
     for i in range(n):
-        (directory / f"img{i}.png").write_bytes(_png(i))
+        if images:
+            (directory / f"img{i}.png").write_bytes(_png(i))
         rows.append(
             {
                 "id": f"c{i:03d}",
-                "image": f"img{i}.png",
+                "image": f"img{i}.png" if images else None,
                 "question": f"What does image {i} show?",
                 "response_1": f"Short answer {i}.",
                 "response_2": f"A longer and more detailed answer number {i}, with findings.",
