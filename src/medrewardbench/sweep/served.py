@@ -29,6 +29,7 @@ import ctypes
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -57,6 +58,9 @@ SERVED_KEY_ENV = "MEDREWARDBENCH_SERVED_API_KEY"
 PLACEHOLDER_BASE_URL = "http://127.0.0.1:9/v1"
 """Where a served judge points before its server is up (nothing is ever sent there)."""
 POLL_INTERVAL_S = 0.25
+EXIT_GRACE_S = 2.0
+"""How long a transport failure waits to see whether the server exited (then it is not stored)."""
+_TRANSPORT_FAILURE = re.compile(r"^(connection error|timeout|HTTP \d+) after \d+ retries$")
 LOG_TAIL_LINES = 15
 
 _RUNNING: set[ServedModel] = set()
@@ -335,6 +339,11 @@ class ServedApiJudge(ApiJudge):
         if not finished:
             raise server.died_error()
         results = judging.result()
+        if any(r.failure is not None and _TRANSPORT_FAILURE.match(r.failure) for r in results):
+            # a dropped connection can arrive a moment before the exit is visible: look again
+            deadline = time.monotonic() + EXIT_GRACE_S
+            while server.alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
         if not server.alive() and any(r.failure for r in results):
             # failures that raced the exit are the server's, not the model's: they are not stored
             raise server.died_error()
