@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import socket
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -260,12 +261,34 @@ def _cause(exc: BaseException) -> BaseException:
     return cause if isinstance(cause, BaseException) else exc
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAISED = re.compile(r"^(?:[\w.]+\.)?(\w+): (.*)$")
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(_cause(exc)).strip()
-    for line in text.splitlines():
-        if line.strip() and not line.startswith(("Traceback", "  ")):
-            return line.strip()[:400]
-    return type(exc).__name__
+    """What a worker raised, in one line: the exception line at the end of Ray's traceback text."""
+    text = _ANSI.sub("", str(_cause(exc))).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith((" ", "\t"))]
+    raised = [line for line in lines if _RAISED.match(line) and not line.startswith("Traceback")]
+    if raised:
+        return raised[-1][:600]
+    return (lines[0] if lines else type(exc).__name__)[:600]
+
+
+def _reraised(exc: BaseException) -> BaseException | None:
+    """The sweep's own error a worker raised (a server that did not start, other data), rebuilt here."""
+    cause = _cause(exc)
+    if isinstance(cause, (ServerError, DataMismatchError, EntryFailed)):
+        return cause
+    match = _RAISED.match(_first_line(exc))
+    if match is None:
+        return None
+    from medrewardbench.sweep import errors
+
+    kind = getattr(errors, match.group(1), None)
+    if isinstance(kind, type) and issubclass(kind, (ServerError, DataMismatchError, EntryFailed)):
+        return kind(match.group(2))
+    return None
 
 
 class RayBackend:
@@ -322,9 +345,9 @@ class RayBackend:
         try:
             description: WorkerDescription = await self.actor.describe.remote()
         except (*self._died, self._task_error) as exc:
-            cause = _cause(exc)
-            if isinstance(cause, (ServerError, DataMismatchError)):
-                raise cause from None
+            own = _reraised(exc)
+            if own is not None:
+                raise own from None
             raise EntryFailed(f"{self.entry.name}: its Ray worker failed: {_first_line(exc)}") from exc
         self.description = description
         self.node = description.node
@@ -349,9 +372,9 @@ class RayBackend:
                 results: list[JudgeResult] = await self.actor.judge_keys.remote(keys)
                 return results
             except self._task_error as exc:
-                cause = _cause(exc)
-                if isinstance(cause, (ServerError, EntryFailed)):
-                    raise cause from None
+                own = _reraised(exc)
+                if own is not None:
+                    raise own from None
                 raise EntryFailed(f"{self.entry.name}: its Ray worker failed: {_first_line(exc)}") from exc
             except self._died as exc:
                 attempt += 1
