@@ -268,7 +268,9 @@ def test_the_example_checks_from_the_command_line(capsys: pytest.CaptureFixture[
         ("data: demo\n", 1, "needs judges:"),
     ],
 )
-def test_every_mistake_is_named_with_file_line_and_key(tmp_path: Path, text: str, line: int | None, message: str) -> None:
+def test_every_mistake_is_named_with_file_line_and_key(
+    tmp_path: Path, text: str, line: int | None, message: str
+) -> None:
     path = write_sweep(tmp_path / "sweep.yaml", text)
     with pytest.raises(SweepFileError) as caught:
         load_sweep(path)

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sweep_helpers import API_KEY_ENV, judgments_of, verdict, write_sweep
 
 from medrewardbench.dimensions import DIMENSIONS
@@ -151,7 +150,9 @@ def test_the_order_of_the_members_changes_nothing_and_a_rerun_recomputes_without
     )
     out_1, out_2 = tmp_path / "one", tmp_path / "two"
     run_sweep(load_sweep(_sweep(tmp_path, server, cases, forward, "f.yaml")), SweepOptions(out_dir=out_1, report=False))
-    run_sweep(load_sweep(_sweep(tmp_path, server, cases, backward, "b.yaml")), SweepOptions(out_dir=out_2, report=False))
+    run_sweep(
+        load_sweep(_sweep(tmp_path, server, cases, backward, "b.yaml")), SweepOptions(out_dir=out_2, report=False)
+    )
     for jury in ("jury:tie", "jury:two-of-three"):
         assert judgments_of(out_1, jury) == judgments_of(out_2, jury)  # same run id (fingerprint), same rows
     assert all(row["failure"] == NO_MAJORITY for row in judgments_of(out_1, "jury:tie"))

@@ -34,7 +34,9 @@ def _prefers_longer(body: dict[str, Any]) -> str:
     return verdict("A" if len(a) >= len(b) else "B", f"compared {len(a)} and {len(b)} characters")
 
 
-def _sweep(tmp_path: Path, server: OpenAIServer, cases: Path, *, tiny_model: Path | None = None, name: str = "s") -> Path:
+def _sweep(
+    tmp_path: Path, server: OpenAIServer, cases: Path, *, tiny_model: Path | None = None, name: str = "s"
+) -> Path:
     local = ""
     if tiny_model is not None:
         local = (

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from sweep_helpers import API_KEY_ENV, judgments_of, stored_rows, verdict, write_cases, write_sweep
+from sweep_helpers import API_KEY_ENV, judgments_of, stored_rows, write_cases, write_sweep
 from typer.testing import CliRunner
 
 from medrewardbench.cli.main import app

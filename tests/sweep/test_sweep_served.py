@@ -87,7 +87,8 @@ def test_a_served_model_is_started_awaited_judged_through_and_stopped_with_its_l
     [
         # up, but never answering /v1/models; it even ignores SIGTERM, so it takes SIGKILL
         (
-            f"{PYTHON} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)' {{port}}",
+            f"{PYTHON} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)' "
+            "{port}",
             1.5,
             "did not answer GET /v1/models within 1.5 s (ready_timeout); it was stopped",
         ),

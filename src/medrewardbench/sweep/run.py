@@ -373,7 +373,7 @@ class _Driver:
             batch_retries=self.config.ray.batch_retries,
             progress=self.progress,
         )
-        finished = False
+        in_order = False  # close the worker (and fetch its server's log), or kill it after an interrupt
         try:
             self.progress.stage(f"{entry.name}: starting its Ray worker")
             description = await backend.start()
@@ -384,12 +384,18 @@ class _Driver:
                     f"{entry.name}: its Ray worker describes another judge configuration than the driver "
                     "(different medrewardbench versions on the nodes?)"
                 )
-            await dispatch(
-                plan, backend, self.writer, item.outcome, self.progress, budget=self.budget, limits=self.limits
-            )
-            finished = True
+            try:
+                await dispatch(
+                    plan, backend, self.writer, item.outcome, self.progress, budget=self.budget, limits=self.limits
+                )
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                in_order = True  # a failed entry still brings its server's log back
+                raise
+            in_order = True
         finally:
-            if finished:
+            if in_order:
                 text = await backend.close()
                 if text is not None:
                     path = self._log_path(entry)

@@ -191,7 +191,7 @@ class BatchState:
 
     @property
     def counters(self) -> dict[str, int]:
-        """``uploads``, ``batches_created``, ``cancels``, ``lines_answered``, ``lines_failed``."""
+        """``uploads`` (files clients sent), ``batches_created``, ``cancels``, ``lines_answered``, ``lines_failed``."""
         with self._lock:
             return dict(self._counters)
 
@@ -199,11 +199,12 @@ class BatchState:
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
 
-    def add_file(self, filename: str, purpose: str, content: bytes) -> StoredFile:
+    def add_file(self, filename: str, purpose: str, content: bytes, *, uploaded: bool = True) -> StoredFile:
         with self._lock:
             stored = StoredFile(self._new_id("file"), filename, purpose, content, int(time.time()))
             self._files[stored.id] = stored
-            self._counters["uploads"] += 1
+            if uploaded:
+                self._counters["uploads"] += 1
             return stored
 
     def file(self, file_id: str) -> StoredFile | None:
@@ -330,9 +331,13 @@ async def _process(state: BatchState, batch: _Batch, answer: Answer, record: Cal
     state._count("lines_answered", len(output))
     state._count("lines_failed", len(failures))
     if output:
-        batch.output_file_id = state.add_file(f"{batch.id}_output.jsonl", "batch_output", _joined(output)).id
+        batch.output_file_id = state.add_file(
+            f"{batch.id}_output.jsonl", "batch_output", _joined(output), uploaded=False
+        ).id
     if failures:
-        batch.error_file_id = state.add_file(f"{batch.id}_error.jsonl", "batch_output", _joined(failures)).id
+        batch.error_file_id = state.add_file(
+            f"{batch.id}_error.jsonl", "batch_output", _joined(failures), uploaded=False
+        ).id
     batch.status = outcome
     batch.times[outcome] = int(time.time())
 
