@@ -144,3 +144,33 @@ def test_the_command_line_joins_a_running_cluster_with_one_flag(
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Ray worker on" in done.stderr and "requests judged per node:" in done.stdout
     assert len(stored_rows(tmp_path / "out")) == 36
+
+
+def test_a_served_entry_starts_its_server_inside_its_worker_and_its_log_comes_back(
+    tmp_path: Path, cases: Path, tiny_model: Path, ray_cluster: Any
+) -> None:
+    serve = f"{sys.executable} -m medrewardbench.cli serve hf:{{model}}#constrained --port {{port}} --device cpu"
+    sweep = write_sweep(
+        tmp_path / "served.yaml",
+        f"""
+        data: {cases}
+        judges:
+          - name: tiny
+            judge: api:{tiny_model}
+            max_tokens: 120
+            serve: {{command: "{serve}", gpus: 0, ready_timeout: 120, stop_timeout: 10}}
+        """,
+    )
+    config = load_sweep(sweep)
+    assert config.judges[0].ray_resources() == {"num_cpus": 1.0, "num_gpus": 0.0}
+    progress = RecordingProgress()
+    out = tmp_path / "out"
+    result = run_sweep(config, SweepOptions(out_dir=out, ray="auto", report=False), progress=progress)
+    assert result.outcomes[0].status == "done" and result.outcomes[0].judged == 12
+    assert "tiny" in progress.workers and "tiny" not in progress.servers  # started by the worker, not here
+    log = (out / "servers" / "tiny.log").read_text("utf-8")
+    assert log.count("=== medrewardbench sweep: starting") == 1 and "server stopped" in log
+    # resume: the driver plans it, finds everything stored, and starts no worker and no server
+    again_progress = RecordingProgress()
+    again = run_sweep(config, SweepOptions(out_dir=out, ray="auto", report=False), progress=again_progress)
+    assert again.outcomes[0].judged == 0 and again.outcomes[0].reused == 12 and not again_progress.workers

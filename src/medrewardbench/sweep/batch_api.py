@@ -152,6 +152,7 @@ class BatchRunner:
         return self._client
 
     async def aclose(self) -> None:
+        """Close the client (safe to call twice)."""
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.close()

@@ -150,6 +150,7 @@ class Budget:
 
     @property
     def remaining(self) -> float:
+        """Dollars neither spent nor reserved."""
         return self.limit - self.spent - self.reserved
 
     def try_reserve(self, entry: str, estimate: float, pending: int) -> bool:

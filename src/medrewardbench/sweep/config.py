@@ -184,6 +184,7 @@ class JudgeEntry:
 
     @property
     def is_served(self) -> bool:
+        """Whether the sweep starts a server for this entry."""
         return self.serve is not None
 
     @property
@@ -227,6 +228,7 @@ class JuryEntry:
 
     @property
     def spec(self) -> str:
+        """The judge spec its runs are stored under (``jury:NAME``)."""
         return f"{JURY_KIND}:{self.name}"
 
 

@@ -91,6 +91,7 @@ class LocalBackend:
         self.concurrency = max(1, judge.concurrency)
 
     async def judge(self, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Judge the batch here (see :func:`judge_safely`)."""
         return await judge_safely(self.judge_, batch)
 
 

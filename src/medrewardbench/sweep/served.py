@@ -114,6 +114,7 @@ class ServedModel:
 
     @property
     def pid(self) -> int | None:
+        """The server's process id (None before the start)."""
         return None if self.process is None else self.process.pid
 
     def alive(self) -> bool:
@@ -121,6 +122,7 @@ class ServedModel:
         return self.process is not None and self.process.poll() is None
 
     def exit_code(self) -> int | None:
+        """The exit status (negative: the signal), None while it runs or before the start."""
         return None if self.process is None else self.process.poll()
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
@@ -306,6 +308,7 @@ class ServedApiJudge(ApiJudge):
         return config
 
     def metadata(self) -> dict[str, Any]:
+        """The API judge's run facts, and that a sweep served the model (its log's name)."""
         metadata = super().metadata()
         metadata["served"] = True
         metadata["server_gpus"] = self.serve.gpus

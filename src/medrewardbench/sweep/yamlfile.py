@@ -52,10 +52,12 @@ class Located:
 
     @property
     def is_mapping(self) -> bool:
+        """Whether the value is a mapping."""
         return isinstance(self.value, dict)
 
     @property
     def is_sequence(self) -> bool:
+        """Whether the value is a list."""
         return isinstance(self.value, list)
 
     def mapping(self, what: str = "a mapping of names to values") -> dict[str, Located]:

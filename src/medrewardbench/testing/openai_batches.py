@@ -68,6 +68,7 @@ class StoredFile:
     created_at: int
 
     def to_json(self) -> dict[str, Any]:
+        """The file object as ``/v1/files`` answers it."""
         return {
             "id": self.id,
             "object": "file",
@@ -180,6 +181,7 @@ class BatchState:
     # observation ------------------------------------------------------------------------
     @property
     def files(self) -> dict[str, StoredFile]:
+        """File id -> file, uploads and batch results alike."""
         with self._lock:
             return dict(self._files)
 
@@ -200,6 +202,7 @@ class BatchState:
         return f"{prefix}-{next(self._ids)}"
 
     def add_file(self, filename: str, purpose: str, content: bytes, *, uploaded: bool = True) -> StoredFile:
+        """Keep a file; ``uploaded`` counts it among the clients' uploads."""
         with self._lock:
             stored = StoredFile(self._new_id("file"), filename, purpose, content, int(time.time()))
             self._files[stored.id] = stored
@@ -208,19 +211,23 @@ class BatchState:
             return stored
 
     def file(self, file_id: str) -> StoredFile | None:
+        """A file by id, or None."""
         with self._lock:
             return self._files.get(file_id)
 
     def add_batch(self, batch: _Batch) -> None:
+        """Keep a new batch."""
         with self._lock:
             self._batches[batch.id] = batch
             self._counters["batches_created"] += 1
 
     def batch(self, batch_id: str) -> _Batch | None:
+        """A batch by id, or None."""
         with self._lock:
             return self._batches.get(batch_id)
 
     def listed(self) -> list[_Batch]:
+        """Every batch, newest first (as ``GET /v1/batches`` lists them)."""
         with self._lock:
             batches = list(self._batches.values())
         return sorted(batches, key=lambda b: (b.created_at, int(b.id.rsplit("-", 1)[1])), reverse=True)
