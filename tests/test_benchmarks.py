@@ -128,7 +128,7 @@ def test_sweep_benchmark_times_the_local_and_the_ray_path_and_finds_identical_ju
     overhead = re.search(r"^ray overhead:\s+([+-][\d.]+) s\s+= ([+-][\d.]+) % of the local sweep", out, re.MULTILINE)
     assert overhead is not None, out
     assert float(overhead.group(1)) == pytest.approx(ray_s - local, abs=0.02)
-    assert float(overhead.group(2)) == pytest.approx((ray_s - local) / local * 100, abs=0.2)
-    assert re.search(r"^\s+workers up after:\s+[\d.]+ s \(4 actors started and described\)", out, re.MULTILINE), out
+    assert float(overhead.group(2)) == pytest.approx((ray_s - local) / local * 100, rel=0.02, abs=0.5)
+    assert re.search(r"^\s+workers up after:\s+[\d.]+ s\s+\(4 actors started and described\)", out, re.MULTILINE), out
     assert "judgments.jsonl identical: yes" in out
     assert (tmp_path / "local" / "judgments.jsonl").read_bytes() == (tmp_path / "ray" / "judgments.jsonl").read_bytes()
