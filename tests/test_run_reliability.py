@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_api import *  # noqa: F403
-from fixtures_api import API_KEY_ENV
-from helpers_core import png_bytes
+from helpers.api import API_KEY_ENV
+from helpers.images import png_bytes
 from typer.testing import CliRunner
 
 import medrewardbench
@@ -85,7 +84,7 @@ def run_in_process(*args: str) -> tuple[int, str]:
 def write_cases(directory: Path, n: int) -> Path:
     """A canonical JSONL set of ``n`` labelled cases, each with its own PNG file beside it."""
     directory.mkdir(parents=True, exist_ok=True)
-    images = [png_bytes(i) for i in range(min(n, 256))]
+    images = [png_bytes(seed=i, size=(8, 8)) for i in range(min(n, 256))]
     rows = []
     for i in range(n):
         (directory / f"img{i}.png").write_bytes(images[i % len(images)])

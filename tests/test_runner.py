@@ -2,7 +2,7 @@ import asyncio
 import contextlib
 
 import pytest
-from helpers_core import RecordingJudge, make_benchmark, make_case
+from helpers.cases import RecordingJudge, make_benchmark, make_case
 
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fixtures_data import build_reference_layout, write_jsonl
+from helpers.data import build_reference_layout, write_jsonl
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app

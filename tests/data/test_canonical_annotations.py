@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from fixtures_data import write_jsonl
+from helpers.data import write_jsonl
 
 from medrewardbench.cases import Annotation
 from medrewardbench.data import load_benchmark, read_canonical, validate_source, write_canonical

@@ -25,18 +25,17 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fixtures_data import (
+from helpers.data import (
     build_canonical_set,
     build_reference_layout,
     canonical_rows,
-    png_bytes,
     reference_label_rows,
     reference_rows,
     write_canonical_parquet_rows,
     write_jsonl,
-    write_png,
     write_reference_parquet,
 )
+from helpers.images import png_bytes, write_png
 from typer.testing import CliRunner
 
 from medrewardbench import images

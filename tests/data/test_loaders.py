@@ -9,17 +9,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fixtures_data import (
+from helpers.data import (
     build_canonical_set,
     build_fake_hf_cache,
     build_reference_layout,
     canonical_rows,
-    png_bytes,
     reference_rows,
     write_canonical_parquet_rows,
     write_jsonl,
     write_reference_parquet,
 )
+from helpers.images import png_bytes
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data import demo as demo_module

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixtures_data import (
+from helpers.data import (
     build_canonical_set,
     build_reference_layout,
     canonical_rows,
@@ -272,7 +272,7 @@ def test_validate_organ_selection_and_unusable_sources(reference_dir: Path, tmp_
 
 
 def test_validate_parquet_canonical_rows(tmp_path: Path) -> None:
-    from fixtures_data import write_canonical_parquet_rows
+    from helpers.data import write_canonical_parquet_rows
 
     rows = canonical_rows()
     rows[0] = {**rows[0], "labels": {"overall": "X"}}

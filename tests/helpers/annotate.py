@@ -1,5 +1,7 @@
 """Helpers and fixtures of the annotation app tests: real files, real SQLite and PostgreSQL, a real HTTP server.
 
+A pytest plugin (registered in tests/conftest.py); the tests import the helpers from ``helpers.annotate``.
+
 * ``pg_cluster`` (session): a throwaway PostgreSQL cluster in a temporary directory, started with
   the Debian binaries (``/usr/lib/postgresql/*/bin``) as the ``postgres`` user when the tests run
   as root (initdb refuses root), listening on a Unix socket only, stopped by its pid at the end.
@@ -9,7 +11,8 @@
 * ``cases_file`` / ``gold_file``: canonical cases whose ids and metadata name a source and the
   models that wrote the answers (which annotators must never see), with DICOM and other images
   shipped by installed packages, a PNG file, and an answer carrying a ``<script>`` payload.
-* ``serve``: runs the app with uvicorn on 127.0.0.1 and a free port in a background thread.
+* ``serve``: runs the app on 127.0.0.1 and a free port in a background thread (the package's
+  :class:`~medrewardbench.background_server.BackgroundServer`).
 """
 
 from __future__ import annotations
@@ -24,18 +27,19 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 
 from medrewardbench.dimensions import DIMENSIONS
+
+if TYPE_CHECKING:
+    import httpx
 
 PASSWORD = "correct-horse-battery"
 XSS = "<script>window.__pwned = 1</script><img src=x onerror=alert(1)>"
@@ -293,27 +297,13 @@ def project_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., A
 
 @contextmanager
 def serve_in_thread(project: Any, app: Any = None) -> Iterator[str]:
-    """Serve ``app`` (default: the project's app) with uvicorn on 127.0.0.1 in a background thread."""
-    import uvicorn
-
+    """Serve ``app`` (default: the project's app) on 127.0.0.1 in a background thread; yields its URL."""
     from medrewardbench.annotate.web import create_app
+    from medrewardbench.background_server import BackgroundServer
 
-    port = free_port()
     app = app if app is not None else create_app(project)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    with BackgroundServer(app, startup_timeout_s=20, label="the annotation test server") as server:
+        yield server.url
 
 
 @pytest.fixture
@@ -340,4 +330,6 @@ def login(client: httpx.Client, name: str, password: str = PASSWORD) -> str:
 
 
 def client_for(base: str) -> httpx.Client:
+    import httpx
+
     return httpx.Client(base_url=base, follow_redirects=False, timeout=30)

@@ -1,39 +1,25 @@
 """Fixtures for the API judge: one real OpenAI-compatible server on 127.0.0.1 per test session.
 
-Tests use it with ``from fixtures_api import *``; the tests directory is on ``sys.path`` under
-pytest's default (prepend) import mode. Every test gets the server reset to defaults (no latency,
-no faults, default answer) and a distinctive fake API key in the environment.
+A pytest plugin (registered in tests/conftest.py): tests name ``openai_server`` as an argument and
+import the helpers below (``from helpers.api import api_options, judge_all``). Every test gets the
+server reset to defaults (no latency, no faults, default answer) and a distinctive fake API key in
+the environment.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from PIL import Image
 
-from medrewardbench.cases import Case, ImageRef
+from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.judges.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import OpenAIServer
-
-__all__ = [
-    "API_KEY_ENV",
-    "FAKE_API_KEY",
-    "api_options",
-    "api_server_session",
-    "judge_all",
-    "longer_answer_responder",
-    "make_case",
-    "openai_server",
-    "png_bytes",
-    "verdict_json",
-]
 
 FAKE_API_KEY = "sk-mrbFAKE0123456789abcdefLEAKCHECK"
 """A key nobody could mistake for text that belongs in a result."""
@@ -54,33 +40,6 @@ def openai_server(api_server_session: OpenAIServer, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(API_KEY_ENV, FAKE_API_KEY)
     yield api_server_session
     api_server_session.control.reset()
-
-
-def png_bytes(size: tuple[int, int] = (24, 16), color: tuple[int, int, int] = (200, 30, 60)) -> bytes:
-    """A real PNG file's bytes."""
-    buffer = io.BytesIO()
-    Image.new("RGB", size, color).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def make_case(
-    case_id: str = "case-1",
-    *,
-    response_1: str = "Short answer: pneumonia.",
-    response_2: str = "A longer answer: right lower lobe consolidation, most consistent with pneumonia.",
-    image: ImageRef | None = None,
-    question: str = "What does the chest X-ray show?",
-) -> Case:
-    """A labeled case with a real PNG (unless ``image`` is given)."""
-    return Case(
-        case_id=case_id,
-        image=image if image is not None else ImageRef.from_bytes(png_bytes(), "xray.png"),
-        question=question,
-        response_1=response_1,
-        response_2=response_2,
-        labels={d: 2 for d in DIMENSIONS},
-        organ_system="chest",
-    )
 
 
 def verdict_json(letter: str, reason: str = "scripted") -> str:

@@ -1,40 +1,69 @@
-"""Small builders for core tests: cases with real PNG images and judges with known behaviour."""
+"""Small builders for core tests: the one ``make_case``, benchmarks of them, and a judge with known behaviour."""
 
 from __future__ import annotations
 
 import asyncio
-import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from PIL import Image
-
+from helpers.images import png_bytes
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data.benchmark import Benchmark
-from medrewardbench.dimensions import DIMENSIONS, Position
+from medrewardbench.dimensions import DIMENSIONS, Position, Winner
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 
 
-def png_bytes(seed: int, size: int = 8) -> bytes:
-    image = Image.new("RGB", (size, size), ((seed * 37) % 256, (seed * 91) % 256, (seed * 53) % 256))
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
+def make_case(
+    index: int = 1,
+    *,
+    case_id: str | None = None,
+    organ: str = "chest",
+    question: str | None = None,
+    response_1: str | None = None,
+    response_2: str | None = None,
+    labels: Mapping[str, Winner] | None = None,
+    image: ImageRef | None = None,
+    swap: bool = False,
+    **fields: Any,
+) -> Case:
+    """A labelled case with a real PNG; every field can be given, the rest follow from ``index``.
 
+    Args:
+        index: numbers the defaults: id ``case-0001``, the question, the answers, the image's colour.
+        case_id: the id (default ``case-{index:04d}``).
+        organ: the organ system.
+        question: the question (default "What does image {index} show?").
+        response_1: the first answer (default a short one).
+        response_2: the second answer (default a longer one, so that ``baseline:longer`` picks it).
+        labels: dimension -> winner (default every dimension to ``1 + index % 2``: answer 2 for the
+            default index 1).
+        image: the image (default an 8x8 PNG whose colour depends on ``index``).
+        swap: exchange the two answers (after the defaults are filled in).
+        **fields: any other :class:`Case` field (``department``, ``modality``, ``metadata``...).
 
-def make_case(i: int, labels: dict[str, int] | None = None, organ: str = "chest", **kw: object) -> Case:
+    Returns:
+        The case.
+    """
+    first = response_1 if response_1 is not None else f"Short answer {index}."
+    second = response_2 if response_2 is not None else f"A considerably longer answer number {index}."
+    if swap:
+        first, second = second, first
     return Case(
-        case_id=f"case-{i:04d}",
-        image=ImageRef.from_bytes(png_bytes(i), name=f"img{i}.png"),
-        question=f"What does image {i} show?",
-        response_1=kw.pop("response_1", f"Short answer {i}."),  # type: ignore[arg-type]
-        response_2=kw.pop("response_2", f"A considerably longer answer number {i}."),  # type: ignore[arg-type]
-        labels=labels if labels is not None else dict.fromkeys(DIMENSIONS, 1 + i % 2),
+        case_id=case_id if case_id is not None else f"case-{index:04d}",
+        image=image
+        if image is not None
+        else ImageRef.from_bytes(png_bytes(seed=index, size=(8, 8)), f"img{index}.png"),
+        question=question if question is not None else f"What does image {index} show?",
+        response_1=first,
+        response_2=second,
+        labels=dict(labels) if labels is not None else dict.fromkeys(DIMENSIONS, 1 + index % 2),
         organ_system=organ,
-        **kw,  # type: ignore[arg-type]
+        **fields,
     )
 
 
 def make_benchmark(n: int, name: str = "test-set", organs: Sequence[str] = ("chest", "brain")) -> Benchmark:
+    """``n`` cases from :func:`make_case` (indices 0..n-1), organ systems in turn."""
     cases = tuple(make_case(i, organ=organs[i % len(organs)]) for i in range(n))
     return Benchmark(name=name, source=f"memory:{name}", cases=cases)
 

@@ -1,14 +1,14 @@
 """Builders of real fixture datasets in temporary directories (reference layout, canonical files).
 
-Everything here writes real files: PNG bytes made with Pillow, a DICOM file made with pydicom, an
-Image-struct parquet written with pyarrow. Tests import these helpers directly
-(``from fixtures_data import build_reference_layout``) or through the fixtures in conftest.py.
+Everything here writes real files: PNG bytes made with Pillow (:mod:`helpers.images`), a DICOM file
+made with pydicom, an Image-struct parquet written with pyarrow. Tests import these builders
+(``from helpers.data import build_reference_layout``) or use this plugin's fixtures
+``reference_dir`` and ``canonical_file``.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from PIL import Image
+import pytest
 
+from helpers.images import png_bytes, write_png
 from medrewardbench.dimensions import DIMENSIONS
 
 REFERENCE_COLUMNS: tuple[str, ...] = (
@@ -35,28 +36,6 @@ REFERENCE_COLUMNS: tuple[str, ...] = (
 )
 
 DEFAULT_ORGANS: Mapping[str, int] = {"brain": 2, "chest": 3}
-
-
-def png_bytes(color: tuple[int, int, int] = (200, 30, 30), size: tuple[int, int] = (8, 6)) -> bytes:
-    """Encode a small solid-colour RGB PNG.
-
-    Args:
-        color: the RGB fill.
-        size: (width, height).
-
-    Returns:
-        The PNG file's bytes.
-    """
-    buffer = io.BytesIO()
-    Image.new("RGB", size, color).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def write_png(path: Path, color: tuple[int, int, int] = (30, 200, 30), size: tuple[int, int] = (8, 6)) -> Path:
-    """Write a small PNG file (parents created)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(png_bytes(color, size))
-    return path
 
 
 def write_dicom(path: Path, size: tuple[int, int] = (16, 12)) -> Path:
@@ -354,3 +333,15 @@ def build_fake_hf_cache(
         ref_file.parent.mkdir(parents=True, exist_ok=True)
         ref_file.write_text(commit)
     return snapshot
+
+
+@pytest.fixture
+def reference_dir(tmp_path: Path) -> Path:
+    """A clean reference-layout dataset: organs brain (2 cases) and chest (3 cases), all labeled."""
+    return build_reference_layout(tmp_path / "mrb")
+
+
+@pytest.fixture
+def canonical_file(tmp_path: Path) -> Path:
+    """A clean canonical JSONL file with a PNG, a DICOM, embedded bytes, a builtin and no image."""
+    return build_canonical_set(tmp_path / "canon")

@@ -1,18 +1,15 @@
 """Session-scoped tiny random-weight models, built once per test session into a temporary directory.
 
-Import with ``from fixtures_models import *`` in a test module. Building all four takes a few
-seconds on CPU (most of it the first import of torch and transformers); every model is under 1 MB.
+A pytest plugin (registered in tests/conftest.py): tests name the fixtures as arguments. Building
+all four takes a few seconds on CPU (most of it the first import of torch and transformers); every
+model is under 1 MB. Without torch or transformers the tests that ask for a model are skipped.
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
 
 from medrewardbench.testing.tiny_models import (
     build_tiny_llava,
@@ -20,17 +17,6 @@ from medrewardbench.testing.tiny_models import (
     build_tiny_qwen2_vl,
     build_tiny_text_llama,
 )
-
-__all__ = [
-    "VLM_FAMILIES",
-    "png_image_bytes",
-    "tiny_llava",
-    "tiny_models_dir",
-    "tiny_qwen2_5_vl",
-    "tiny_qwen2_vl",
-    "tiny_text_llama",
-    "tiny_vlm",
-]
 
 #: family name -> fixture name, for parametrised tests
 VLM_FAMILIES: dict[str, str] = {
@@ -40,19 +26,11 @@ VLM_FAMILIES: dict[str, str] = {
 }
 
 
-def png_image_bytes(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
-    """A real PNG file: a coloured square on a grey field, so images differ in content."""
-    from PIL import Image, ImageDraw
-
-    image = Image.new("RGB", size, (90, 90, 90))
-    ImageDraw.Draw(image).rectangle((8, 8, size[0] // 2, size[1] // 2), fill=color)
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 @pytest.fixture(scope="session")
 def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's tiny models are built (skips the test without torch and transformers)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
     return tmp_path_factory.mktemp("tiny-models")
 
 

@@ -1,4 +1,4 @@
-"""Real stores with real runs for report tests.
+"""Real stores with real runs for report tests (a pytest plugin: the ``runs_fixture`` fixture).
 
 A small canonical JSONL data set (real PNG images embedded as bytes, three organ systems, expert
 labels) is written with ``write_canonical`` and loaded back with ``load_benchmark``, so a run's
@@ -9,15 +9,14 @@ a judge that fails every request, and one whose raw output plants ``<script>`` m
 
 from __future__ import annotations
 
-import io
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw
 
+from helpers.images import png_bytes
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data import load_benchmark, write_canonical
 from medrewardbench.data.benchmark import Benchmark
@@ -32,22 +31,6 @@ ORGANS: tuple[str, ...] = ("brain", "chest", "heart")
 BASELINES: tuple[str, ...] = ("baseline:random", "baseline:first", "baseline:longer")
 
 
-def png_bytes(seed: int, size: int = 48) -> bytes:
-    """A small real PNG: a gradient with a disc whose place depends on the seed."""
-    image = Image.new("RGB", (size, size))
-    pixels = image.load()
-    assert pixels is not None
-    for y in range(size):
-        for x in range(size):
-            pixels[x, y] = ((x * 5 + seed * 29) % 256, (y * 5 + seed * 13) % 256, (seed * 71) % 256)
-    draw = ImageDraw.Draw(image)
-    c = 8 + (seed * 7) % (size - 16)
-    draw.ellipse((c - 6, c - 6, c + 6, c + 6), fill=(250, 250, 250))
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def make_cases(n: int = 24, variant: str = "") -> list[Case]:
     """Cases over three organ systems; labels vary per dimension; response lengths always differ."""
     rng = random.Random(20240601)
@@ -60,7 +43,7 @@ def make_cases(n: int = 24, variant: str = "") -> list[Case]:
         cases.append(
             Case(
                 case_id=f"c{i:03d}",
-                image=ImageRef.from_bytes(png_bytes(i), name=f"img{i}.png"),
+                image=ImageRef.from_bytes(png_bytes(seed=i, size=(48, 48), pattern="gradient"), name=f"img{i}.png"),
                 question=f"What does image {i} show? <b>bold?</b>",
                 response_1=r1,
                 response_2=r2,

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pydicom
 import pytest
-from fixtures_data import write_dicom, write_png
+from helpers.data import write_dicom
+from helpers.images import write_png
 from pydicom.data import get_testdata_file
 from pydicom.pixels import apply_modality_lut
 

@@ -1,7 +1,7 @@
 import asyncio
 
 import pytest
-from helpers_core import make_case
+from helpers.cases import make_case
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import JudgeSpecError

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fixtures_api import *  # noqa: F403
-from fixtures_api import API_KEY_ENV, FAKE_API_KEY, longer_answer_responder
-from fixtures_models import *  # noqa: F403
+from helpers.api import API_KEY_ENV, FAKE_API_KEY, longer_answer_responder
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_models import *  # noqa: F403
-from fixtures_models import png_image_bytes
+from helpers.images import png_bytes
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
@@ -40,7 +39,7 @@ def make_cases() -> list[Case]:
     return [
         Case(
             case_id="png-1",
-            image=ImageRef.from_bytes(png_image_bytes((220, 40, 40)), name="red.png"),
+            image=ImageRef.from_bytes(png_bytes((220, 40, 40), (64, 48), pattern="square"), name="red.png"),
             question="Is there a mass in the left lung?",
             response_1="Yes, a nodule in the left upper lobe.",
             response_2="No mass; the lungs are clear and the heart is normal in size.",
@@ -154,7 +153,7 @@ def test_batch_of_three_equals_three_singles_under_greedy_decoding(tiny_vlm: tup
     cases = make_cases()
     extra_case = Case(
         case_id="png-2",
-        image=ImageRef.from_bytes(png_image_bytes((30, 200, 60), size=(40, 90)), name="green.png"),
+        image=ImageRef.from_bytes(png_bytes((30, 200, 60), (40, 90), pattern="square"), name="green.png"),
         question="Any fracture?",
         response_1="No.",
         response_2="A displaced fracture of the distal radius is visible near the wrist joint.",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from fixtures_runs import RunsFixture, runs_fixture  # noqa: F401  (pytest fixture)
+from helpers.runs import RunsFixture
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import StoreError
@@ -164,7 +164,7 @@ def _estimates(run: RunAnalysis) -> Iterator[Estimate]:
     yield from run.agreement.ac1
 
 
-def test_every_interval_contains_its_point(runs_fixture: RunsFixture) -> None:  # noqa: F811
+def test_every_interval_contains_its_point(runs_fixture: RunsFixture) -> None:
     analysis = analyze(load_runs([runs_fixture.run_dir]), n_resamples=300)
     found = 0
     for est in (e for run in analysis.runs for e in _estimates(run)):
@@ -181,7 +181,7 @@ def test_every_interval_contains_its_point(runs_fixture: RunsFixture) -> None:  
             assert comparison.low - 1e-9 <= comparison.diff <= comparison.high + 1e-9
 
 
-def test_stored_runs_end_to_end(runs_fixture: RunsFixture) -> None:  # noqa: F811
+def test_stored_runs_end_to_end(runs_fixture: RunsFixture) -> None:
     analysis = analyze(load_runs([runs_fixture.run_dir]), n_resamples=300)
     board = {row.label: row for row in analysis.leaderboard}
     assert set(board) == set(runs_fixture.specs)
@@ -211,7 +211,7 @@ def test_stored_runs_end_to_end(runs_fixture: RunsFixture) -> None:  # noqa: F81
     assert analysis.dataset.n_cases == len(runs_fixture.benchmark)
 
 
-def test_same_seed_same_numbers_other_seed_other_intervals(runs_fixture: RunsFixture) -> None:  # noqa: F811
+def test_same_seed_same_numbers_other_seed_other_intervals(runs_fixture: RunsFixture) -> None:
     runs = load_runs([runs_fixture.run_dir])
     one = analyze(runs, n_resamples=200, seed=5)
     assert one == analyze(runs, n_resamples=200, seed=5)
@@ -224,7 +224,7 @@ def test_same_seed_same_numbers_other_seed_other_intervals(runs_fixture: RunsFix
     assert summary(one) != summary(other)
 
 
-def test_mixing_data_fingerprints_is_refused_naming_the_runs(runs_fixture: RunsFixture) -> None:  # noqa: F811
+def test_mixing_data_fingerprints_is_refused_naming_the_runs(runs_fixture: RunsFixture) -> None:
     mixed = load_run_bundles([runs_fixture.run_dir, runs_fixture.other_dir])
     other = [b for b in mixed if b.store_path.parent == runs_fixture.other_dir]
     assert len(other) == 1
@@ -249,7 +249,7 @@ def test_same_fingerprint_but_different_labels_is_refused() -> None:
         check_same_data([good, bad])
 
 
-def test_load_runs_reads_every_store_once(runs_fixture: RunsFixture) -> None:  # noqa: F811
+def test_load_runs_reads_every_store_once(runs_fixture: RunsFixture) -> None:
     once = load_runs([runs_fixture.run_dir])
     twice = load_runs([runs_fixture.run_dir, runs_fixture.run_dir / "medrewardbench.sqlite"])
     assert [r.run_id for r in once] == [r.run_id for r in twice]

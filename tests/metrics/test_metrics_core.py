@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers_core import RecordingJudge, make_benchmark
+from helpers.cases import RecordingJudge, make_benchmark
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.metrics.analysis import analyze

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_models import *  # noqa: F403
-from fixtures_models import png_image_bytes
+from helpers.images import png_bytes
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data.benchmark import Benchmark
@@ -98,7 +97,7 @@ def cases() -> tuple[Case, ...]:
     return (
         Case(
             case_id="c1",
-            image=ImageRef.from_bytes(png_image_bytes((220, 40, 40)), name="red.png"),
+            image=ImageRef.from_bytes(png_bytes((220, 40, 40), (64, 48), pattern="square"), name="red.png"),
             question="Is there a mass in the left lung?",
             response_1="Yes, a nodule in the left upper lobe.",
             response_2="No mass; the lungs are clear and the heart is normal in size.",
@@ -116,7 +115,7 @@ def cases() -> tuple[Case, ...]:
         ),
         Case(
             case_id="tie",
-            image=ImageRef.from_bytes(png_image_bytes((40, 40, 220)), name="blue.png"),
+            image=ImageRef.from_bytes(png_bytes((40, 40, 220), (64, 48), pattern="square"), name="blue.png"),
             question="Is the heart enlarged?",
             response_1="The heart is normal in size.",
             response_2="The heart is normal in size.",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_runs import RunsFixture, runs_fixture  # noqa: F401  (pytest fixture)
+from helpers.runs import RunsFixture
 
 from medrewardbench.report.render import render_report
 
@@ -32,11 +32,11 @@ LAUNCH_ARGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
-def report_dir(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def report_dir(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("browser-report")
     render_report([runs_fixture.run_dir], out, formats=("html",))
     return out

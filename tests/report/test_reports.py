@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_runs import PLANTED, RunsFixture, make_cases, runs_fixture  # noqa: F401  (pytest fixture)
+from helpers.runs import PLANTED, RunsFixture, make_cases
 
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS
@@ -29,7 +29,7 @@ N_RESAMPLES = 300
 
 
 @pytest.fixture(scope="module")
-def report(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
+def report(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("report")
     written = render_report([runs_fixture.run_dir], out, n_resamples=N_RESAMPLES)
     return {"out": out, "written": written, "analysis": read_analysis_json(written["json"])}
@@ -43,7 +43,7 @@ def test_every_format_is_written(report: dict[str, Any]) -> None:
         assert path.stat().st_size > 500
 
 
-def test_json_is_the_analysis(report: dict[str, Any], runs_fixture: RunsFixture) -> None:  # noqa: F811
+def test_json_is_the_analysis(report: dict[str, Any], runs_fixture: RunsFixture) -> None:
     again = analyze_paths([runs_fixture.run_dir], n_resamples=N_RESAMPLES)
     document = json.loads(report["written"]["json"].read_text("utf-8"))
     assert document == json.loads(json.dumps(again.to_json()))
@@ -51,7 +51,7 @@ def test_json_is_the_analysis(report: dict[str, Any], runs_fixture: RunsFixture)
     assert report["analysis"].dataset.name == "cases"
 
 
-def test_reports_are_reproducible(runs_fixture: RunsFixture, report: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+def test_reports_are_reproducible(runs_fixture: RunsFixture, report: dict[str, Any], tmp_path: Path) -> None:
     again = render_report(
         [runs_fixture.run_dir], tmp_path, formats=("md", "json", "csv", "html"), n_resamples=N_RESAMPLES
     )
@@ -181,7 +181,7 @@ def test_html_without_a_loadable_source_says_so(tmp_path: Path) -> None:
     assert set(written) == {"html"}
 
 
-def test_html_notes_a_case_that_changed_since_it_was_judged(runs_fixture: RunsFixture, tmp_path: Path) -> None:  # noqa: F811
+def test_html_notes_a_case_that_changed_since_it_was_judged(runs_fixture: RunsFixture, tmp_path: Path) -> None:
     data_file = runs_fixture.data_file
     original = data_file.read_text("utf-8")
     try:
@@ -234,7 +234,7 @@ def test_csv_long_format(report: dict[str, Any]) -> None:
     assert {"a", "b", "p_mcnemar", "p_bootstrap_holm", "significant"} <= set(pairs[0])
 
 
-def test_selecting_judges_and_bad_requests(runs_fixture: RunsFixture, tmp_path: Path) -> None:  # noqa: F811
+def test_selecting_judges_and_bad_requests(runs_fixture: RunsFixture, tmp_path: Path) -> None:
     written = render_report(
         [runs_fixture.run_dir], tmp_path, formats=("json",), n_resamples=50, judges=["baseline:first", "test:oracle"]
     )
@@ -248,7 +248,7 @@ def test_selecting_judges_and_bad_requests(runs_fixture: RunsFixture, tmp_path: 
         render_report([runs_fixture.run_dir, runs_fixture.other_dir], tmp_path, formats=("md",))
 
 
-def test_a_single_judge_report_renders(runs_fixture: RunsFixture) -> None:  # noqa: F811
+def test_a_single_judge_report_renders(runs_fixture: RunsFixture) -> None:
     from medrewardbench.metrics.analysis import load_runs
 
     runs = [r for r in load_runs([runs_fixture.run_dir]) if r.judge_spec == "baseline:random"]

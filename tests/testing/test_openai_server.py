@@ -12,8 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fixtures_api import *  # noqa: F403
-from fixtures_api import FAKE_API_KEY
+from helpers.api import FAKE_API_KEY
 
 from medrewardbench.testing.openai_server import (
     DEFAULT_OUTPUT,

@@ -3,7 +3,6 @@ with paired statistics, and ``medrewardbench cv`` end to end on the demo set wit
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import random
@@ -14,35 +13,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.cases import make_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data import load_benchmark
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics import stats
 from medrewardbench.train.folds import FoldError, assign_folds, split_fold
 
-with contextlib.suppress(pytest.skip.Exception):  # the fold and statistics tests need no torch
-    from fixtures_models import tiny_models_dir, tiny_qwen2_vl  # noqa: F401
-
 ORGANS = ("brain", "chest", "eye", "heart", "lung")
-
-
-def make_case(index: int, organ: str, question: str | None = None, swap: bool = False) -> Case:
-    first, second = f"answer one of {index}", f"answer two of {index}"
-    if swap:
-        first, second = second, first
-    return Case(
-        case_id=f"case-{index:03d}",
-        image=ImageRef.empty(),
-        question=question or f"question {index}",
-        response_1=first,
-        response_2=second,
-        labels={d: 1 for d in DIMENSIONS},
-        organ_system=organ,
-    )
 
 
 organ_lists = st.lists(st.sampled_from(ORGANS), min_size=4, max_size=60)
@@ -56,7 +37,7 @@ organ_lists = st.lists(st.sampled_from(ORGANS), min_size=4, max_size=60)
 def test_folds_partition_the_cases_without_leakage_and_stratify_by_organ(organs: list[str], k: int, seed: int) -> None:
     if len(organs) < k:
         return
-    cases = [make_case(i, organ) for i, organ in enumerate(organs)]
+    cases = [make_case(i, organ=organ) for i, organ in enumerate(organs)]
     benchmark = Benchmark("t", "memory", tuple(cases))
     assignment = assign_folds(cases, k, seed)
     assert set(assignment) == {c.case_id for c in cases} and set(assignment.values()) <= set(range(k))
@@ -81,29 +62,29 @@ def test_folds_partition_the_cases_without_leakage_and_stratify_by_organ(organs:
 def test_folds_are_deterministic_and_independent_of_input_order(organs: list[str], k: int, seed: int) -> None:
     if len(organs) < k:
         return
-    cases = [make_case(i, organ) for i, organ in enumerate(organs)]
+    cases = [make_case(i, organ=organ) for i, organ in enumerate(organs)]
     shuffled = cases[:]
     random.Random(seed).shuffle(shuffled)
     assert assign_folds(cases, k, seed) == assign_folds(shuffled, k, seed) == assign_folds(cases, k, seed)
 
 
 def test_different_seeds_give_different_folds() -> None:
-    cases = [make_case(i, ORGANS[i % len(ORGANS)]) for i in range(40)]
+    cases = [make_case(i, organ=ORGANS[i % len(ORGANS)]) for i in range(40)]
     splits = {tuple(sorted(assign_folds(cases, 5, seed).items())) for seed in range(5)}
     assert len(splits) == 5
 
 
 def test_the_same_comparison_in_swapped_order_never_straddles_the_split() -> None:
-    cases = [make_case(i, ORGANS[i % 3]) for i in range(12)]
-    twin = make_case(0, "lung", question=cases[0].question, swap=True)
+    cases = [make_case(i, organ=ORGANS[i % 3]) for i in range(12)]
+    twin = make_case(0, organ="lung", question=cases[0].question, swap=True)
     twin = dataclasses.replace(twin, case_id="twin-of-0")
     for seed in range(20):
         assignment = assign_folds([*cases, twin], 4, seed)
-        assert assignment["twin-of-0"] == assignment["case-000"]
+        assert assignment["twin-of-0"] == assignment["case-0000"]
 
 
 def test_fold_errors() -> None:
-    cases = [make_case(i, "brain") for i in range(3)]
+    cases = [make_case(i, organ="brain") for i in range(3)]
     benchmark = Benchmark("t", "memory", tuple(cases))
     with pytest.raises(FoldError, match="at least 2"):
         assign_folds(cases, 1)
@@ -168,7 +149,7 @@ def test_a_model_trained_on_a_held_out_case_is_refused() -> None:
     from medrewardbench.train.card import TrainingCard
     from medrewardbench.train.cv import LeakageError, _check_no_leakage
 
-    cases = tuple(make_case(i, ORGANS[i % 2]) for i in range(6))
+    cases = tuple(make_case(i, organ=ORGANS[i % 2]) for i in range(6))
     split = split_fold(Benchmark("t", "memory", cases), 3, 0)
     leaked_id = split.evaluation.case_ids()[0]
     card = TrainingCard("sft", "base", "out", {"train_case_ids": [leaked_id]}, None, {}, {})

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_models import *  # noqa: F403
-from fixtures_models import png_image_bytes
+from helpers.images import png_bytes
 from typer.testing import CliRunner
 
 from medrewardbench.cases import Case, ImageRef
@@ -60,7 +59,7 @@ def demo() -> Benchmark:
 def labelled_case(case_id: str, labels: dict[str, int], organ: str = "chest") -> Case:
     return Case(
         case_id=case_id,
-        image=ImageRef.from_bytes(png_image_bytes((200, 40, 40)), name=f"{case_id}.png"),
+        image=ImageRef.from_bytes(png_bytes((200, 40, 40), (64, 48), pattern="square"), name=f"{case_id}.png"),
         question="Is there a nodule in the left lung?",
         response_1="Yes: a nodule in the left upper lobe.",
         response_2="No; the lungs are clear.",
@@ -258,7 +257,9 @@ def test_bradley_terry_training_visibly_learns_its_training_cases(tiny_qwen2_vl:
         cases.append(
             Case(
                 case_id=f"bt-{i}",
-                image=ImageRef.from_bytes(png_image_bytes((30 * i, 200 - 20 * i, 90)), name=f"{i}.png"),
+                image=ImageRef.from_bytes(
+                    png_bytes((30 * i, 200 - 20 * i, 90), (64, 48), pattern="square"), name=f"{i}.png"
+                ),
                 question=f"Is there a {word} on this image?",
                 response_1=f"There is a {word} in the {rng.choice(['left', 'right'])} lobe.",
                 response_2=f"No {word}; {rng.choice(['normal', 'benign'])} findings.",

@@ -15,17 +15,16 @@ from email.utils import format_datetime
 from typing import Any
 
 import pytest
-from fixtures_api import *  # noqa: F403
-from fixtures_api import (
+from helpers.api import (
     API_KEY_ENV,
     FAKE_API_KEY,
     api_options,
     judge_all,
     longer_answer_responder,
-    make_case,
-    png_bytes,
     verdict_json,
 )
+from helpers.cases import make_case
+from helpers.images import png_bytes
 from PIL import Image
 
 from medrewardbench.cases import ImageRef
@@ -98,7 +97,7 @@ def test_a_verdict_round_trips_in_both_orders(
     prefix = "data:image/png;base64,"
     assert url.startswith(prefix)
     decoded = Image.open(io.BytesIO(base64.b64decode(url[len(prefix) :])))
-    assert decoded.format == "PNG" and decoded.size == (24, 16)
+    assert decoded.format == "PNG" and decoded.size == (8, 8)  # make_case's image
 
 
 def test_a_case_without_an_image_sends_no_image_part(openai_server: OpenAIServer) -> None:
@@ -111,8 +110,8 @@ def test_a_case_without_an_image_sends_no_image_part(openai_server: OpenAIServer
 
 def test_an_unreadable_image_fails_that_request_only(openai_server: OpenAIServer) -> None:
     judge = make_judge(openai_server)
-    broken = make_case("broken", image=ImageRef.from_bytes(b"this is not an image", "broken.png"))
-    results = judge_all(judge, [broken, make_case("fine")])
+    broken = make_case(case_id="broken", image=ImageRef.from_bytes(b"this is not an image", "broken.png"))
+    results = judge_all(judge, [broken, make_case(case_id="fine")])
     assert results[0].failure is not None and "could not prepare the request" in results[0].failure
     assert results[1].failure is None
     assert len(openai_server.control.chat_requests()) == 1
@@ -214,8 +213,8 @@ def test_the_image_is_encoded_once_per_content(openai_server: OpenAIServer) -> N
     judge = make_judge(openai_server, concurrency=8)
     # images with an alpha channel are decoded and re-encoded: the expensive path that is shared
     same = encoded(Image.new("RGBA", (24, 16), (1, 2, 3, 200)), "PNG")
-    cases = [make_case(f"c{i}", image=ImageRef.from_bytes(same)) for i in range(12)]
-    cases.append(make_case("other", image=ImageRef.from_bytes(encoded(Image.new("RGBA", (8, 8)), "PNG"))))
+    cases = [make_case(case_id=f"c{i}", image=ImageRef.from_bytes(same)) for i in range(12)]
+    cases.append(make_case(case_id="other", image=ImageRef.from_bytes(encoded(Image.new("RGBA", (8, 8)), "PNG"))))
     results = judge_all(judge, cases)
     assert all(r.failure is None for r in results)
     assert judge._images.misses == 2
@@ -408,8 +407,8 @@ def test_structured_output_falls_back_when_the_server_refuses_it(
     judge = make_judge(openai_server, structured=True, max_retries=0)
     fingerprint = judge.fingerprint()
     with caplog.at_level(logging.WARNING, logger="medrewardbench.judges.api"):
-        first = judge_all(judge, [make_case("one")])[0]
-        second = judge_all(judge, [make_case("two")])[0]
+        first = judge_all(judge, [make_case(case_id="one")])[0]
+        second = judge_all(judge, [make_case(case_id="two")])[0]
     assert first.failure is None and second.failure is None
     assert first.extra["structured"] is False and first.extra["structured_fallback"] is True
     assert second.extra["structured"] is False and "structured_fallback" not in second.extra
@@ -476,7 +475,7 @@ def test_the_api_key_never_leaks(openai_server: OpenAIServer, caplog: pytest.Log
     control.set_retry_after(0.01)
     judge = make_judge(openai_server, timeout_s=0.3, max_retries=1, concurrency=1, structured=True)
     with caplog.at_level(logging.DEBUG):
-        results = judge_all(judge, [make_case(f"c{i}") for i in range(6)])
+        results = judge_all(judge, [make_case(case_id=f"c{i}") for i in range(6)])
     assert control.chat_requests()[0].had_auth  # the key was sent ...
     everything = json.dumps(
         {
@@ -515,7 +514,7 @@ def test_requests_overlap(openai_server: OpenAIServer, backend: str) -> None:
     openai_server.control.set_latency(0.2)
     judge = make_judge(openai_server, concurrency=16, http_backend=backend)
     started = time.perf_counter()
-    results = judge_all(judge, [make_case(f"c{i}") for i in range(16)])
+    results = judge_all(judge, [make_case(case_id=f"c{i}") for i in range(16)])
     elapsed = time.perf_counter() - started
     assert all(r.failure is None for r in results)
     assert elapsed < 16 * 0.2 / 4  # sequential would take 3.2 s
@@ -525,7 +524,7 @@ def test_concurrency_bounds_requests_in_flight(openai_server: OpenAIServer) -> N
     openai_server.control.set_latency(0.2)
     judge = make_judge(openai_server, concurrency=4)
     started = time.perf_counter()
-    results = judge_all(judge, [make_case(f"c{i}") for i in range(12)])
+    results = judge_all(judge, [make_case(case_id=f"c{i}") for i in range(12)])
     elapsed = time.perf_counter() - started
     assert all(r.failure is None for r in results)
     assert elapsed >= 3 * 0.2 * 0.95  # three waves of four
@@ -541,7 +540,7 @@ def test_mixed_faults_over_200_requests_all_end_judged_or_failed(openai_server: 
     control.set_timeout_sleep(5.0)
     control.set_latency(0.0, 0.02, seed=7)
     judge = make_judge(openai_server, concurrency=32, timeout_s=1.0, max_retries=2)
-    cases = [make_case(f"c{i}") for i in range(100)]
+    cases = [make_case(case_id=f"c{i}") for i in range(100)]
     requests = [JudgeRequest(c, o) for c in cases for o in (Order.ORIGINAL, Order.SWAPPED)]
     results = judge_all(judge, requests)
 

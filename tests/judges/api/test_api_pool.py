@@ -6,8 +6,8 @@ import asyncio
 import os
 import signal
 
-from fixtures_api import *  # noqa: F403
-from fixtures_api import FAKE_API_KEY, api_options, longer_answer_responder, make_case
+from helpers.api import FAKE_API_KEY, api_options, longer_answer_responder
+from helpers.cases import make_case
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.judges.api import ProcessPoolApiJudge
@@ -23,7 +23,9 @@ def test_pool_judges_like_one_process_and_keeps_the_fingerprint(openai_server: O
     assert isinstance(pool, ProcessPoolApiJudge)
     assert pool.fingerprint() == single.fingerprint()
     assert pool.metadata()["client_processes"] == 2
-    cases = [make_case(f"p{i}", response_1="short", response_2="a much longer answer " * (i % 3)) for i in range(12)]
+    cases = [
+        make_case(case_id=f"p{i}", response_1="short", response_2="a much longer answer " * (i % 3)) for i in range(12)
+    ]
     requests = [JudgeRequest(c, o) for c in cases for o in Order]
 
     async def run() -> tuple[list, list]:  # type: ignore[type-arg]
@@ -44,7 +46,7 @@ def test_a_client_process_that_dies_fails_its_requests_with_a_reason(openai_serv
     openai_server.control.set_latency(2.0)
     pool = build_judge("api:pool-model", api_options(openai_server, concurrency=4, client_processes=2, timeout_s=10.0))
     assert isinstance(pool, ProcessPoolApiJudge)
-    requests = [JudgeRequest(make_case(f"d{i}"), Order.ORIGINAL) for i in range(4)]
+    requests = [JudgeRequest(make_case(case_id=f"d{i}"), Order.ORIGINAL) for i in range(4)]
 
     async def run() -> list:  # type: ignore[type-arg]
         try:
