@@ -101,13 +101,14 @@ def test_http_auto_prefers_httptools_when_installed() -> None:
 
 def test_the_test_openai_server_runs_in_the_background_server() -> None:
     with OpenAIServer(http="h11") as server:
-        assert isinstance(server._background, BackgroundServer)
-        assert server._background.port == server.port and server._background.http == "h11"
+        background = server._background
+        assert isinstance(background, BackgroundServer)
+        assert background.port == server.port and background.http == "h11"
+        thread = background._thread
+        assert thread is not None and thread.name == "openai-test-server" and thread.is_alive()
         response, body = get(server.url, "/v1/models")
         assert response.status == 200 and json.loads(body)["data"][0]["id"] == "test-model"
-        assert "openai-test-server" in {thread.name for thread in threading.enumerate()}
-    assert server._background is None
-    assert "openai-test-server" not in {thread.name for thread in threading.enumerate()}
+    assert server._background is None and not thread.is_alive()
 
 
 def test_the_model_server_class_is_the_background_server() -> None:
