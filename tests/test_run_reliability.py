@@ -528,7 +528,9 @@ def test_a_judge_spec_or_template_error_leaves_no_output_directory(flags: list[s
 def test_a_second_eval_on_one_out_stops_at_once_or_waits_and_no_request_goes_out_twice(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
-    openai_server.control.set_latency(0.5)  # the first eval takes 10 s: the others meet it running
+    # 20 requests one at a time at 1 s each: the others meet the first eval running, and once they
+    # have been checked the latency drops so that the first one finishes at once
+    openai_server.control.set_latency(1.0)
     data = write_cases(tmp_path / "data", 10)
     out = tmp_path / "out"
     args = api_args(openai_server, data, out, "--concurrency", "1")
@@ -556,7 +558,9 @@ def test_a_second_eval_on_one_out_stops_at_once_or_waits_and_no_request_goes_out
     _, rest = interrupted.communicate(timeout=30)
     assert interrupted.returncode == 130, rest
     assert f"interrupted while waiting for another process to finish with {out}/: no request was sent" in rest
+    assert first.poll() is None, "the waiting processes were checked while the first eval was running"
 
+    openai_server.control.set_latency(0.0)
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     later_out, later_err = waiting[0].communicate(timeout=60)

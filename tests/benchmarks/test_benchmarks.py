@@ -101,6 +101,7 @@ def test_faults_benchmark_kills_and_resumes_with_nothing_lost_or_duplicated(tmp_
     assert "result: PASS" in out
 
 
+@pytest.mark.slow
 def test_annotate_benchmark_prints_submit_latency_and_no_lost_labels_after_kill_9() -> None:
     out = run_script("bench_annotate.py", "--quick")
     assert "24 cases x 3 annotators = 72 labels, 6 annotators" in out, out
