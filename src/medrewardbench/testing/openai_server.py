@@ -1,8 +1,10 @@
 """A real, local OpenAI-compatible HTTP server for tests and benchmarks.
 
 The server speaks enough of the Chat Completions API for the API judge: ``POST /v1/chat/completions``
-and ``GET /v1/models``. It runs FastAPI under uvicorn on ``127.0.0.1`` in a background thread, so a
-test talks to it over real sockets through the official ``openai`` client. Its behaviour is set at
+and ``GET /v1/models``. It runs FastAPI under uvicorn on ``127.0.0.1`` in a background thread (the
+package's one :class:`~medrewardbench.background_server.BackgroundServer`, which the model server of
+:mod:`medrewardbench.serve` uses too), so a test talks to it over real sockets through the official
+``openai`` client. Its behaviour is set at
 run time through a thread-safe :class:`ServerControl`:
 
 * **outputs**: a queue of scripted answers, then a responder ``callable(request_json) -> text``
@@ -52,7 +54,6 @@ import os
 import random
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -62,6 +63,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from medrewardbench.background_server import BackgroundServer, http_implementation
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
 
@@ -597,16 +599,6 @@ def _validate_response_format(value: Any) -> str | None:
     return None
 
 
-def _http_implementation(choice: str) -> str:
-    if choice != "auto":
-        return choice
-    try:
-        import httptools  # noqa: F401
-    except ImportError:
-        return "h11"
-    return "httptools"
-
-
 class OpenAIServer:
     """A local OpenAI-compatible server in a background thread; a context manager.
 
@@ -633,12 +625,10 @@ class OpenAIServer:
         self.control = control or ServerControl()
         self.host = host
         self._requested_port = port
-        self.http = _http_implementation(http)
+        self.http = http_implementation(http)
         self._startup_timeout_s = startup_timeout_s
         self._graceful_shutdown_s = graceful_shutdown_s
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._background: BackgroundServer | None = None
         self.port: int | None = None
 
     @property
@@ -660,61 +650,27 @@ class OpenAIServer:
             MissingExtraError: FastAPI or uvicorn is not installed.
             RuntimeError: the server did not come up within ``startup_timeout_s``.
         """
-        if self._thread is not None:
+        if self._background is not None:
             return self
-        uvicorn: Any = require("uvicorn", "serve", "the test OpenAI server")
-        # proto must be IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only then, and
-        # without it Nagle's algorithm meets the client's delayed ACK (~40 ms per keep-alive request)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((self.host, self._requested_port))
-        sock.listen(2048)
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
+        background = BackgroundServer(
             create_app(self.control),
-            loop="asyncio",
+            self.host,
+            self._requested_port,
+            self._startup_timeout_s,
             http=self.http,
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
-            date_header=False,
-            backlog=2048,
-            timeout_keep_alive=30,
-            timeout_graceful_shutdown=self._graceful_shutdown_s,
+            graceful_shutdown_s=self._graceful_shutdown_s,
+            label="the test OpenAI server",
+            thread_name="openai-test-server",
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="openai-test-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + self._startup_timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the test OpenAI server did not start on {self.host}:{self.port}")
-            time.sleep(0.01)
-        logger.debug("test OpenAI server listening on %s (http=%s)", self.base_url, self.http)
+        self._background = background.start()
+        self.port = background.port
         return self
 
     def stop(self) -> None:
         """Stop serving and join the thread; safe to call twice."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=self._graceful_shutdown_s + 10.0)
-            if self._thread.is_alive():
-                self._server.force_exit = True
-                self._thread.join(timeout=5.0)
-        if self._socket is not None:
-            self._socket.close()
-        self._thread = None
-        self._server = None
-        self._socket = None
+        background, self._background = self._background, None
+        if background is not None:
+            background.stop()
 
     def __enter__(self) -> OpenAIServer:
         return self.start()
