@@ -53,7 +53,7 @@ from typing import Any
 
 from medrewardbench.build.scoring import infer_answer_type
 from medrewardbench.build.store import BuildError, BuildStore, StoredQuestion
-from medrewardbench.data.canonical import ProblemSink, case_id_problem
+from medrewardbench.data.canonical import DATASET_CARD_FILENAME, ProblemSink, case_id_problem
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.questions import (
     ANSWER_TYPES,
@@ -87,7 +87,6 @@ FIELD_ALIASES: dict[str, str] = {
 """Short names accepted on the left of ``--map`` and ``--set``."""
 SETTABLE_FIELDS: tuple[str, ...] = ("organ_system", "department", "modality", "source_dataset", "answer_type")
 """Fields ``--set`` may give."""
-CARD_FILENAME = "dataset.json"
 _TEXT_FIELDS = ("question", "reference_answer", "organ_system", "department", "modality", "source_dataset", "id")
 _CHUNK = 256
 
@@ -244,7 +243,7 @@ def _data_files(root: Path, include: Sequence[str]) -> list[Path]:
     found = []
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in path.relative_to(root).parts) or path.name == CARD_FILENAME:
+        if any(part.startswith(".") for part in path.relative_to(root).parts) or path.name == DATASET_CARD_FILENAME:
             continue
         if path.suffix.lower() not in QUESTION_SUFFIXES or path.is_dir():
             continue
