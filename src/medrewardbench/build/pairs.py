@@ -3,7 +3,8 @@
 For every kept question (every question when no filter ran), in import order:
 
 1. **Candidates.** The pool's answers to it (``build responses``), one per generator, failures and
-   empty answers left out. Every two answers from different generators form a candidate pair,
+   empty answers left out. Every two answers from different generators (different specs: two
+   configurations of one spec, say at two temperatures, never form a pair) form a candidate pair,
    unless they are **duplicates**: equal after normalisation (Unicode NFKC, lower case, only the
    words kept: ``[\\w]+`` runs joined by single spaces), or **near duplicates**: the Jaccard
    similarity of their sets of word 3-shingles (every run of three consecutive normalised words;
@@ -286,6 +287,8 @@ def sample_pairs(
                 candidates: list[_Candidate] = []
                 for i in range(len(usable)):
                     for j in range(i + 1, len(usable)):
+                        if usable[i][1] == usable[j][1]:
+                            continue  # two configurations of one model are not different generators
                         if is_duplicate(usable[i][2], usable[j][2], near_duplicate_jaccard):
                             summary.duplicates_skipped += 1
                             continue

@@ -221,19 +221,21 @@ def import_command(
                 allow_external_images=allow_external_images,
             )
             total = store.count_questions()
-    renamed = f", {summary.renamed} renamed to {summary.source}/ID (their ids were taken)" if summary.renamed else ""
-    already = f", {summary.already} already in the project" if summary.already else ""
-    console.print(
-        f"{_cell(summary.source)}: imported {summary.imported} question(s) from {len(summary.files)} file(s)"
-        f"{already}{renamed}; the project has {total}.",
-        highlight=False,
-    )
-    if summary.dropped_columns:
+        renamed = ""
+        if summary.renamed:
+            renamed = f", {summary.renamed} renamed to {summary.source}/ID (their ids were taken)"
+        already = f", {summary.already} already in the project" if summary.already else ""
         console.print(
-            f"[dim]columns left out (neither text, numbers nor booleans): "
-            f"{_cell(', '.join(sorted(summary.dropped_columns)))}[/]",
+            f"{_cell(summary.source)}: imported {summary.imported} question(s) from {len(summary.files)} file(s)"
+            f"{already}{renamed}; the project has {total}.",
             highlight=False,
         )
+        if summary.dropped_columns:
+            console.print(
+                f"[dim]columns left out (neither text, numbers nor booleans): "
+                f"{_cell(', '.join(sorted(summary.dropped_columns)))}[/]",
+                highlight=False,
+            )
 
 
 @app.command("filter")
@@ -293,21 +295,22 @@ def filter_command(
                 retry_failures=retry_failures,
                 progress=sink,
             )
-    generations = [*summary.models, *([summary.grader] if summary.grader else [])]
-    if not quiet:
-        console.print(_generation_table("Answers (filter models and grader)", generations))
-    console.print(
-        f"decided {summary.decided} question(s): kept {summary.kept} "
-        f"({summary.unscored} of them without a reference answer), dropped {summary.dropped} "
-        f"(more than {summary.max_correct} model(s) right). See 'medrewardbench build report {_cell(project)}'.",
-        highlight=False,
-    )
-    if summary.failed_answers:
-        err_console.print(
-            f"{summary.failed_answers} answer(s) could not be scored and counted as wrong.",
+        sink.close()
+        generations = [*summary.models, *([summary.grader] if summary.grader else [])]
+        if not quiet:
+            console.print(_generation_table("Answers (filter models and grader)", generations))
+        console.print(
+            f"decided {summary.decided} question(s): kept {summary.kept} "
+            f"({summary.unscored} of them without a reference answer), dropped {summary.dropped} "
+            f"(more than {summary.max_correct} model(s) right). See 'medrewardbench build report {_cell(project)}'.",
             highlight=False,
         )
-    _report_failures(generations)
+        if summary.failed_answers:
+            err_console.print(
+                f"{summary.failed_answers} answer(s) could not be scored and counted as wrong.",
+                highlight=False,
+            )
+        _report_failures(generations)
 
 
 @app.command("responses")
@@ -361,10 +364,11 @@ def responses_command(
                 progress=sink,
             )
             pool = [spec for _, spec in store.pool()]
-    if not quiet:
-        console.print(_generation_table("Response pool", summaries))
-    console.print(f"the pool holds {len(pool)} generator(s): {_cell(', '.join(pool))}", highlight=False)
-    _report_failures(summaries)
+        sink.close()
+        if not quiet:
+            console.print(_generation_table("Response pool", summaries))
+        console.print(f"the pool holds {len(pool)} generator(s): {_cell(', '.join(pool))}", highlight=False)
+        _report_failures(summaries)
 
 
 @app.command("pairs")
@@ -394,23 +398,23 @@ def pairs_command(
             length_balance=length_balance,
             near_duplicate_jaccard=near_duplicate,
         )
-    share = summary.longer_share
-    console.print(
-        f"wrote {summary.pairs} pair(s) to {_cell(out)} from {summary.questions} question(s); "
-        f"{summary.without_pair} without two usable, different answers; "
-        f"{summary.duplicates_skipped} duplicate candidate pair(s) skipped.",
-        highlight=False,
-    )
-    console.print(
-        "responses per generator: " + _cell(", ".join(f"{k} {v}" for k, v in sorted(summary.generators.items()))),
-        highlight=False,
-    )
-    if share is not None:
+        share = summary.longer_share
         console.print(
-            f"pairs with a predicted winner (closed questions, one answer right): {summary.longer_predicted} "
-            f"longer, {summary.shorter_predicted} shorter ({share:.0%} longer)",
+            f"wrote {summary.pairs} pair(s) to {_cell(out)} from {summary.questions} question(s); "
+            f"{summary.without_pair} without two usable, different answers; "
+            f"{summary.duplicates_skipped} duplicate candidate pair(s) skipped.",
             highlight=False,
         )
+        console.print(
+            "responses per generator: " + _cell(", ".join(f"{k} {v}" for k, v in sorted(summary.generators.items()))),
+            highlight=False,
+        )
+        if share is not None:
+            console.print(
+                f"pairs with a predicted winner (closed questions, one answer right): {summary.longer_predicted} "
+                f"longer, {summary.shorter_predicted} shorter ({share:.0%} longer)",
+                highlight=False,
+            )
 
 
 @app.command("labels")
@@ -426,11 +430,11 @@ def labels_command(
     with _errors(), open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
         summary = attach_labels(store, file)
         total = store.count_labels()
-    console.print(
-        f"attached {summary.labels} label(s) from {len(summary.annotators)} annotator(s) to {len(summary.pairs)} "
-        f"pair(s); the project holds {total}.",
-        highlight=False,
-    )
+        console.print(
+            f"attached {summary.labels} label(s) from {len(summary.annotators)} annotator(s) to {len(summary.pairs)} "
+            f"pair(s); the project holds {total}.",
+            highlight=False,
+        )
 
 
 @app.command("export")
@@ -450,11 +454,11 @@ def export_command(
 
     with _errors(), open_project(project, lock=False) as store:
         summary = export_dataset(store, format_, out, name=name, provenance=provenance, labelled_only=labelled_only)
-    console.print(
-        f"wrote {summary.cases} case(s) ({summary.labelled} labelled, {summary.undecided} dimension(s) without a "
-        f"strict majority) to {_cell(out)}; dataset card {_cell(summary.card)}",
-        highlight=False,
-    )
+        console.print(
+            f"wrote {summary.cases} case(s) ({summary.labelled} labelled, {summary.undecided} dimension(s) without a "
+            f"strict majority) to {_cell(out)}; dataset card {_cell(summary.card)}",
+            highlight=False,
+        )
 
 
 @app.command("report")
@@ -471,34 +475,36 @@ def report_command(
     with _errors(), open_project(project, lock=False) as store:
         report = build_report(store, str(project))
         files = write_report(report, store, out or Path(project) / "report")
-    table = Table(title=f"Questions: {_cell(project)}", title_justify="left")
-    for column in GROUP_COLUMNS:
-        table.add_column(column.replace("_", " "), justify="left" if column in ("source", "organ_system") else "right")
-    for group in report.groups:
-        table.add_row(*[_cell(group[c]) for c in GROUP_COLUMNS])
-    totals = report.totals
-    table.add_row("all", "", *[str(totals[c]) for c in GROUP_COLUMNS[2:]], style="bold")
-    console.print(table)
-    if report.models:
-        models = Table(title="Filter models", title_justify="left")
-        for column in ("generator", "answers", "correct", "failed"):
-            models.add_column(column, justify="left" if column == "generator" else "right")
-        for m in report.models:
-            models.add_row(_cell(m["generator"]), str(m["answers"]), str(m["correct"]), str(m["failed"]))
-        console.print(models)
-    if report.pool:
-        pool = Table(title="Response pool", title_justify="left")
-        for column in ("generator", "answers", "failed", "missing"):
-            pool.add_column(column, justify="left" if column == "generator" else "right")
-        for p in report.pool:
-            pool.add_row(_cell(p["generator"]), str(p["answers"]), str(p["failed"]), str(p["missing"]))
-        console.print(pool)
-    console.print(
-        f"pairs: {report.pairs}; labels: {report.labels} from {len(report.annotators)} annotator(s)"
-        + (f" on {report.labelled_pairs} pair(s)" if report.labels else ""),
-        highlight=False,
-    )
-    for dim, tally in report.longer_wins.items():
-        total = tally["longer"] + tally["shorter"]
-        console.print(f"  longer response wins on {dim}: {tally['longer']} of {total}", highlight=False)
-    console.print("written: " + ", ".join(_cell(p) for p in files), highlight=False)
+        table = Table(title=f"Questions: {_cell(project)}", title_justify="left")
+        for column in GROUP_COLUMNS:
+            table.add_column(
+                column.replace("_", " "), justify="left" if column in ("source", "organ_system") else "right"
+            )
+        for group in report.groups:
+            table.add_row(*[_cell(group[c]) for c in GROUP_COLUMNS])
+        totals = report.totals
+        table.add_row("all", "", *[str(totals[c]) for c in GROUP_COLUMNS[2:]], style="bold")
+        console.print(table)
+        if report.models:
+            models = Table(title="Filter models", title_justify="left")
+            for column in ("generator", "answers", "correct", "failed"):
+                models.add_column(column, justify="left" if column == "generator" else "right")
+            for m in report.models:
+                models.add_row(_cell(m["generator"]), str(m["answers"]), str(m["correct"]), str(m["failed"]))
+            console.print(models)
+        if report.pool:
+            pool = Table(title="Response pool", title_justify="left")
+            for column in ("generator", "answers", "failed", "missing"):
+                pool.add_column(column, justify="left" if column == "generator" else "right")
+            for p in report.pool:
+                pool.add_row(_cell(p["generator"]), str(p["answers"]), str(p["failed"]), str(p["missing"]))
+            console.print(pool)
+        console.print(
+            f"pairs: {report.pairs}; labels: {report.labels} from {len(report.annotators)} annotator(s)"
+            + (f" on {report.labelled_pairs} pair(s)" if report.labels else ""),
+            highlight=False,
+        )
+        for dim, tally in report.longer_wins.items():
+            total = tally["longer"] + tally["shorter"]
+            console.print(f"  longer response wins on {dim}: {tally['longer']} of {total}", highlight=False)
+        console.print("written: " + ", ".join(_cell(p) for p in files), highlight=False)
