@@ -18,11 +18,14 @@ For every kept question (every question when no filter ran), in import order:
    the two answers matches it (:func:`~medrewardbench.build.scoring.score_closed`), that one is the
    *predicted winner*. The balance keeps, over the final set, the number of pairs whose predicted
    winner is the **longer** answer (in characters) as close as possible to the number whose
-   predicted winner is the **shorter** one: for each question, among its candidates, it takes the
-   one that leaves ``|longer - shorter|`` smallest (pairs without a prediction, or of equal length,
-   change neither count), ties going to the shuffled order. So "the longer answer wins" stays
-   near 50 % on the pairs where a winner can be predicted. The command reports both counts, and
-   ``build report`` shows the real share per dimension once labels are attached.
+   predicted winner is the **shorter** one. It does not change which kind of pair a question gets:
+   when the shuffled first candidate has no prediction (both answers right, both wrong, equal
+   lengths, an open question), it is taken as it is; when it has one, the balance takes instead,
+   among the question's candidates *with* a prediction, the first (in shuffled order) that leaves
+   ``|longer - shorter|`` smallest. So the share of pairs with a predicted winner stays what
+   random sampling gives, and among them "the longer answer wins" stays within one pair of 50 %
+   whenever the candidates allow it. The command reports both counts, and ``build report`` shows
+   the real share per dimension once labels are attached.
 4. **Presentation order.** Each pair's two answers are put in a random order (seeded by the same
    generator): which one becomes ``response_1`` says nothing about its generator.
 
@@ -153,7 +156,10 @@ def _choose(candidates: list[_Candidate], per_question: int, balance: bool, summ
     remaining = list(candidates)
     for _ in range(min(per_question, len(remaining))):
         gap = summary.longer_predicted - summary.shorter_predicted
-        best = min(range(len(remaining)), key=lambda i: (abs(gap + remaining[i].effect), i))
+        best = 0
+        if remaining[0].effect != 0:
+            predicted = [i for i, c in enumerate(remaining) if c.effect != 0]
+            best = min(predicted, key=lambda i: (abs(gap + remaining[i].effect), i))
         pick = remaining.pop(best)
         chosen.append(pick)
         summary.longer_predicted += int(pick.effect == 1)
