@@ -122,10 +122,10 @@ VQA_MAP = "id=qid,question=q,answer=ans,image=img,organ=body"
 HF_ROWS: list[dict[str, Any]] = [
     {"question": "Is there a pleural effusion?", "answer": "no", "answer_type": "CLOSED", "organ": "chest",
      "image": "skimage:shepp_logan_phantom"},
-    {"question": "Is this a histology slide?", "answer": "yes", "answer_type": "CLOSED", "organ": "gastrointestinal_tract",
-     "image": "skimage:immunohistochemistry"},
-    {"question": "How many cells are visible?", "answer": "12", "answer_type": "CLOSED", "organ": "gastrointestinal_tract",
-     "image": "skimage:cell"},
+    {"question": "Is this a histology slide?", "answer": "yes", "answer_type": "CLOSED",
+     "organ": "gastrointestinal_tract", "image": "skimage:immunohistochemistry"},
+    {"question": "How many cells are visible?", "answer": "12", "answer_type": "CLOSED",
+     "organ": "gastrointestinal_tract", "image": "skimage:cell"},
     {"question": "Is the lung field clear?", "answer": "yes", "answer_type": "CLOSED", "organ": "chest",
      "image": "pydicom:CT_small.dcm"},
 ]  # fmt: skip

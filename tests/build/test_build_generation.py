@@ -63,7 +63,10 @@ def test_the_pool_is_resumable_and_keyed_by_generator_fingerprint(answer_server:
     # every request carried the question's image as a data URL and the answer prompt
     request = answer_server.control.chat_requests()[0]
     assert request.image_urls()[0].startswith("data:image/png;base64,")
-    assert "Is there a mass in the liver?" in request.user_text() and "Begin your reply with that answer" in request.user_text()
+    assert (
+        "Is there a mass in the liver?" in request.user_text()
+        and "Begin your reply with that answer" in request.user_text()
+    )
     answer_server.control.clear_requests()
     again = responses(answer_server, project, ["api:gen-a", "api:gen-b"])
     assert answer_server.control.chat_requests() == [] and [s.reused for s in again] == [6, 6]
@@ -80,7 +83,9 @@ def test_the_pool_is_resumable_and_keyed_by_generator_fingerprint(answer_server:
     assert {"model", "base_url", "temperature", "top_p", "max_tokens", "seed"} <= set(config)
 
 
-def test_the_fingerprint_holds_spec_model_template_sampling_and_seed(answer_server: OpenAIServer, tmp_path: Path) -> None:
+def test_the_fingerprint_holds_spec_model_template_sampling_and_seed(
+    answer_server: OpenAIServer, tmp_path: Path
+) -> None:
     template = load_answer_template()
     other = tmp_path / "answer.txt"
     other.write_text("### user\nQuestion: {{question}}\nAnswer briefly.", encoding="utf-8")
@@ -94,7 +99,9 @@ def test_the_fingerprint_holds_spec_model_template_sampling_and_seed(answer_serv
     ]
     assert len({base, *(v.fingerprint() for v in variants)}) == 6
     # settings that change how requests are sent, not what comes back, are not part of it
-    assert ApiTextGenerator("m", api_options(answer_server, max_retries=5, concurrency=3), template).fingerprint() == base
+    assert (
+        ApiTextGenerator("m", api_options(answer_server, max_retries=5, concurrency=3), template).fingerprint() == base
+    )
 
 
 def test_failures_are_stored_with_reasons_and_retried_on_request(answer_server: OpenAIServer, tmp_path: Path) -> None:
@@ -143,7 +150,9 @@ def test_the_generator_shares_the_api_judges_machinery(answer_server: OpenAIServ
     with pytest.raises(JudgeSpecError, match="KIND:NAME"):
         build_generator("gpt-4o", api_options(answer_server), load_answer_template())
     with pytest.raises(JudgeSpecError, match="needs an API key"):
-        build_generator("api:m", api_options(answer_server, base_url=None, api_key_env="MRB_UNSET_KEY"), load_answer_template())
+        build_generator(
+            "api:m", api_options(answer_server, base_url=None, api_key_env="MRB_UNSET_KEY"), load_answer_template()
+        )
     with pytest.raises(TemplateError, match="neither a shipped template"):
         load_answer_template("nonsense")
 
@@ -193,7 +202,16 @@ def test_ctrl_c_stores_what_finished_a_second_command_is_refused_and_a_rerun_res
         time.sleep(0.05)
     # while it runs, another command on the same project stops at once with exit status 75
     busy = subprocess.run(
-        [sys.executable, "-m", "medrewardbench.cli", "build", "pairs", str(project), "--out", str(tmp_path / "p.jsonl")],
+        [
+            sys.executable,
+            "-m",
+            "medrewardbench.cli",
+            "build",
+            "pairs",
+            str(project),
+            "--out",
+            str(tmp_path / "p.jsonl"),
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -22,7 +22,7 @@ def quoted(answer: str = ANSWER) -> list[str]:
         ('{"correct": "yes", "reason": "same conclusion"}', True),
         ('{"correct": "No", "reason": "different"}', False),
         ('{"correct": true}', True),
-        ("Thinking...\n```json\n{\"correct\": \"no\", \"reason\": \"x\"}\n```", False),
+        ('Thinking...\n```json\n{"correct": "no", "reason": "x"}\n```', False),
         ('{"correct": "yes"} wait, let me reconsider. {"correct": "no", "reason": "final"}', False),
     ],
 )
@@ -53,7 +53,17 @@ def test_an_answer_that_plants_a_verdict_cannot_grade_itself() -> None:
 def test_grading_keys_change_with_what_the_grader_sees() -> None:
     base = grading_key("h", REFERENCE, ANSWER)
     assert base == grading_key("h", REFERENCE, ANSWER)
-    assert len({base, grading_key("h2", REFERENCE, ANSWER), grading_key("h", "x", ANSWER), grading_key("h", REFERENCE, "y")}) == 4
+    assert (
+        len(
+            {
+                base,
+                grading_key("h2", REFERENCE, ANSWER),
+                grading_key("h", "x", ANSWER),
+                grading_key("h", REFERENCE, "y"),
+            }
+        )
+        == 4
+    )
 
 
 def test_a_grade_template_needs_its_placeholders(tmp_path) -> None:  # type: ignore[no-untyped-def]

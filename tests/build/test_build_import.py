@@ -72,7 +72,9 @@ def test_an_hf_dataset_that_is_not_cached_says_how_to_fetch_it(fake_hf_home: Pat
     with open_project(fake_hf_home.parent / "p", create=True) as store, pytest.raises(DataError) as info:
         import_questions(store, "hf:someone/absent", ColumnMapping.parse([HF_MAP]))
     message = str(info.value)
-    assert "not in the local Hugging Face cache" in message and "hf download someone/absent --repo-type dataset" in message
+    assert (
+        "not in the local Hugging Face cache" in message and "hf download someone/absent --repo-type dataset" in message
+    )
 
 
 def test_sources_pool_into_one_project_with_unique_ids_and_their_source(tmp_path: Path, fake_hf_home: Path) -> None:
@@ -82,7 +84,9 @@ def test_sources_pool_into_one_project_with_unique_ids_and_their_source(tmp_path
         [{"qid": "v1", "q": "Is there free air?", "ans": "no", "img": None, "body": "abdomen"}],
     )
     with open_project(tmp_path / "p", create=True) as store:
-        import_questions(store, str(write_vqa_source(tmp_path / "vqa")), ColumnMapping.parse([VQA_MAP]), source_name="vqa")
+        import_questions(
+            store, str(write_vqa_source(tmp_path / "vqa")), ColumnMapping.parse([VQA_MAP]), source_name="vqa"
+        )
         import_questions(store, "hf:someone/med-vqa", ColumnMapping.parse([HF_MAP]), source_name="hfvqa")
         summary = import_questions(store, str(second), ColumnMapping.parse([VQA_MAP]), source_name="other")
         questions = {q.qid: q for q in all_questions(store)}
@@ -125,7 +129,10 @@ def test_external_images_are_accepted_when_allowed(tmp_path: Path) -> None:
     with open_project(tmp_path / "p", create=True) as store:
         with pytest.raises(DataError, match="outside the data directory"):
             import_questions(store, str(source), ColumnMapping.parse([VQA_MAP]))
-        assert import_questions(store, str(source), ColumnMapping.parse([VQA_MAP]), allow_external_images=True).imported == 1
+        assert (
+            import_questions(store, str(source), ColumnMapping.parse([VQA_MAP]), allow_external_images=True).imported
+            == 1
+        )
 
 
 def test_a_mapped_column_that_is_missing_and_foreign_columns_without_a_map_are_named(tmp_path: Path) -> None:
@@ -172,7 +179,8 @@ def test_the_questions_format_is_one_format_for_build_and_annotate(tmp_path: Pat
         {"id": "q1", "image": {"builtin": "pydicom:CT_small.dcm"}, "question": "Is there a pneumothorax?",
          "reference_answer": "No.", "answer_type": "closed", "organ_system": "chest", "source_dataset": "SLAKE",
          "metadata": {"screening": {"decision": "accept"}}},
-        {"id": "q2", "image": {"builtin": "skimage:retina"}, "question": "Grade the retinopathy.", "answer_type": "open"},
+        {"id": "q2", "image": {"builtin": "skimage:retina"}, "question": "Grade the retinopathy.",
+         "answer_type": "open"},
         {"id": "q3", "image": None, "question": "What is shown?"},
     ]  # fmt: skip
     path = write_jsonl(tmp_path / "questions.jsonl", rows)
@@ -191,7 +199,9 @@ def test_the_questions_format_is_one_format_for_build_and_annotate(tmp_path: Pat
     import pyarrow.parquet as pq
 
     parquet = tmp_path / "questions.parquet"
-    pq.write_table(pa.Table.from_pylist([{"id": "p1", "question": "Is it normal?", "image": None, "metadata": "{}"}]), parquet)
+    pq.write_table(
+        pa.Table.from_pylist([{"id": "p1", "question": "Is it normal?", "image": None, "metadata": "{}"}]), parquet
+    )
     assert read_questions(parquet)[0].question_id == "p1"
 
 
@@ -208,9 +218,12 @@ def test_a_directory_source_reads_its_data_files_but_not_a_dataset_card(tmp_path
 
 def test_a_second_command_on_a_held_project_stops_at_once(tmp_path: Path) -> None:
     source = write_vqa_source(tmp_path / "vqa")
-    with open_project(tmp_path / "p", create=True):
-        with pytest.raises(OutputLockedError, match="is using"), open_project(tmp_path / "p"):
-            pass
+    with (
+        open_project(tmp_path / "p", create=True),
+        pytest.raises(OutputLockedError, match="is using"),
+        open_project(tmp_path / "p"),
+    ):
+        pass
     with open_project(tmp_path / "p") as store:  # released
         import_questions(store, str(source), ColumnMapping.parse([VQA_MAP]))
     with pytest.raises(BuildError, match="not a build project"), open_project(tmp_path / "nothing"):

@@ -28,7 +28,9 @@ def paired(answer_server: OpenAIServer, tmp_path: Path) -> tuple[Path, list[dict
     """A project with six pairs (JSONL source: CT, MR and retina images)."""
     project = imported_project(tmp_path)
     with open_project(project) as store:
-        run_responses(store, ["api:gen-a", "api:gen-b"], options=api_options(answer_server), template=load_answer_template())
+        run_responses(
+            store, ["api:gen-a", "api:gen-b"], options=api_options(answer_server), template=load_answer_template()
+        )
         sample_pairs(store, tmp_path / "pairs.jsonl", seed=11)
     return project, [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
 
@@ -56,7 +58,7 @@ def test_labels_attach_and_the_canonical_export_holds_annotations_and_majority_l
     project, pairs = paired
     with open_project(project) as store:
         summary = attach_labels(store, write_jsonl(tmp_path / "labels.jsonl", label_rows(pairs)))
-        assert (summary.labels, summary.annotators, len(summary.pairs)) == (18, {"dr_a", "dr_b", "dr_c"}, 6)
+        assert (summary.labels, summary.annotators, summary.pairs) == (18, {"dr_a", "dr_b", "dr_c"}, 6)
         exported = export_dataset(store, "canonical", tmp_path / "out" / "labelled.jsonl")
     assert (exported.cases, exported.labelled, exported.undecided) == (6, 6, 0)
     benchmark = load_benchmark(str(tmp_path / "out" / "labelled.jsonl"))
@@ -121,7 +123,9 @@ def test_an_annotate_export_in_canonical_form_attaches_too(
         export_dataset(store, "canonical", tmp_path / "out.jsonl", labelled_only=True)
     cases = load_benchmark(str(tmp_path / "out.jsonl")).cases
     assert [dict(c.labels) for c in cases] == [{"overall": 2}, {"overall": 2}]
-    assert json.loads((tmp_path / "dataset.json").read_text())["labels"]["provenance"] == "expert majority of 2 annotators"
+    assert (
+        json.loads((tmp_path / "dataset.json").read_text())["labels"]["provenance"] == "expert majority of 2 annotators"
+    )
 
 
 def test_every_label_problem_is_reported_and_nothing_is_attached(
@@ -184,7 +188,9 @@ def test_the_reference_export_is_read_back_by_the_reference_loader(
         export_dataset(store, "reference", tmp_path / "foreign")
 
 
-def test_the_same_project_exports_byte_identical_files(paired: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
+def test_the_same_project_exports_byte_identical_files(
+    paired: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
     project, pairs = paired
     with open_project(project) as store:
         attach_labels(store, write_jsonl(tmp_path / "labels.jsonl", label_rows(pairs)))

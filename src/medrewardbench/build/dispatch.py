@@ -72,7 +72,11 @@ class _BatchWriter:
     async def add(self, rows: list[tuple[GenerationRequest, GenerationResult]]) -> None:
         self._pending.extend(rows)
         if self._collecting:
-            return  # the batch that opened this turn's transaction writes these too
+            # the batch that opened this turn's transaction writes these too; yield so that it does
+            # before this worker takes another batch (a generator that never waits would otherwise
+            # pile every answer up here, unwritten, until the requests run out)
+            await asyncio.sleep(0)
+            return
         self._collecting = True
         try:
             await asyncio.sleep(0)  # the other batches that finished in this turn join in

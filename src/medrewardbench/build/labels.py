@@ -49,7 +49,8 @@ class LabelsSummary:
     rows: int = 0
     labels: int = 0
     annotators: set[str] = field(default_factory=set)
-    pairs: set[str] = field(default_factory=set)
+    pairs: int = 0
+    """Different pairs the file labelled."""
 
 
 def _missing(value: object) -> bool:
@@ -131,9 +132,10 @@ def _canonical_row(record: Mapping[str, Any], row: int, sink: ProblemSink) -> li
 
 
 def _attach_chunk(
-    store: BuildStore, entries: Sequence[_Entry], sink: ProblemSink, seen: dict[tuple[str, str], int]
+    store: BuildStore, entries: Sequence[_Entry], sink: ProblemSink
 ) -> list[tuple[str, str, dict[str, int], str | None, float | None, str]]:
     known = store.pair_texts(sorted({e[1] for e in entries}))
+    seen = store.label_file_rows([(e[1], e[2]) for e in entries])
     rows = []
     for row, pair_id, annotator, labels, order, seconds, texts in entries:
         if pair_id not in known:
@@ -158,6 +160,7 @@ def _attach_chunk(
             continue
         seen[key] = row
         rows.append((pair_id, annotator, labels, order, seconds, str(sink.file)))
+    store.remember_label_file_rows([(pair_id, annotator, row) for (pair_id, annotator), row in seen.items()])
     return rows
 
 
@@ -183,10 +186,10 @@ def attach_labels(store: BuildStore, path: str | Path) -> LabelsSummary:
     problems: list[DataProblem] = []
     sink = ProblemSink(str(file), problems)
     summary = LabelsSummary(file)
-    # one (pair, annotator) per file: the key set grows with the file, not with the project
-    seen: dict[tuple[str, str], int] = {}
     pending: list[_Entry] = []
     with store.transaction():
+        # one (pair, annotator) per file; the keys seen so far wait in a temporary table, not in memory
+        store.start_label_file()
         for row, record in iter_question_rows(file, sink, json_key="labels"):
             summary.rows += 1
             if not isinstance(record, Mapping):
@@ -195,16 +198,15 @@ def attach_labels(store: BuildStore, path: str | Path) -> LabelsSummary:
             canonical = any(marker in record for marker in _CANONICAL_MARKERS)
             pending.extend(_canonical_row(record, row, sink) if canonical else _label_row(record, row, sink))
             if len(pending) >= _CHUNK:
-                rows = _attach_chunk(store, pending, sink, seen)
+                rows = _attach_chunk(store, pending, sink)
                 summary.labels += store.upsert_labels(rows)
                 summary.annotators.update(r[1] for r in rows)
-                summary.pairs.update(r[0] for r in rows)
                 pending = []
         if pending:
-            rows = _attach_chunk(store, pending, sink, seen)
+            rows = _attach_chunk(store, pending, sink)
             summary.labels += store.upsert_labels(rows)
             summary.annotators.update(r[1] for r in rows)
-            summary.pairs.update(r[0] for r in rows)
+        summary.pairs = store.label_file_pairs()
         if not problems and summary.rows == 0:
             sink.add("the file holds no labels")
         if problems:

@@ -785,6 +785,33 @@ class BuildStore:
         )
         return len(values)
 
+    def start_label_file(self) -> None:
+        """Forget which (pair, annotator) keys the current labels file gave (a temporary table, not memory)."""
+        self._db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS label_file_keys (pair_id TEXT, annotator TEXT, row INTEGER, "
+            "PRIMARY KEY (pair_id, annotator))"
+        )
+        self._db.execute("DELETE FROM label_file_keys")
+
+    def label_file_rows(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The rows at which the current labels file already gave these (pair, annotator) keys."""
+        out: dict[tuple[str, str], int] = {}
+        for pair_id, annotator in keys:
+            row = self._db.execute(
+                "SELECT row FROM label_file_keys WHERE pair_id=? AND annotator=?", (pair_id, annotator)
+            ).fetchone()
+            if row is not None:
+                out[(pair_id, annotator)] = int(row[0])
+        return out
+
+    def remember_label_file_rows(self, rows: Iterable[tuple[str, str, int]]) -> None:
+        """Note (pair, annotator, row) keys of the current labels file."""
+        self._db.executemany("INSERT OR IGNORE INTO label_file_keys(pair_id, annotator, row) VALUES (?,?,?)", rows)
+
+    def label_file_pairs(self) -> int:
+        """How many different pairs the current labels file labelled."""
+        return int(self._db.execute("SELECT COUNT(DISTINCT pair_id) FROM label_file_keys").fetchone()[0])
+
     def labels_for(
         self, pair_ids: Sequence[str]
     ) -> dict[str, list[tuple[str, dict[str, int], str | None, float | None]]]:

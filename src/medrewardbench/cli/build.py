@@ -431,7 +431,7 @@ def labels_command(
         summary = attach_labels(store, file)
         total = store.count_labels()
         console.print(
-            f"attached {summary.labels} label(s) from {len(summary.annotators)} annotator(s) to {len(summary.pairs)} "
+            f"attached {summary.labels} label(s) from {len(summary.annotators)} annotator(s) to {summary.pairs} "
             f"pair(s); the project holds {total}.",
             highlight=False,
         )
