@@ -213,3 +213,25 @@ def test_export_needs_pairs_and_a_known_format(answer_server: OpenAIServer, tmp_
             export_dataset(store, "xlsx", tmp_path / "x.xlsx")
     with project_store(project) as store, pytest.raises(BuildError, match="run 'build pairs' first"):
         attach_labels(store, tmp_path / "labels.jsonl")
+
+
+def test_the_kept_questions_export_for_screening_in_the_annotation_app(
+    answer_server: OpenAIServer, tmp_path: Path
+) -> None:
+    from medrewardbench.build.filtering import run_filter
+    from medrewardbench.data.questions import read_questions
+
+    answer_server.control.set_responder(lambda body: "Yes." if body["model"] == "yes-man" else "I do not know.")
+    project = imported_project(tmp_path)
+    with open_project(project) as store:
+        run_filter(store, ["api:yes-man"], 0, options=api_options(answer_server), template=load_answer_template())
+        summary = export_dataset(store, "questions", tmp_path / "kept.jsonl")
+    questions = read_questions(tmp_path / "kept.jsonl")  # what 'annotate init --questions' reads
+    assert summary.cases == 4 and [q.question_id for q in questions] == ["v2", "v3", "v4", "v5"]  # "yes" ones dropped
+    assert questions[0].image.kind == "bytes" and questions[0].reference_answer == "no"
+    assert questions[0].metadata["build"]["filter"].startswith("kept: 0 of 1")
+    # a screened file in the same format imports into a new project as it is
+    with open_project(tmp_path / "screened", create=True) as store:
+        from medrewardbench.build.importer import import_questions
+
+        assert import_questions(store, str(tmp_path / "kept.jsonl")).imported == 4

@@ -14,6 +14,13 @@
 ``labelled_only`` leaves out the pairs without any label. ``medrewardbench eval --data OUT`` reads
 either export.
 
+* ``questions`` (``--out FILE.jsonl``): the questions the difficulty filter kept (every question
+  when no filter ran), in the questions format (:mod:`medrewardbench.data.questions`), images
+  embedded, with ``metadata.build`` = the source, the id there and the filter's reason. This is the
+  file ``medrewardbench annotate init --questions`` starts a screening project from, so clinicians
+  can screen the survivors; its export (``--format questions --accepted-only``) imports into a new
+  build project. No dataset card is written for it.
+
 **The dataset card**: ``dataset.json`` next to the data (in the canonical file's directory, or in
 ``DIR``), which loaders never read as cases. A JSON object::
 
@@ -33,6 +40,7 @@ byte-identical export, card included.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import os
@@ -51,7 +59,7 @@ from medrewardbench.data.canonical import CANONICAL_SUFFIXES, DATASET_CARD_FILEN
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export_dataset", "label_provenance"]
 
-EXPORT_FORMATS: tuple[str, ...] = ("canonical", "reference")
+EXPORT_FORMATS: tuple[str, ...] = ("canonical", "reference", "questions")
 CREATED_BY = f"medrewardbench build {__version__}"
 MAJORITY_RULE = (
     "strict majority per dimension of the annotators' labels (more than half of those who labelled it); "
@@ -212,6 +220,8 @@ def export_dataset(
 
     if fmt not in EXPORT_FORMATS:
         raise BuildError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    if fmt == "questions":
+        return _export_questions(store, Path(out))
     if store.count_pairs() == 0:
         raise BuildError("the project has no pairs to export; run 'build pairs' first")
     target = Path(out)
@@ -247,4 +257,52 @@ def export_dataset(
         default_name = target.resolve().name
     card.parent.mkdir(parents=True, exist_ok=True)
     _write_json(card, _card(store, summary, name or default_name, files, provenance))
+    return summary
+
+
+def _image_value(image: Any) -> Any:
+    if image.kind == "none":
+        return None
+    if image.kind == "builtin":
+        return {"builtin": image.location}
+    return {"bytes": base64.b64encode(image.raw_bytes()).decode("ascii"), "path": image.location or None}
+
+
+def _export_questions(store: BuildStore, out: Path) -> ExportSummary:
+    """The kept questions in the questions format, one chunk at a time (see the module docstring)."""
+    from medrewardbench.data.questions import Question, question_record
+
+    if out.suffix.lower() != ".jsonl":
+        raise BuildError(f"--out {out}: a questions export is a .jsonl file")
+    kept_only = store.active_filter() is not None
+    summary = ExportSummary("questions", [out], out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            for chunk in store.iter_questions(kept_only=kept_only):
+                images = store.images(chunk)
+                for stored in chunk:
+                    decision = store.decision(stored.qid) if kept_only else None
+                    build = {"source": stored.source, "source_id": stored.source_id}
+                    if decision is not None:
+                        build["filter"] = decision["reason"]
+                    question = Question(
+                        question_id=stored.qid,
+                        image=images[stored.qid],
+                        question=stored.question,
+                        reference_answer=stored.reference_answer,
+                        answer_type=stored.answer_type,
+                        organ_system=stored.organ_system,
+                        department=stored.department,
+                        modality=stored.modality,
+                        source_dataset=stored.source_dataset,
+                        metadata={**stored.metadata, "build": build},
+                    )
+                    record = question_record(question, _image_value(question.image))
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    summary.cases += 1
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return summary

@@ -17,8 +17,8 @@ name when there is one; every other column goes under ``metadata`` when its valu
 a number or a boolean (other values, such as a second image, are left out and counted). Numbers in
 text fields become text (a reference answer ``5``); ``answer_type`` is read in any case (``CLOSED``).
 ``--set FIELD=VALUE`` gives every row the same value for ``organ_system``, ``department``,
-``modality``, ``source_dataset`` or ``answer_type``. Without an ``id`` column, a row's id is its row
-number (``FILE/ROW`` when the source has several files). ``source_dataset`` defaults to the source's
+``modality``, ``source_dataset`` or ``answer_type``. With ``--map`` and without an ``id`` column, a
+row's id is its row number (``FILE/ROW`` when the source has several files). ``source_dataset`` defaults to the source's
 name, and a missing ``answer_type`` is inferred from the reference answer
 (:func:`~medrewardbench.build.scoring.infer_answer_type`).
 
@@ -167,9 +167,7 @@ class ColumnMapping:
         if not isinstance(record, Mapping):
             return record
         if not self.columns:
-            row = dict(record)
-            if _missing(row.get("id")) and "id" not in row:
-                row["id"] = default_id
+            row = dict(record)  # the questions format as it is: an id is required
             row.update(self.constants)
             return row
         used = set(self.columns.values())

@@ -441,19 +441,22 @@ def labels_command(
 def export_command(
     project: ProjectArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="a .jsonl/.json/.parquet file, or a directory (reference)")],
-    format_: Annotated[str, typer.Option("--format", help="canonical | reference")] = "canonical",
+    format_: Annotated[str, typer.Option("--format", help="canonical | reference | questions")] = "canonical",
     name: Annotated[str | None, typer.Option("--name", help="the data set's name in dataset.json")] = None,
     provenance: Annotated[
         str | None, typer.Option("--provenance", help="declare where the labels come from (dataset.json)")
     ] = None,
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="leave out pairs without labels")] = False,
 ) -> None:
-    """Write the labelled set (canonical, or the reference layout) and its dataset card."""
+    """Write the labelled set (canonical, or the reference layout) and its dataset card; or the kept questions."""
     from medrewardbench.build.export import export_dataset
     from medrewardbench.build.project import open_project
 
     with _errors(), open_project(project, lock=False) as store:
         summary = export_dataset(store, format_, out, name=name, provenance=provenance, labelled_only=labelled_only)
+        if format_ == "questions":
+            console.print(f"wrote {summary.cases} question(s) to {_cell(out)}", highlight=False)
+            return
         console.print(
             f"wrote {summary.cases} case(s) ({summary.labelled} labelled, {summary.undecided} dimension(s) without a "
             f"strict majority) to {_cell(out)}; dataset card {_cell(summary.card)}",
