@@ -228,3 +228,13 @@ def test_a_second_command_on_a_held_project_stops_at_once(tmp_path: Path) -> Non
         import_questions(store, str(source), ColumnMapping.parse([VQA_MAP]))
     with pytest.raises(BuildError, match="not a build project"), open_project(tmp_path / "nothing"):
         pass
+
+
+def test_with_a_map_and_no_id_column_ids_are_row_numbers(tmp_path: Path) -> None:
+    one = write_jsonl(tmp_path / "src" / "a.jsonl", [{"q": "First?"}, {"q": "Second?"}])
+    write_jsonl(tmp_path / "src" / "b.jsonl", [{"q": "Third?"}])
+    with open_project(tmp_path / "p", create=True) as store:
+        import_questions(store, str(one), ColumnMapping.parse(["question=q"]), source_name="single")
+        import_questions(store, str(tmp_path / "src"), ColumnMapping.parse(["question=q"]), source_name="several")
+        ids = [(q.source, q.qid) for q in all_questions(store)]
+    assert ids == [("single", "1"), ("single", "2"), ("several", "a/1"), ("several", "a/2"), ("several", "b/1")]
