@@ -364,10 +364,19 @@ def responses_command(
                 progress=sink,
             )
             pool = [spec for _, spec in store.pool()]
+            undecided = 0
+            if store.active_filter() is not None:
+                undecided = store.count_questions() - int(store.query("SELECT COUNT(*) FROM decisions")[0][0])
         sink.close()
         if not quiet:
             console.print(_generation_table("Response pool", summaries))
         console.print(f"the pool holds {len(pool)} generator(s): {_cell(', '.join(pool))}", highlight=False)
+        if undecided > 0:
+            err_console.print(
+                f"{undecided} question(s) were imported after the last 'build filter' and are not in the pool; "
+                "run 'build filter' again to decide them",
+                highlight=False,
+            )
         _report_failures(summaries)
 
 
