@@ -45,7 +45,7 @@ import os
 import random
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -336,8 +336,3 @@ def sample_pairs(
     finally:
         partial.unlink(missing_ok=True)
     return summary
-
-
-def pool_specs(store: BuildStore) -> Sequence[str]:
-    """The specs of the pool's generators, in the order they joined."""
-    return [spec for _, spec in store.pool()]
