@@ -52,6 +52,12 @@ GeneratorFactory = Callable[[str, JudgeOptions, TextTemplate], TextGenerator]
 def load_grade_template(name_or_path: str = "grade") -> TextTemplate:
     """The grading prompt: the shipped ``grade``, or a file with the placeholders of :data:`GRADE_PLACEHOLDERS`.
 
+    Args:
+        name_or_path: ``grade`` or a template file.
+
+    Returns:
+        The template.
+
     Raises:
         TemplateError: a missing file, or a placeholder missing or unknown.
     """

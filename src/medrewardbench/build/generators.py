@@ -72,6 +72,12 @@ DEFAULT_HF_BATCH_SIZE = 4
 def load_answer_template(name_or_path: str = "answer") -> TextTemplate:
     """The answer prompt: a shipped name (``answer``) or a template file.
 
+    Args:
+        name_or_path: ``answer`` or a file with ``{{question}}`` (and optionally ``{{answer_format}}``).
+
+    Returns:
+        The template.
+
     Raises:
         TemplateError: a missing file, or a placeholder missing or unknown.
     """

@@ -129,6 +129,13 @@ class ColumnMapping:
     def parse(cls, maps: Sequence[str] = (), sets: Sequence[str] = ()) -> ColumnMapping:
         """Read ``--map`` and ``--set`` values (repeatable, comma-separated ``FIELD=VALUE``).
 
+        Args:
+            maps: the ``--map`` values (``FIELD=COLUMN``).
+            sets: the ``--set`` values (``FIELD=VALUE``).
+
+        Returns:
+            The mapping.
+
         Raises:
             BuildError: a malformed pair, an unknown field, a field given twice, a field both
                 mapped and set, ``--set`` of a field it may not give, or an invalid answer type.

@@ -73,12 +73,27 @@ _WORDS = re.compile(r"\w+")
 
 
 def normalized_words(text: str) -> list[str]:
-    """The words of a text after NFKC and lower-casing (runs of word characters)."""
+    """The words of a text after NFKC and lower-casing (runs of word characters).
+
+    Args:
+        text: an answer.
+
+    Returns:
+        The words, in order.
+    """
     return _WORDS.findall(unicodedata.normalize("NFKC", text).lower())
 
 
 def shingles(text: str, size: int = SHINGLE_WORDS) -> set[tuple[str, ...]]:
-    """Every run of ``size`` consecutive normalised words (a shorter text is one shingle)."""
+    """Every run of ``size`` consecutive normalised words (a shorter text is one shingle).
+
+    Args:
+        text: an answer.
+        size: words per shingle.
+
+    Returns:
+        The set of shingles.
+    """
     words = normalized_words(text)
     if len(words) < size:
         return {tuple(words)}
@@ -86,13 +101,28 @@ def shingles(text: str, size: int = SHINGLE_WORDS) -> set[tuple[str, ...]]:
 
 
 def jaccard(a: set[tuple[str, ...]], b: set[tuple[str, ...]]) -> float:
-    """``|a & b| / |a | b|`` (1.0 for two empty sets)."""
+    """The Jaccard similarity of two sets of shingles.
+
+    Args:
+        a, b: the sets.
+
+    Returns:
+        ``|a & b| / |a | b|`` (1.0 for two empty sets).
+    """
     union = a | b
     return 1.0 if not union else len(a & b) / len(union)
 
 
 def is_duplicate(a: str, b: str, threshold: float = NEAR_DUPLICATE_JACCARD) -> bool:
-    """Whether two answers are equal after normalisation, or near duplicates (see the module docstring)."""
+    """Whether two answers are equal after normalisation, or near duplicates (see the module docstring).
+
+    Args:
+        a, b: the answers.
+        threshold: the shingle Jaccard similarity from which they are near duplicates.
+
+    Returns:
+        True when they must not form a pair.
+    """
     if normalized_words(a) == normalized_words(b):
         return True
     return jaccard(shingles(a), shingles(b)) >= threshold

@@ -23,12 +23,25 @@ __all__ = ["check_project", "open_project", "store_path"]
 
 
 def store_path(project: str | Path) -> Path:
-    """The store file of a project directory."""
+    """The store file of a project directory.
+
+    Args:
+        project: the project directory.
+
+    Returns:
+        ``PROJECT/build.sqlite``.
+    """
     return Path(project) / STORE_FILENAME
 
 
 def check_project(project: str | Path) -> Path:
     """The project directory, when it holds a build store.
+
+    Args:
+        project: the project directory.
+
+    Returns:
+        The directory.
 
     Raises:
         BuildError: the directory is not a build project (the message says how to start one).

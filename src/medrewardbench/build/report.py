@@ -192,7 +192,16 @@ def _share(part: int, whole: int) -> str:
 
 
 def report_markdown(report: BuildReport, store: BuildStore | None = None, examples: int = 20) -> str:
-    """The report as markdown (with up to ``examples`` dropped questions when a store is given)."""
+    """The report as markdown.
+
+    Args:
+        report: the report.
+        store: the project's store; when given, up to ``examples`` dropped questions are listed.
+        examples: how many dropped questions to list.
+
+    Returns:
+        The markdown text.
+    """
     lines = [f"# Build report: {report.project}", ""]
     lines += ["## Questions and the difficulty filter", ""]
     if report.filter is None:

@@ -244,7 +244,14 @@ def _phrase(text: str) -> str:
 
 
 def read_polarity(answer: str) -> bool | None:
-    """Whether an answer says yes (True), no (False), or neither (None); see the module docstring."""
+    """Whether an answer says yes or no (see the module docstring).
+
+    Args:
+        answer: the answer.
+
+    Returns:
+        True (yes), False (no), or None (neither).
+    """
     sentence = first_sentence(answer)
     words = _words(sentence)
     if not words:
@@ -279,7 +286,14 @@ def _reference_option(reference: str) -> tuple[str, str] | None:
 
 
 def read_option(answer: str) -> str | None:
-    """The option letter an answer chooses (lower case), or None; see the module docstring."""
+    """The option letter an answer chooses (see the module docstring).
+
+    Args:
+        answer: the answer.
+
+    Returns:
+        The letter in lower case, or None.
+    """
     start = normalize(answer)
     match = _OPTION_START.match(start)
     if match is not None:

@@ -280,6 +280,12 @@ class ChatClient:
     async def data_url(self, image: ImageRef) -> str:
         """The ``data:`` URL of an image (cached by content; decoding happens off the event loop).
 
+        Args:
+            image: the image reference.
+
+        Returns:
+            The data URL.
+
         Raises:
             ImageError: the image cannot be read or decoded.
         """
@@ -326,7 +332,15 @@ class ChatClient:
     def request_body(
         self, messages: list[dict[str, Any]], response_format: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """The JSON body of one request: model, messages, seed, the sampling that is set, a response format."""
+        """The JSON body of one request.
+
+        Args:
+            messages: Chat Completions messages.
+            response_format: a ``response_format`` to send, or None.
+
+        Returns:
+            Model, messages, seed, the sampling settings that are set, and the response format.
+        """
         body: dict[str, Any] = {"model": self.model, "messages": messages, "seed": self.options.seed}
         if self.options.temperature is not None:
             body["temperature"] = self.options.temperature
