@@ -22,4 +22,5 @@ pytest_plugins = [
     "helpers.models",
     "helpers.runs",
     "helpers.annotate",
+    "helpers.build",
 ]

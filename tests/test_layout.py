@@ -58,3 +58,15 @@ def test_two_folders_may_hold_test_files_of_the_same_name(tmp_path: Path) -> Non
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_pytest_collects_every_test_folder() -> None:
+    """pytest's default norecursedirs holds ``build``: a folder it skips silently runs no test at all."""
+    import fnmatch
+
+    match = re.search(r"^norecursedirs = \[(.*)\]$", (ROOT / "pyproject.toml").read_text("utf-8"), re.MULTILINE)
+    assert match is not None, "set norecursedirs: pytest's default list skips tests/build/"
+    patterns = re.findall(r'"([^"]+)"', match.group(1))
+    folders = folders_under_tests()
+    skipped = [f for f in folders if any(fnmatch.fnmatch(part, p) for part in f.split("/") for p in patterns)]
+    assert not skipped, f"test folders pytest would not collect: {skipped}"

@@ -60,6 +60,23 @@ def test_api_concurrency_benchmark_prints_ratios_for_judge_eval_and_bare_client_
 
 
 @pytest.mark.slow
+def test_build_benchmark_prints_generation_ratios_for_the_build_step_the_generator_and_a_bare_client() -> None:
+    out = run_script("bench_build.py", "--quick")
+    row = r"^\s+(\d+)\s+(build|generator|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
+    rows = re.findall(row, out, re.MULTILINE)
+    assert {(level, client) for level, client, *_ in rows} == {
+        (level, client) for level in ("1", "8") for client in ("build", "generator", "bare")
+    }, out
+    for level, _client, requests, runs, rate, bound, ratio in rows:
+        assert int(runs) == 1 and int(requests) == max(int(level) * 5, 20)
+        assert int(bound) == int(level) * 20  # concurrency / 0.05 s
+        # req/s and the ratio are printed rounded to 0.1: they agree within the rounding of both
+        tolerance = 0.05 / int(bound) * 100 + 0.05 + 1e-9
+        assert 0 < float(ratio) <= 100.0 + 1e-9 and abs(float(rate) / int(bound) * 100 - float(ratio)) <= tolerance
+    assert "requests failed" not in out
+
+
+@pytest.mark.slow
 def test_harness_benchmark_reports_per_request_cost_and_memory_growth(tmp_path: Path) -> None:
     out = run_script("bench_harness.py", "--sizes", "40", "80", "--workdir", str(tmp_path))
     rows = re.findall(r"^\s+(\d+) (instant:\S*)\s+(\d+)\s", out, re.MULTILINE)

@@ -8,7 +8,10 @@ package's one :class:`~medrewardbench.background_server.BackgroundServer`, which
 run time through a thread-safe :class:`ServerControl`:
 
 * **outputs**: a queue of scripted answers, then a responder ``callable(request_json) -> text``
-  (to answer per request), then a default answer (a valid verdict JSON naming ``"A"`` everywhere);
+  (to answer per request), then a default answer (a valid verdict JSON naming ``"A"`` everywhere),
+  or, in the ``free_text`` answer mode (``set_answer_mode``, ``--answer-mode free-text``), a
+  free-text answer to a question (:func:`free_text_answer`), for the free-text generators of
+  ``medrewardbench build``;
 * **latency**: fixed, or drawn uniformly from a range (``asyncio.sleep``: the loop never blocks);
 * **faults**: scripted for the next requests (``script_faults("500", "500")``) or drawn at random
   with given rates from a seeded generator. Kinds (:data:`FAULT_KINDS`):
@@ -92,6 +95,66 @@ STATS_PATH = "/_stats"
 Responder = Callable[[dict[str, Any]], str]
 _SERVER_SEND_KEY = "medrewardbench.server_send"
 
+ANSWER_MODES: tuple[str, ...] = ("verdict", "free_text")
+"""What the server answers when neither the queue nor a responder supplies an answer."""
+
+_FINDINGS = (
+    "opacity",
+    "nodule",
+    "effusion",
+    "mass",
+    "lesion",
+    "fracture line",
+    "consolidation",
+    "calcification",
+    "haemorrhage",
+    "cyst",
+)
+_QUALITIES = ("small", "ill-defined", "well-circumscribed", "faint", "prominent", "irregular", "subtle", "large")
+_PLACES = (
+    "in the upper zone",
+    "near the midline",
+    "in the periphery",
+    "at the base",
+    "along the margin",
+    "in the centre",
+)
+_NEXT_STEPS = (
+    "A follow-up study is advisable.",
+    "Correlation with the clinical history is recommended.",
+    "Comparison with prior imaging would help.",
+    "No further imaging is needed.",
+    "A specialist review is suggested.",
+)
+
+
+def free_text_answer(body: dict[str, Any]) -> str:
+    """A deterministic free-text answer, as a small model might give: a function of the model and the prompt.
+
+    The answer starts with ``Yes.`` or ``No.`` and goes on for one to four sentences about a finding;
+    both are drawn from a hash of the model name and the request's user text, so one model always
+    gives the same answer to one question, and different models usually differ.
+
+    Args:
+        body: the chat completion request.
+
+    Returns:
+        The answer text.
+    """
+    import hashlib
+
+    user = "\n".join(text for role, text in _iter_text_parts(body) if role == "user")
+    seed = hashlib.sha256(f"{body.get('model')}\n{user}".encode()).digest()
+    pick = random.Random(seed)
+    finding = pick.choice(_FINDINGS)
+    sentences = [
+        "Yes." if pick.random() < 0.5 else "No.",
+        f"There is a {pick.choice(_QUALITIES)} {finding} {pick.choice(_PLACES)}.",
+    ]
+    for _ in range(pick.randrange(3)):
+        sentences.append(pick.choice((f"The {finding} appears {pick.choice(_QUALITIES)}.", pick.choice(_NEXT_STEPS))))
+    return " ".join(sentences)
+
 
 @dataclass(frozen=True)
 class RecordedRequest:
@@ -167,6 +230,7 @@ class ServerControl:
         self._retry_after: str | None = "1"
         self._timeout_sleep_s = 30.0
         self._reject_response_format = False
+        self._answer_mode = "verdict"
         self._echo_authorization = False
         self._models: tuple[str, ...] = ("test-model",)
         self._records.clear()
@@ -192,6 +256,13 @@ class ServerControl:
         """The answer used when the queue is empty and no responder is set."""
         with self._lock:
             self._default_output = text
+
+    def set_answer_mode(self, mode: str) -> None:
+        """``"verdict"`` (the default answer) or ``"free_text"`` (:func:`free_text_answer` per request)."""
+        if mode not in ANSWER_MODES:
+            raise ValueError(f"unknown answer mode {mode!r}; known: {', '.join(ANSWER_MODES)}")
+        with self._lock:
+            self._answer_mode = mode
 
     def set_models(self, *models: str) -> None:
         """The model ids ``/v1/models`` lists."""
@@ -326,6 +397,8 @@ class ServerControl:
                 return self._outputs.popleft()
             responder = self._responder
             default = self._default_output
+            if responder is None and self._answer_mode == "free_text":
+                responder = free_text_answer
         return responder(body) if responder is not None else default
 
     def _next_id(self) -> int:
@@ -695,6 +768,7 @@ class ServerSettings:
     timeout_sleep_s: float = 30.0
     reject_response_format: bool = False
     default_output: str | None = None
+    answer_mode: str = "verdict"
 
     def apply(self, control: ServerControl) -> None:
         """Set these values on a control object."""
@@ -705,6 +779,7 @@ class ServerSettings:
         control.set_reject_response_format(self.reject_response_format)
         if self.default_output is not None:
             control.set_default_output(self.default_output)
+        control.set_answer_mode(self.answer_mode)
 
     def to_args(self) -> list[str]:
         """The command-line arguments of :func:`main` that reproduce these settings."""
@@ -719,6 +794,8 @@ class ServerSettings:
             args.append("--reject-response-format")
         if self.default_output is not None:
             args += ["--default-output", self.default_output]
+        if self.answer_mode != "verdict":
+            args += ["--answer-mode", self.answer_mode.replace("_", "-")]
         return args
 
 
@@ -814,6 +891,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reject-response-format", action="store_true")
     parser.add_argument("--default-output", default=None)
     parser.add_argument(
+        "--answer-mode",
+        default="verdict",
+        choices=[mode.replace("_", "-") for mode in ANSWER_MODES],
+        help="verdict: a verdict JSON; free-text: an answer to the question (for build's generators)",
+    )
+    parser.add_argument(
         "--max-records",
         type=int,
         default=1000,
@@ -835,6 +918,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_sleep_s=args.timeout_sleep,
         reject_response_format=args.reject_response_format,
         default_output=args.default_output,
+        answer_mode=args.answer_mode.replace("-", "_"),
     )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
