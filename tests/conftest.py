@@ -1,4 +1,10 @@
-"""Shared fixtures. Data fixtures build real files in temporary directories (see fixtures_data.py)."""
+"""Test configuration: offline, and the shared fixtures of ``tests/helpers/`` as plugins.
+
+Test folders mirror the package (``tests/data/`` for ``medrewardbench.data``, ...). pytest imports
+test files with ``--import-mode=importlib`` (pyproject.toml), so two folders may hold files of the
+same name and no folder needs an ``__init__.py``; ``tests/`` is on ``sys.path``
+(``pythonpath = ["tests"]``), so every test imports shared code as ``helpers.<module>``.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,16 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-from pathlib import Path
-
 import pytest
-from fixtures_data import build_canonical_set, build_reference_layout
 
+pytest.register_assert_rewrite("helpers")
 
-@pytest.fixture
-def reference_dir(tmp_path: Path) -> Path:
-    """A clean reference-layout dataset: organs brain (2 cases) and chest (3 cases), all labeled."""
-    return build_reference_layout(tmp_path / "mrb")
-
-
-@pytest.fixture
-def canonical_file(tmp_path: Path) -> Path:
-    """A clean canonical JSONL file with a PNG, a DICOM, embedded bytes, a builtin and no image."""
-    return build_canonical_set(tmp_path / "canon")
+pytest_plugins = [
+    "helpers.data",
+    "helpers.api",
+    "helpers.models",
+    "helpers.runs",
+    "helpers.annotate",
+    "helpers.build",
+    "helpers.sweep",
+]

@@ -257,6 +257,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "metrics": ("judges", "models", "runner", "evaluation", "report", "train", "serve", "cli", "annotate", "build"),
     "report": ("judges", "models", "runner", "evaluation", "train", "serve", "cli", "annotate", "build"),
     "serve": ("judges.api", "runner", "store", "evaluation", "metrics", "report", "train", "cli"),
+    # the one in-process server, under both serve and the test server: errors only
+    "background_server": ("dimensions", "cases", "images", "data", *_ABOVE_DATA),
 }
 
 

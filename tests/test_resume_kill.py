@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-from helpers_core import png_bytes
+from helpers.images import png_bytes
 
 TESTS_DIR = Path(__file__).parent
 LAUNCH = (
     "import sys; sys.path.insert(0, {tests!r});"
-    "from medrewardbench.judges import register; register('slow', 'slow_judge_plugin:build');"
+    "from medrewardbench.judges import register; register('slow', 'helpers.slow_judge_plugin:build');"
     "from medrewardbench.cli import main; sys.argv = ['medrewardbench'] + sys.argv[1:]; main()"
 )
 
@@ -24,7 +24,7 @@ LAUNCH = (
 def write_dataset(tmp_path: Path, n: int) -> Path:
     rows = []
     for i in range(n):
-        (tmp_path / f"img{i}.png").write_bytes(png_bytes(i))
+        (tmp_path / f"img{i}.png").write_bytes(png_bytes(seed=i, size=(8, 8)))
         rows.append(
             {
                 "id": f"k{i:03d}",

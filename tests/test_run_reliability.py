@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_api import *  # noqa: F403
-from fixtures_api import API_KEY_ENV
-from helpers_core import png_bytes
+from helpers.api import API_KEY_ENV
+from helpers.images import png_bytes
 from typer.testing import CliRunner
 
 import medrewardbench
@@ -85,7 +84,7 @@ def run_in_process(*args: str) -> tuple[int, str]:
 def write_cases(directory: Path, n: int) -> Path:
     """A canonical JSONL set of ``n`` labelled cases, each with its own PNG file beside it."""
     directory.mkdir(parents=True, exist_ok=True)
-    images = [png_bytes(i) for i in range(min(n, 256))]
+    images = [png_bytes(seed=i, size=(8, 8)) for i in range(min(n, 256))]
     rows = []
     for i in range(n):
         (directory / f"img{i}.png").write_bytes(images[i % len(images)])
@@ -529,7 +528,9 @@ def test_a_judge_spec_or_template_error_leaves_no_output_directory(flags: list[s
 def test_a_second_eval_on_one_out_stops_at_once_or_waits_and_no_request_goes_out_twice(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
-    openai_server.control.set_latency(0.5)  # the first eval takes 10 s: the others meet it running
+    # 20 requests one at a time at 1 s each: the others meet the first eval running, and once they
+    # have been checked the latency drops so that the first one finishes at once
+    openai_server.control.set_latency(1.0)
     data = write_cases(tmp_path / "data", 10)
     out = tmp_path / "out"
     args = api_args(openai_server, data, out, "--concurrency", "1")
@@ -557,7 +558,9 @@ def test_a_second_eval_on_one_out_stops_at_once_or_waits_and_no_request_goes_out
     _, rest = interrupted.communicate(timeout=30)
     assert interrupted.returncode == 130, rest
     assert f"interrupted while waiting for another process to finish with {out}/: no request was sent" in rest
+    assert first.poll() is None, "the waiting processes were checked while the first eval was running"
 
+    openai_server.control.set_latency(0.0)
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     later_out, later_err = waiting[0].communicate(timeout=60)

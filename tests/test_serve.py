@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_models import *  # noqa: F403
-from fixtures_models import png_image_bytes
+from helpers.images import png_bytes
 from PIL import Image
 
 from medrewardbench.dimensions import DIMENSIONS
@@ -58,7 +57,7 @@ def client(server: BackgroundServer) -> Any:
 
 
 def test_chat_completion_with_a_data_url_image(client: Any, generator: VLMGenerator) -> None:
-    png = png_image_bytes((200, 30, 30))
+    png = png_bytes((200, 30, 30), (64, 48), pattern="square")
     completion = client.chat.completions.create(
         model=MODEL_NAME,
         messages=[
@@ -95,7 +94,9 @@ def test_chat_completion_with_a_data_url_image(client: Any, generator: VLMGenera
 def test_constrained_extension_returns_verdict_json(client: Any) -> None:
     completion = client.chat.completions.create(
         model=MODEL_NAME,
-        messages=[image_message("Which answer is better?", data_url(png_image_bytes((10, 200, 10))))],
+        messages=[
+            image_message("Which answer is better?", data_url(png_bytes((10, 200, 10), (64, 48), pattern="square")))
+        ],
         max_tokens=120,
         extra_body={"constrained": True},
     )
@@ -107,7 +108,7 @@ def test_constrained_extension_returns_verdict_json(client: Any) -> None:
 def test_seeded_sampling_is_reproducible_and_n_is_honoured(client: Any) -> None:
     request: dict[str, Any] = {
         "model": MODEL_NAME,
-        "messages": [image_message("Describe.", data_url(png_image_bytes((0, 0, 255))))],
+        "messages": [image_message("Describe.", data_url(png_bytes((0, 0, 255), (64, 48), pattern="square")))],
         "max_tokens": 8,
         "temperature": 1.0,
         "top_p": 0.9,
@@ -209,7 +210,7 @@ def test_concurrent_requests_are_served_one_at_a_time(
         try:
             completion = client.chat.completions.create(
                 model=MODEL_NAME,
-                messages=[image_message("Same question.", data_url(png_image_bytes((9, 9, 9))))],
+                messages=[image_message("Same question.", data_url(png_bytes((9, 9, 9), (64, 48), pattern="square")))],
                 max_tokens=6,
             )
             answers.append(completion.choices[0].message.content)
@@ -261,7 +262,8 @@ def test_run_server_loads_the_spec_and_serves(tiny_llava: Path, monkeypatch: pyt
         assert models["data"][0]["id"] == str(tiny_llava)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
         completion = client.chat.completions.create(
-            model="any", messages=[image_message("Which is better?", data_url(png_image_bytes((1, 2, 3))))]
+            model="any",
+            messages=[image_message("Which is better?", data_url(png_bytes((1, 2, 3), (64, 48), pattern="square")))],
         )
         # "#constrained" made constrained decoding the default
         assert set(json.loads(completion.choices[0].message.content)) == set(DIMENSIONS)
@@ -283,7 +285,7 @@ def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(generator:
 
     case = Case(
         case_id="c1",
-        image=ImageRef.from_bytes(png_image_bytes((120, 20, 200)), name="c1.png"),
+        image=ImageRef.from_bytes(png_bytes((120, 20, 200), (64, 48), pattern="square"), name="c1.png"),
         question="Is there an effusion?",
         response_1="Yes, a small left pleural effusion.",
         response_2="No effusion.",

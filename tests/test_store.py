@@ -1,7 +1,7 @@
 import sqlite3
 
 import pytest
-from helpers_core import make_benchmark
+from helpers.cases import make_benchmark
 
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import StoreError

@@ -22,6 +22,10 @@ Requests are generated one at a time (the model is not thread-safe; :class:`VLMG
 lock), in a worker thread so the event loop keeps accepting connections. The generation code is
 the one the ``hf:`` judges use, so a model behind this server answers exactly as it does in-process.
 
+:class:`BackgroundServer` (from :mod:`medrewardbench.background_server`, the package's one
+in-process server, which the test OpenAI server uses too) serves the app in a thread for tests
+and notebooks: ``with BackgroundServer(create_app(generator)) as server: server.base_url``.
+
 Needs the ``serve`` extra (FastAPI, uvicorn) and the ``hf`` extra (torch, transformers).
 """
 
@@ -32,14 +36,13 @@ import base64
 import binascii
 import json
 import logging
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from medrewardbench.background_server import BackgroundServer
 from medrewardbench.errors import MedRewardBenchError, require
 from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
@@ -287,69 +290,6 @@ def create_app(
     chat_completions.__annotations__["request"] = fastapi.Request
     app.post("/v1/chat/completions")(chat_completions)
     return app
-
-
-class BackgroundServer:
-    """Run an ASGI app under uvicorn in a daemon thread (tests, notebooks); a context manager.
-
-    ``port=0`` picks a free port; :attr:`base_url` is then the ``.../v1`` URL to give an OpenAI
-    client.
-    """
-
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, startup_timeout_s: float = 30.0):
-        self.app = app
-        self.host = host
-        self.port = port
-        self.startup_timeout_s = startup_timeout_s
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def start(self) -> BackgroundServer:
-        """Start serving; returns once the port accepts connections.
-
-        Raises:
-            RuntimeError: the server did not come up in time.
-        """
-        uvicorn: Any = require("uvicorn", "serve", "the OpenAI-compatible server")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_config=None, log_level="warning", access_log=False, lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="medrewardbench-serve", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + self.startup_timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the model server did not start on {self.host}:{self.port}")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and join the thread; safe to call twice."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=15.0)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-
-    def __enter__(self) -> BackgroundServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def run_server(

@@ -8,14 +8,12 @@ Every batch is committed as soon as it is written: a crash or kill loses only wh
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +22,31 @@ from typing import Any
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
 from medrewardbench.errors import StoreError
-from medrewardbench.outdir import unwritable_reason
 from medrewardbench.secrets import register_secret_env, scrub, scrub_value
+from medrewardbench.sqlitedb import BUSY_TIMEOUT_S, MIGRATION_PREFIX, applied_migrations, open_database, transaction
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "MIGRATIONS",
+    "MIGRATION_PREFIX",
+    "SCHEMA_VERSION",
+    "STORE_FILENAME",
+    "BatchSubmission",
+    "RunRecord",
+    "Store",
+    "StoredCase",
+    "StoredJudgment",
+    "as_jsonable",
+    "find_stores",
+    "judgment_fingerprint",
+    "make_run_id",
+    "summed_usage",
+]
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 """The base layout (``_SCHEMA``). Later changes are named migrations (:data:`MIGRATIONS`)."""
-MIGRATION_PREFIX = "migration:"
 
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -67,11 +82,8 @@ not collide; append new ones at the end and never edit one that has shipped. A s
 a migration this version does not know was written by a newer medrewardbench and is refused.
 """
 STORE_FILENAME = "medrewardbench.sqlite"
-BUSY_TIMEOUT_S = 30.0
-"""How long a statement waits for another process's write before giving up."""
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     judge_spec TEXT NOT NULL,
@@ -216,87 +228,12 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create its directory: {exc.strerror or exc}") from exc
-        try:
-            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
-        except sqlite3.Error as exc:
-            raise _open_error(self.path, exc) from exc
-        try:
-            self._open()
-        except BaseException:
-            self._db.close()
-            raise
-
-    def _open(self) -> None:
-        try:
-            # sqlite3.connect's timeout is the busy timeout; set it explicitly too, so that every
-            # statement waits for another process's write instead of failing with "database is locked"
-            self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-            _retry_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL").fetchone())
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            _retry_busy(lambda: self._db.executescript(_SCHEMA))
-
-            def stamp_version() -> None:
-                # OR IGNORE: two processes creating the same new store both get here
-                with self._transaction() as db:
-                    db.execute(
-                        "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                    )
-
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:  # a new store (an existing one is not written to: it may be read-only)
-                _retry_busy(stamp_version)
-                row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if int(row[0]) != SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: store schema version {row[0]} is not supported (this version reads {SCHEMA_VERSION})"
-                )
-            self._migrate()
-        except sqlite3.OperationalError as exc:
-            raise _open_error(self.path, exc) from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a usable results store: {exc}") from exc
+        # MIGRATIONS is read here, not bound at import, so that a test can extend it
+        self._db = open_database(self.path, _SCHEMA, SCHEMA_VERSION, MIGRATIONS, what="results store")
 
     def applied_migrations(self) -> list[str]:
         """The names of the migrations this store has, in the order they were applied."""
-        rows = self._db.execute(
-            "SELECT key FROM meta WHERE key LIKE ? ORDER BY rowid", (MIGRATION_PREFIX + "%",)
-        ).fetchall()
-        return [row[0][len(MIGRATION_PREFIX) :] for row in rows]
-
-    def _migrate(self) -> None:
-        known = [name for name, _ in MIGRATIONS]
-        unknown = [name for name in self.applied_migrations() if name not in known]
-        if unknown:
-            raise StoreError(
-                f"{self.path}: written by a newer medrewardbench (schema changes {', '.join(unknown)} are unknown "
-                "to this version); upgrade medrewardbench to use it"
-            )
-        for name, statements in MIGRATIONS:
-            if name in self.applied_migrations():
-                continue
-            _retry_busy(functools.partial(self._apply_migration, name, statements))
-
-    def _apply_migration(self, name: str, statements: Sequence[str]) -> None:
-        """One migration in one write transaction; a no-op when another process applied it first."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            done = self._db.execute("SELECT 1 FROM meta WHERE key=?", (MIGRATION_PREFIX + name,)).fetchone()
-            if done is None:
-                for statement in statements:
-                    self._db.execute(statement)
-                self._db.execute(
-                    "INSERT INTO meta(key, value) VALUES (?, ?)", (MIGRATION_PREFIX + name, str(time.time()))
-                )
-            self._db.commit()
-        except BaseException:
-            self._db.rollback()
-            raise
-        if done is None:
-            log.info("%s: applied schema change %s", self.path, name)
+        return applied_migrations(self._db)
 
     @classmethod
     def in_dir(cls, out_dir: str | Path) -> Store:
@@ -313,12 +250,8 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        try:
-            yield self._db
-            self._db.commit()
-        except BaseException:
-            self._db.rollback()
-            raise
+        with transaction(self._db) as db:
+            yield db
 
     # ---- runs and cases -------------------------------------------------------------------
     def register_run(self, run: RunRecord, cases: Sequence[Case], data_hash: str) -> None:
@@ -668,44 +601,3 @@ def _scrubbed_json(text: str) -> str:
     if scrub(text) == text:
         return text
     return json.dumps(scrub_value(json.loads(text)), sort_keys=True)
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-def _retry_busy(action: Callable[[], object]) -> None:
-    """Run a statement, retrying while another process holds a lock the busy handler cannot wait out.
-
-    Switching a brand-new file to WAL needs an exclusive lock, and SQLite answers ``database is
-    locked`` at once (without calling the busy handler) when two processes try it together.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    delay = 0.002
-    while True:
-        try:
-            action()
-            return
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() > deadline:
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-
-
-def _open_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    """A store that SQLite cannot open or write: say why in words (permission, read-only), not "corrupt"."""
-    text = str(exc)
-    lowered = text.lower()
-    if not any(word in lowered for word in ("unable to open", "readonly", "read-only", "permission", "disk i/o")):
-        return StoreError(f"{path}: cannot use the results store: {text}")
-    directory = path.parent
-    why = unwritable_reason(directory) if directory.is_dir() else "no such directory"
-    if why is not None:
-        detail = f"cannot create files in {directory}: {why}"
-    elif path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        detail = f"permission denied: {path.name} is not both readable and writable for this user"
-    else:
-        detail = text
-    return StoreError(f"{path}: cannot open the results store ({detail})")

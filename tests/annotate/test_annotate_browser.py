@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from annotate_helpers import ADMIN, PASSWORD, XSS, as_user, make_project, serve_in_thread
+from helpers.annotate import ADMIN, PASSWORD, XSS, as_user, make_project, serve_in_thread
 
 from medrewardbench.data import load_benchmark, write_canonical
 from medrewardbench.dimensions import DIMENSIONS

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from annotate_helpers import PASSWORD, as_user, case_rows, write_cases
+from helpers.annotate import PASSWORD, as_user, case_rows, write_cases
 from typer.testing import CliRunner
 
 from medrewardbench.annotate.service import PairAnswer, Project

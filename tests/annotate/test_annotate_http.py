@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from annotate_helpers import (
+from helpers.annotate import (
     ADMIN,
     CSRF,
     PASSWORD,

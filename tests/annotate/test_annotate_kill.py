@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from annotate_helpers import as_user, free_port
+from helpers.annotate import as_user, free_port
 
 from medrewardbench.annotate.service import Identity, Project
 from medrewardbench.dimensions import DIMENSIONS

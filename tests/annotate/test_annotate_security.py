@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from annotate_helpers import ADMIN, CSRF, PASSWORD, XSS, as_user, client_for, login, serve_in_thread
 from fastapi.routing import APIRoute
+from helpers.annotate import ADMIN, CSRF, PASSWORD, XSS, as_user, client_for, login, serve_in_thread
 from starlette.routing import Mount
 
 from medrewardbench.annotate.service import Identity, PairAnswer

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from annotate_helpers import PASSWORD, SECRET_MODEL, as_user, case_rows, gold_rows, write_cases
+from helpers.annotate import PASSWORD, SECRET_MODEL, as_user, case_rows, gold_rows, write_cases
 
 from medrewardbench.annotate.config import InvalidInput, NotFound
 from medrewardbench.annotate.export import export_project

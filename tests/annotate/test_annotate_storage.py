@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from annotate_helpers import ANNOTATORS, PASSWORD, make_project
+from helpers.annotate import ANNOTATORS, PASSWORD, make_project
 
 from medrewardbench.annotate.db import Base, current_revision, make_engine, migrate
 from medrewardbench.annotate.export import export_project

@@ -18,7 +18,8 @@ from typing import Any
 
 import openai
 import pytest
-from sweep_helpers import API_KEY_ENV, FAKE_KEY, cli, cli_env, judgments_of, stored_rows, verdict, write_sweep
+from helpers.api import API_KEY_ENV, FAKE_API_KEY, verdict_json
+from helpers.sweep import cli, cli_env, judgments_of, stored_rows, write_sweep
 
 from medrewardbench.metrics.cost import Price, recorded_cost
 from medrewardbench.store import BatchSubmission, Store
@@ -38,11 +39,11 @@ def _sweep(tmp_path: Path, server: OpenAIServer, cases: Path, extra: str = "", n
 
 def _responder(body: dict[str, Any]) -> str:
     text = json.dumps(body["messages"])
-    return verdict("A" if "image 1 " in text or "image 3 " in text else "B")
+    return verdict_json("A" if "image 1 " in text or "image 3 " in text else "B")
 
 
-def test_the_test_server_speaks_the_files_and_batches_api_over_http(server: OpenAIServer) -> None:
-    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+def test_the_test_server_speaks_the_files_and_batches_api_over_http(openai_server: OpenAIServer) -> None:
+    client = openai.OpenAI(base_url=openai_server.base_url, api_key="x", max_retries=0)
     line = {
         "method": "POST",
         "url": "/v1/chat/completions",
@@ -52,8 +53,8 @@ def test_the_test_server_speaks_the_files_and_batches_api_over_http(server: Open
     uploaded = client.files.create(file=("requests.jsonl", content), purpose="batch")
     assert uploaded.purpose == "batch" and uploaded.bytes == len(content)
     assert client.files.content(uploaded.id).content == content
-    server.control.batches.set_delay(0.3)
-    server.control.batches.fail_requests("r2", status=503)
+    openai_server.control.batches.set_delay(0.3)
+    openai_server.control.batches.fail_requests("r2", status=503)
     batch = client.batches.create(
         input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h", metadata={"k": "v"}
     )
@@ -76,30 +77,30 @@ def test_the_test_server_speaks_the_files_and_batches_api_over_http(server: Open
     assert [b.id for b in client.batches.list(limit=10)] == [slow.id, batch.id]
     with pytest.raises(openai.BadRequestError, match="input_file_id names no file"):
         client.batches.create(input_file_id="file-404", endpoint="/v1/chat/completions", completion_window="24h")
-    assert server.control.batches.counters == {
+    assert openai_server.control.batches.counters == {
         "uploads": 1,
         "batches_created": 2,
         "lines_answered": 3,
         "lines_failed": 1,
         "cancels": 1,
     }
-    assert sum(1 for r in server.control.requests if r.method == "BATCH") == 4
-    assert server.control.chat_requests() == []
+    assert sum(1 for r in openai_server.control.requests if r.method == "BATCH") == 4
+    assert openai_server.control.chat_requests() == []
 
 
 def test_batch_answers_are_read_exactly_like_live_ones_and_priced_at_batch_prices(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    server.control.set_responder(_responder)
-    config = load_sweep(_sweep(tmp_path, server, cases))
+    openai_server.control.set_responder(_responder)
+    config = load_sweep(_sweep(tmp_path, openai_server, sweep_cases))
     live = run_sweep(config, SweepOptions(out_dir=tmp_path / "live", report=False))
-    assert live.outcomes[0].stored == 12 and len(server.control.chat_requests()) == 12
-    server.control.clear_requests()
+    assert live.outcomes[0].stored == 12 and len(openai_server.control.chat_requests()) == 12
+    openai_server.control.clear_requests()
     result = run_sweep(config, SweepOptions(out_dir=tmp_path / "batch", batch_api=True))
     outcome = result.outcomes[0]
     assert outcome.status == "done" and outcome.judged == 12 and len(outcome.batch_ids) == 1
-    assert server.control.chat_requests() == []  # nothing went live
-    assert server.control.batches.counters["batches_created"] == 1
+    assert openai_server.control.chat_requests() == []  # nothing went live
+    assert openai_server.control.batches.counters["batches_created"] == 1
     live_rows = judgments_of(tmp_path / "live", "api:batched")
     batch_rows = judgments_of(tmp_path / "batch", "api:batched")
     assert batch_rows == live_rows  # same verdicts, raw outputs, failures, usage and fingerprints
@@ -123,41 +124,41 @@ def test_batch_answers_are_read_exactly_like_live_ones_and_priced_at_batch_price
 
 @pytest.mark.parametrize("mode", ["live", "store"])
 def test_requests_the_batch_reports_as_failed_are_retried_live_or_stored_as_failures(
-    tmp_path: Path, server: OpenAIServer, cases: Path, mode: str
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path, mode: str
 ) -> None:
-    server.control.batches.fail_requests("mrb-0", "mrb-5", status=500)
-    config = load_sweep(_sweep(tmp_path, server, cases, f", retry_failed: {mode}"))
+    openai_server.control.batches.fail_requests("mrb-0", "mrb-5", status=500)
+    config = load_sweep(_sweep(tmp_path, openai_server, sweep_cases, f", retry_failed: {mode}"))
     result = run_sweep(config, SweepOptions(out_dir=tmp_path / "out", batch_api=True, report=False))
     assert result.outcomes[0].stored == 12
     rows = judgments_of(tmp_path / "out", "api:batched")
     failed = [row for row in rows if row["failure"]]
     if mode == "live":
-        assert len(server.control.chat_requests()) == 2 and failed == []
+        assert len(openai_server.control.chat_requests()) == 2 and failed == []
     else:
-        assert server.control.chat_requests() == []
+        assert openai_server.control.chat_requests() == []
         assert len(failed) == 2 and all(row["failure"].startswith("HTTP 500: ") for row in failed)
 
 
 def test_an_expired_batch_leaves_its_unanswered_requests_to_live_requests(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    server.control.batches.set_outcome("expired", answered=5)
+    openai_server.control.batches.set_outcome("expired", answered=5)
     result = run_sweep(
-        load_sweep(_sweep(tmp_path, server, cases)), SweepOptions(out_dir=tmp_path / "out", batch_api=True)
+        load_sweep(_sweep(tmp_path, openai_server, sweep_cases)), SweepOptions(out_dir=tmp_path / "out", batch_api=True)
     )
-    assert result.outcomes[0].stored == 12 and len(server.control.chat_requests()) == 7
+    assert result.outcomes[0].stored == 12 and len(openai_server.control.chat_requests()) == 7
     assert not [row for row in judgments_of(tmp_path / "out", "api:batched") if row["failure"]]
 
 
 def test_a_killed_sweep_resumes_polling_the_same_batch_and_never_submits_twice(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    server.control.batches.set_delay(4.0)
-    sweep = _sweep(tmp_path, server, cases)
+    openai_server.control.batches.set_delay(4.0)
+    sweep = _sweep(tmp_path, openai_server, sweep_cases)
     out = tmp_path / "out"
     process = subprocess.Popen(
         cli("sweep", str(sweep), "--out", str(out), "--batch-api", "--no-report", "-q"),
-        env=cli_env(**{API_KEY_ENV: FAKE_KEY}),
+        env=cli_env(**{API_KEY_ENV: FAKE_API_KEY}),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -178,15 +179,15 @@ def test_a_killed_sweep_resumes_polling_the_same_batch_and_never_submits_twice(
     assert len(stored_rows(out)) <= 12  # the baseline at most: the batch is still running
     result = run_sweep(load_sweep(sweep), SweepOptions(out_dir=out, batch_api=True, report=False))
     assert result.outcomes[0].batch_ids == [batch_id] and result.outcomes[0].stored == 12
-    counters = server.control.batches.counters
+    counters = openai_server.control.batches.counters
     assert counters["batches_created"] == 1 and counters["uploads"] == 1
-    assert server.control.chat_requests() == []
+    assert openai_server.control.chat_requests() == []
 
 
 def test_a_batch_created_by_a_process_killed_before_it_recorded_the_id_is_found_not_resubmitted(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    config = load_sweep(_sweep(tmp_path, server, cases))
+    config = load_sweep(_sweep(tmp_path, openai_server, sweep_cases))
     out = tmp_path / "out"
     # a first sweep stops before anything is submitted: the baseline and the run are stored
     first = run_sweep(config, SweepOptions(out_dir=out, report=False, budget_usd=0.0))
@@ -201,7 +202,7 @@ def test_a_batch_created_by_a_process_killed_before_it_recorded_the_id_is_found_
     request_file = out / "batches" / "left-behind.jsonl"
     request_file.parent.mkdir(parents=True, exist_ok=True)
     request_file.write_text("\n".join(json.dumps(r) for r in requests) + "\n", encoding="utf-8")
-    client = openai.OpenAI(base_url=server.base_url, api_key="x")
+    client = openai.OpenAI(base_url=openai_server.base_url, api_key="x")
     uploaded = client.files.create(file=(request_file.name, request_file.read_bytes()), purpose="batch")
     created = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
     with Store.in_dir(out) as store:
@@ -211,7 +212,7 @@ def test_a_batch_created_by_a_process_killed_before_it_recorded_the_id_is_found_
                 submission_id="killed-before-create",
                 judge_fingerprint=run.judge_fingerprint,
                 run_id=run.run_id,
-                base_url=server.base_url,
+                base_url=openai_server.base_url,
                 request_file=str(request_file),
                 request_keys=(("c000", "original", _hash(out, "c000")), ("c000", "swapped", _hash(out, "c000"))),
                 input_file_id=uploaded.id,
@@ -221,12 +222,12 @@ def test_a_batch_created_by_a_process_killed_before_it_recorded_the_id_is_found_
         )
     result = run_sweep(config, SweepOptions(out_dir=out, batch_api=True, report=False))
     assert created.id in result.outcomes[0].batch_ids
-    assert server.control.batches.counters["batches_created"] == 2  # ours, and one for the other ten requests
+    assert openai_server.control.batches.counters["batches_created"] == 2  # ours, and one for the other ten requests
     assert result.outcomes[0].stored == 12
     with Store.in_dir(out) as store:
         found = {s.submission_id: s for s in store.batch_submissions(run.judge_fingerprint)}
     assert found["killed-before-create"].batch_id == created.id and found["killed-before-create"].status == "ingested"
-    assert server.control.chat_requests() == []
+    assert openai_server.control.chat_requests() == []
 
 
 def _hash(out: Path, case_id: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sweep_helpers import ROOT, write_sweep
+from helpers.sweep import ROOT, write_sweep
 
 from medrewardbench.dimensions import Order
 from medrewardbench.metrics.cost import Price

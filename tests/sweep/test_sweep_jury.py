@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweep_helpers import API_KEY_ENV, judgments_of, verdict, write_sweep
+from helpers.api import API_KEY_ENV, verdict_json
+from helpers.sweep import judgments_of, write_sweep
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.analysis import load_run_bundles
@@ -25,9 +26,9 @@ from medrewardbench.testing.openai_server import OpenAIServer
 def _answer_by_model(body: dict[str, Any]) -> str:
     model = body["model"]
     if model in ("always-a", "also-a"):
-        return verdict("A")
+        return verdict_json("A")
     if model == "always-b":
-        return verdict("B")
+        return verdict_json("B")
     return "I would rather not say which answer is better."
 
 
@@ -69,13 +70,13 @@ def test_the_vote_is_a_strict_majority_of_all_members_weight_abstainers_included
 
 
 def test_juries_are_stored_as_runs_in_both_orders_from_stored_judgments_without_new_requests(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    server.control.set_responder(_answer_by_model)
+    openai_server.control.set_responder(_answer_by_model)
     out = tmp_path / "out"
-    result = run_sweep(load_sweep(_sweep(tmp_path, server, cases, JURIES)), SweepOptions(out_dir=out))
+    result = run_sweep(load_sweep(_sweep(tmp_path, openai_server, sweep_cases, JURIES)), SweepOptions(out_dir=out))
     member_requests = 4 * 6 * 2
-    assert len(server.control.chat_requests()) == member_requests  # the juries sent nothing
+    assert len(openai_server.control.chat_requests()) == member_requests  # the juries sent nothing
     outcomes = {jury.name: jury for jury in result.juries}
     assert set(outcomes) == {"split-with-abstention", "majority-despite-abstention", "weighted", "even-split"}
 
@@ -119,25 +120,25 @@ def test_juries_are_stored_as_runs_in_both_orders_from_stored_judgments_without_
 
 
 def test_a_weighted_member_decides_where_its_weight_is_a_strict_majority(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    server.control.set_responder(_answer_by_model)
+    openai_server.control.set_responder(_answer_by_model)
     juries = """
   - name: heavy-a
     members: [api:always-a, api:always-b, api:garbled]
     weights: {api:always-a: 3}
 """
     out = tmp_path / "out"
-    run_sweep(load_sweep(_sweep(tmp_path, server, cases, juries)), SweepOptions(out_dir=out, report=False))
+    run_sweep(load_sweep(_sweep(tmp_path, openai_server, sweep_cases, juries)), SweepOptions(out_dir=out, report=False))
     rows = judgments_of(out, "jury:heavy-a")
     assert len(rows) == 12 and all(row["failure"] is None for row in rows)  # 3 of 5 > half
     assert all(set(row["verdicts"].values()) == {1 if row["order"] == "original" else 2} for row in rows)
 
 
 def test_the_order_of_the_members_changes_nothing_and_a_rerun_recomputes_without_requests(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    server.control.set_responder(_answer_by_model)
+    openai_server.control.set_responder(_answer_by_model)
     # a tie (2 of 4 for A, 1 for B, 1 abstains) and a majority (2 of 3), each listed both ways round: a
     # tie broken by list order would go to A one way and to B the other
     forward = (
@@ -149,9 +150,13 @@ def test_the_order_of_the_members_changes_nothing_and_a_rerun_recomputes_without
         "  - name: two-of-three\n    members: [api:always-b, api:also-a, api:always-a]\n"
     )
     out_1, out_2 = tmp_path / "one", tmp_path / "two"
-    run_sweep(load_sweep(_sweep(tmp_path, server, cases, forward, "f.yaml")), SweepOptions(out_dir=out_1, report=False))
     run_sweep(
-        load_sweep(_sweep(tmp_path, server, cases, backward, "b.yaml")), SweepOptions(out_dir=out_2, report=False)
+        load_sweep(_sweep(tmp_path, openai_server, sweep_cases, forward, "f.yaml")),
+        SweepOptions(out_dir=out_1, report=False),
+    )
+    run_sweep(
+        load_sweep(_sweep(tmp_path, openai_server, sweep_cases, backward, "b.yaml")),
+        SweepOptions(out_dir=out_2, report=False),
     )
     for jury in ("jury:tie", "jury:two-of-three"):
         assert judgments_of(out_1, jury) == judgments_of(out_2, jury)  # same run id (fingerprint), same rows
@@ -160,8 +165,11 @@ def test_the_order_of_the_members_changes_nothing_and_a_rerun_recomputes_without
     with Store.in_dir(out_1) as store:
         jury_run = next(run for run in store.runs() if run.judge_spec == "jury:tie")
         assert jury_run.config["rule"] == "strict-weighted-majority/1"
-    requests = len(server.control.chat_requests())
+    requests = len(openai_server.control.chat_requests())
     before = judgments_of(out_1, "jury:two-of-three")
-    run_sweep(load_sweep(_sweep(tmp_path, server, cases, forward, "f.yaml")), SweepOptions(out_dir=out_1, report=False))
-    assert len(server.control.chat_requests()) == requests  # members resumed, juries recomputed: nothing sent
+    run_sweep(
+        load_sweep(_sweep(tmp_path, openai_server, sweep_cases, forward, "f.yaml")),
+        SweepOptions(out_dir=out_1, report=False),
+    )
+    assert len(openai_server.control.chat_requests()) == requests  # members resumed, juries recomputed: nothing sent
     assert judgments_of(out_1, "jury:two-of-three") == before

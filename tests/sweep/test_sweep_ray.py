@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_helpers import API_KEY_ENV, RecordingProgress, cli, cli_env, stored_rows, verdict, write_cases, write_sweep
+from helpers.api import API_KEY_ENV, verdict_json
+from helpers.sweep import RecordingProgress, cli, cli_env, stored_rows, write_cases, write_sweep
 
 from medrewardbench.errors import MissingExtraError
 from medrewardbench.sweep import DataMismatchError, SweepOptions, load_sweep, load_sweep_data, run_sweep
@@ -31,7 +32,7 @@ def _prefers_longer(body: dict[str, Any]) -> str:
     text = "\n".join(part.get("text", "") for m in body["messages"] for part in m["content"] if isinstance(part, dict))
     a = text.partition("[Answer A]")[2].partition("[End of Answer A]")[0]
     b = text.partition("[Answer B]")[2].partition("[End of Answer B]")[0]
-    return verdict("A" if len(a) >= len(b) else "B", f"compared {len(a)} and {len(b)} characters")
+    return verdict_json("A" if len(a) >= len(b) else "B", f"compared {len(a)} and {len(b)} characters")
 
 
 def _sweep(
@@ -53,10 +54,10 @@ def _sweep(
 
 
 def test_a_ray_sweep_stores_byte_identical_judgments_and_reports_per_node_progress(
-    tmp_path: Path, server: OpenAIServer, cases: Path, tiny_model: Path, ray_cluster: Any
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path, tiny_qwen2_vl: Path, ray_cluster: Any
 ) -> None:
-    server.control.set_responder(_prefers_longer)
-    config = load_sweep(_sweep(tmp_path, server, cases, tiny_model=tiny_model))
+    openai_server.control.set_responder(_prefers_longer)
+    config = load_sweep(_sweep(tmp_path, openai_server, sweep_cases, tiny_model=tiny_qwen2_vl))
     local = run_sweep(config, SweepOptions(out_dir=tmp_path / "local", report=False))
     assert all(o.status == "done" and o.stored == 12 for o in local.outcomes)
     progress = RecordingProgress()
@@ -73,18 +74,18 @@ def test_a_ray_sweep_stores_byte_identical_judgments_and_reports_per_node_progre
     summary = json.loads((tmp_path / "ray" / "sweep.json").read_text("utf-8"))
     assert sum(summary["nodes"].values()) == 48
     # resume on the cluster sends nothing
-    requests = len(server.control.chat_requests())
+    requests = len(openai_server.control.chat_requests())
     again = run_sweep(config, SweepOptions(out_dir=tmp_path / "ray", ray="auto", report=False))
     assert all(o.judged == 0 and o.reused == 12 for o in again.outcomes)
-    assert len(server.control.chat_requests()) == requests
+    assert len(openai_server.control.chat_requests()) == requests
 
 
 def test_a_killed_worker_is_restarted_and_every_judgment_is_stored_exactly_once(
-    tmp_path: Path, server: OpenAIServer, cases: Path, ray_cluster: Any
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path, ray_cluster: Any
 ) -> None:
-    server.control.set_responder(_prefers_longer)
-    server.control.set_latency(0.15)
-    config = load_sweep(_sweep(tmp_path, server, cases))
+    openai_server.control.set_responder(_prefers_longer)
+    openai_server.control.set_latency(0.15)
+    config = load_sweep(_sweep(tmp_path, openai_server, sweep_cases))
     local = run_sweep(config, SweepOptions(out_dir=tmp_path / "local", report=False))
     assert all(o.stored == 12 for o in local.outcomes)
     killed: list[int] = []
@@ -109,18 +110,18 @@ def test_a_killed_worker_is_restarted_and_every_judgment_is_stored_exactly_once(
 
 
 def test_a_worker_that_loads_other_data_refuses_to_judge(
-    tmp_path: Path, server: OpenAIServer, cases: Path, ray_cluster: Any
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path, ray_cluster: Any
 ) -> None:
-    config = load_sweep(_sweep(tmp_path, server, cases))
+    config = load_sweep(_sweep(tmp_path, openai_server, sweep_cases))
     payload = WorkerPayload(entry=config.judges[0], data=config.data, data_hash="0" * 64)
     with pytest.raises(DataMismatchError, match="data fingerprint .* the driver 000000000000"):
         JudgeWorker(payload)
     # through a sweep: the driver was given other cases than the workers read from the source
-    other = load_sweep_data(load_sweep(_sweep(tmp_path, server, write_cases(tmp_path / "other", 5), name="o")))
+    other = load_sweep_data(load_sweep(_sweep(tmp_path, openai_server, write_cases(tmp_path / "other", 5), name="o")))
     result = run_sweep(config, SweepOptions(out_dir=tmp_path / "out", ray="auto", report=False), benchmark=other)
     assert all(o.status == "failed" for o in result.outcomes)
     assert all("every node must read the same data" in (o.error or "") for o in result.outcomes), result.outcomes
-    assert server.control.chat_requests() == []
+    assert openai_server.control.chat_requests() == []
 
 
 def test_without_ray_installed_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,9 +131,9 @@ def test_without_ray_installed_the_error_names_the_extra(monkeypatch: pytest.Mon
 
 
 def test_the_command_line_joins_a_running_cluster_with_one_flag(
-    tmp_path: Path, server: OpenAIServer, cases: Path, ray_cluster: Any
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path, ray_cluster: Any
 ) -> None:
-    sweep = _sweep(tmp_path, server, cases)
+    sweep = _sweep(tmp_path, openai_server, sweep_cases)
     address = ray_cluster.get_runtime_context().gcs_address
     done = subprocess.run(
         cli("sweep", str(sweep), "--out", str(tmp_path / "out"), "--ray", address, "--no-report"),
@@ -147,16 +148,16 @@ def test_the_command_line_joins_a_running_cluster_with_one_flag(
 
 
 def test_a_served_entry_starts_its_server_inside_its_worker_and_its_log_comes_back(
-    tmp_path: Path, cases: Path, tiny_model: Path, ray_cluster: Any
+    tmp_path: Path, sweep_cases: Path, tiny_qwen2_vl: Path, ray_cluster: Any
 ) -> None:
     serve = f"{sys.executable} -m medrewardbench.cli serve hf:{{model}}#constrained --port {{port}} --device cpu"
     sweep = write_sweep(
         tmp_path / "served.yaml",
         f"""
-        data: {cases}
+        data: {sweep_cases}
         judges:
           - name: tiny
-            judge: api:{tiny_model}
+            judge: api:{tiny_qwen2_vl}
             max_tokens: 120
             serve: {{command: "{serve}", gpus: 0, ready_timeout: 120, stop_timeout: 10}}
         """,

@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
-from sweep_helpers import API_KEY_ENV, judgments_of, stored_rows, write_cases, write_sweep
+from helpers.api import API_KEY_ENV
+from helpers.sweep import judgments_of, stored_rows, write_cases, write_sweep
 from typer.testing import CliRunner
 
 from medrewardbench.cli.main import app
@@ -30,19 +31,21 @@ def _api(server: OpenAIServer, model: str, extra: str = "") -> str:
 
 
 def test_a_sweep_writes_one_store_one_leaderboard_and_report_and_a_rerun_resumes(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
     sweep = write_sweep(
         tmp_path / "sweep.yaml",
-        f"data: {cases}\nreport: {{n_resamples: 200, formats: [md, csv, json, html]}}\njudges:\n"
-        "  - judge: baseline:longer\n" + _api(server, "model-one") + _api(server, "model-two", "concurrency: 2"),
+        f"data: {sweep_cases}\nreport: {{n_resamples: 200, formats: [md, csv, json, html]}}\njudges:\n"
+        "  - judge: baseline:longer\n"
+        + _api(openai_server, "model-one")
+        + _api(openai_server, "model-two", "concurrency: 2"),
     )
     out = tmp_path / "out"
     runner = CliRunner()
     result = runner.invoke(app, ["sweep", str(sweep), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "score [95% CI]" in result.output and "Requests judged now: 36, from store: 0" in result.output
-    assert len(server.control.chat_requests()) == 24
+    assert len(openai_server.control.chat_requests()) == 24
     for name in ("judgments.jsonl", "metrics.json", "metrics.csv", "sweep.json", "medrewardbench.sqlite"):
         assert (out / name).is_file(), name
     for name in ("report.md", "analysis.json", "analysis.csv", "pairwise.csv", "report.html"):
@@ -63,37 +66,37 @@ def test_a_sweep_writes_one_store_one_leaderboard_and_report_and_a_rerun_resumes
     again = runner.invoke(app, ["sweep", str(sweep), "--out", str(out)])
     assert again.exit_code == 0, again.output
     assert "Requests judged now: 0, from store: 36" in again.output
-    assert len(server.control.chat_requests()) == 24
+    assert len(openai_server.control.chat_requests()) == 24
     assert (out / "judgments.jsonl").read_bytes() == before
 
 
 def test_a_sweep_stores_what_eval_would_with_the_same_fingerprints(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
     sweep = write_sweep(
-        tmp_path / "sweep.yaml", f"data: {cases}\njudges:\n" + _api(server, "same-model", "temperature: 0")
+        tmp_path / "sweep.yaml", f"data: {sweep_cases}\njudges:\n" + _api(openai_server, "same-model", "temperature: 0")
     )
     config = load_sweep(sweep)
     out = tmp_path / "out"
     result = run_sweep(config, SweepOptions(out_dir=out, report=False))
-    sent = len(server.control.chat_requests())
+    sent = len(openai_server.control.chat_requests())
     evaluated = evaluate(load_sweep_data(config), ["api:same-model"], out, options=config.judges[0].options)
     assert evaluated.summaries[0].judged == 0 and evaluated.summaries[0].reused == 12  # eval resumes the sweep
     assert evaluated.runs[0].run_id == result.outcomes[0].run_id
-    assert len(server.control.chat_requests()) == sent
+    assert len(openai_server.control.chat_requests()) == sent
 
 
 def test_another_process_in_the_output_directory_stops_the_sweep_with_75(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
-    sweep = write_sweep(tmp_path / "sweep.yaml", f"data: {cases}\njudges:\n" + _api(server, "m"))
+    sweep = write_sweep(tmp_path / "sweep.yaml", f"data: {sweep_cases}\njudges:\n" + _api(openai_server, "m"))
     out = tmp_path / "out"
     out.mkdir()
     with OutputLock(out):
         result = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "-q"])
     assert result.exit_code == 75, result.output
     assert "is using" in result.output
-    assert server.control.chat_requests() == []
+    assert openai_server.control.chat_requests() == []
 
 
 def _max_in_flight(server: OpenAIServer, latency: float) -> int:
@@ -103,31 +106,32 @@ def _max_in_flight(server: OpenAIServer, latency: float) -> int:
 
 
 def test_an_endpoint_cap_holds_across_every_judge_that_sends_to_it(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
     latency = 0.25
-    server.control.set_latency(latency)
-    judges = _api(server, "m1", "concurrency: 6") + _api(server, "m2", "concurrency: 6")
-    free = write_sweep(tmp_path / "free.yaml", f"data: {cases}\njudges:\n{judges}")
+    openai_server.control.set_latency(latency)
+    judges = _api(openai_server, "m1", "concurrency: 6") + _api(openai_server, "m2", "concurrency: 6")
+    free = write_sweep(tmp_path / "free.yaml", f"data: {sweep_cases}\njudges:\n{judges}")
     run_sweep(load_sweep(free), SweepOptions(out_dir=tmp_path / "free", report=False))
-    assert _max_in_flight(server, latency) > 3  # without a cap the two judges together send more
-    server.control.clear_requests()
+    assert _max_in_flight(openai_server, latency) > 3  # without a cap the two judges together send more
+    openai_server.control.clear_requests()
     capped = write_sweep(
         tmp_path / "capped.yaml",
-        f"data: {cases}\njudges:\n{judges}endpoints:\n  - {{base_url: '{server.base_url}/', max_concurrency: 3}}\n",
+        f"data: {sweep_cases}\njudges:\n{judges}"
+        f"endpoints:\n  - {{base_url: '{openai_server.base_url}/', max_concurrency: 3}}\n",
     )
     result = run_sweep(load_sweep(capped), SweepOptions(out_dir=tmp_path / "capped", report=False))
     assert all(o.status == "done" and o.stored == 12 for o in result.outcomes)
-    assert _max_in_flight(server, latency) == 3
+    assert _max_in_flight(openai_server, latency) == 3
 
 
 def test_costs_per_run_and_per_1000_cases_are_recorded_and_reported_and_prices_stay_out_of_fingerprints(
-    tmp_path: Path, server: OpenAIServer, cases: Path
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
 ) -> None:
     sweep = write_sweep(
         tmp_path / "sweep.yaml",
-        f"data: {cases}\nreport: {{n_resamples: 50}}\njudges:\n"
-        + _api(server, "priced", "price: {input: 2.5, output: 10}")
+        f"data: {sweep_cases}\nreport: {{n_resamples: 50}}\njudges:\n"
+        + _api(openai_server, "priced", "price: {input: 2.5, output: 10}")
         + "  - judge: baseline:longer\n",
     )
     out = tmp_path / "out"
@@ -156,11 +160,11 @@ def test_costs_per_run_and_per_1000_cases_are_recorded_and_reported_and_prices_s
     metrics = json.loads((out / "metrics.json").read_text("utf-8"))
     assert any(entry.get("cost_usd") for entry in metrics["leaderboard"])
     # a new price is not a new judge: the same run is resumed, nothing is sent again
-    sent = len(server.control.chat_requests())
+    sent = len(openai_server.control.chat_requests())
     prices.write_text("priced: {input: 1, output: 1}\n")
     again = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "--prices", str(prices), "-q"])
     assert again.exit_code == 0, again.output
-    assert len(server.control.chat_requests()) == sent
+    assert len(openai_server.control.chat_requests()) == sent
     with Store.in_dir(out) as store:
         run_again = next(r for r in store.runs() if r.judge_spec == "api:priced")
         assert run_again.run_id == run.run_id
@@ -168,14 +172,14 @@ def test_costs_per_run_and_per_1000_cases_are_recorded_and_reported_and_prices_s
 
 
 def test_a_budget_stops_dispatching_before_it_would_be_exceeded_and_a_larger_one_resumes(
-    tmp_path: Path, server: OpenAIServer
+    tmp_path: Path, openai_server: OpenAIServer
 ) -> None:
-    cases = write_cases(tmp_path / "data", 6, images=False)
+    sweep_cases = write_cases(tmp_path / "data", 6, images=False)
     price = "price: {input: 1000, output: 1000}"
     sweep = write_sweep(
         tmp_path / "sweep.yaml",
-        f"data: {cases}\nreport: {{n_resamples: 20}}\njudges:\n"
-        + _api(server, "costly", f"concurrency: 1, max_tokens: 20, {price}")
+        f"data: {sweep_cases}\nreport: {{n_resamples: 20}}\njudges:\n"
+        + _api(openai_server, "costly", f"concurrency: 1, max_tokens: 20, {price}")
         + "  - judge: baseline:longer\n",
     )
     config = load_sweep(sweep)
@@ -192,7 +196,7 @@ def test_a_budget_stops_dispatching_before_it_would_be_exceeded_and_a_larger_one
     )
     budget = max(first_guess, costs[-1]) + 2.5 * costs[-1]
     assert budget < sum(costs)  # the budget cannot pay for everything
-    server.control.clear_requests()
+    openai_server.control.clear_requests()
     out = tmp_path / "out"
     stopped = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "--budget", f"{budget}"])
     assert stopped.exit_code == 3, stopped.output
@@ -212,15 +216,17 @@ def test_a_budget_stops_dispatching_before_it_would_be_exceeded_and_a_larger_one
     # a larger budget resumes from there; nothing is sent twice
     resumed = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "--budget", f"{sum(costs) * 2}", "-q"])
     assert resumed.exit_code == 0, resumed.output
-    assert len(server.control.chat_requests()) == 12
+    assert len(openai_server.control.chat_requests()) == 12
     keys = [(fp, case, order) for fp, case, order in stored_rows(out)]
     assert len(keys) == len(set(keys)) == 24
     assert len(judgments_of(out, "api:costly")) == 12
 
 
-def test_a_budget_needs_a_price_for_every_hosted_api_judge(tmp_path: Path, server: OpenAIServer, cases: Path) -> None:
-    sweep = write_sweep(tmp_path / "sweep.yaml", f"data: {cases}\njudges:\n" + _api(server, "unpriced"))
+def test_a_budget_needs_a_price_for_every_hosted_api_judge(
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
+) -> None:
+    sweep = write_sweep(tmp_path / "sweep.yaml", f"data: {sweep_cases}\njudges:\n" + _api(openai_server, "unpriced"))
     result = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(tmp_path / "out"), "--budget", "5"])
     assert result.exit_code == 2
     assert f"{sweep}:3: api:unpriced: --budget needs a price" in " ".join(result.output.split())
-    assert not (tmp_path / "out").exists() and server.control.chat_requests() == []
+    assert not (tmp_path / "out").exists() and openai_server.control.chat_requests() == []

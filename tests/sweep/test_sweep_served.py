@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_helpers import RecordingProgress, cli, cli_env, judgments_of, stored_rows, write_sweep
+from helpers.sweep import RecordingProgress, cli, cli_env, judgments_of, stored_rows, write_sweep
 
 from medrewardbench.sweep import SweepOptions, load_sweep, run_sweep
 
@@ -58,15 +58,15 @@ def _served_sweep(
 
 
 def test_a_served_model_is_started_awaited_judged_through_and_stopped_with_its_log_kept(
-    tmp_path: Path, cases: Path, tiny_model: Path
+    tmp_path: Path, sweep_cases: Path, tiny_qwen2_vl: Path
 ) -> None:
     out = tmp_path / "out"
-    config = load_sweep(_served_sweep(tmp_path, cases, tiny_model, SERVE))
+    config = load_sweep(_served_sweep(tmp_path, sweep_cases, tiny_qwen2_vl, SERVE))
     progress = RecordingProgress()
     result = run_sweep(config, SweepOptions(out_dir=out), progress=progress)
     tiny = next(o for o in result.outcomes if o.name == "tiny")
     assert tiny.status == "done" and tiny.judged == 12 and tiny.failed == 0
-    rows = judgments_of(out, f"api:{tiny_model}")
+    rows = judgments_of(out, f"api:{tiny_qwen2_vl}")
     assert len(rows) == 12 and all(row["prompt_tokens"] for row in rows)  # answered by the model, usage kept
     [pid] = progress.servers["tiny"]
     assert not _alive(pid)  # stopped
@@ -102,11 +102,11 @@ def test_a_served_model_is_started_awaited_judged_through_and_stopped_with_its_l
     ],
 )
 def test_a_server_that_never_becomes_ready_fails_its_entry_only_and_is_stopped(
-    tmp_path: Path, cases: Path, command: str, timeout: float, expected: str
+    tmp_path: Path, sweep_cases: Path, command: str, timeout: float, expected: str
 ) -> None:
     out = tmp_path / "out"
     escaped = command.replace('"', '\\"')
-    sweep = _served_sweep(tmp_path, cases, Path("some/model"), escaped, ready_timeout=timeout, stop_timeout=0.5)
+    sweep = _served_sweep(tmp_path, sweep_cases, Path("some/model"), escaped, ready_timeout=timeout, stop_timeout=0.5)
     config = load_sweep(sweep)
     assert config.judges[1].serve is not None and config.judges[1].serve.ready_timeout_s == timeout
     progress = RecordingProgress()
@@ -125,10 +125,10 @@ def test_a_server_that_never_becomes_ready_fails_its_entry_only_and_is_stopped(
 
 
 def test_a_server_that_dies_mid_run_fails_its_entry_keeps_what_finished_and_a_rerun_completes(
-    tmp_path: Path, cases: Path, tiny_model: Path
+    tmp_path: Path, sweep_cases: Path, tiny_qwen2_vl: Path
 ) -> None:
     out = tmp_path / "out"
-    config = load_sweep(_served_sweep(tmp_path, cases, tiny_model, SERVE))
+    config = load_sweep(_served_sweep(tmp_path, sweep_cases, tiny_qwen2_vl, SERVE))
     killed: list[int] = []
 
     def kill_after_three(progress: RecordingProgress, name: str) -> None:
@@ -143,7 +143,7 @@ def test_a_server_that_dies_mid_run_fails_its_entry_keeps_what_finished_and_a_re
     assert killed and tiny.status == "failed"
     assert "the server exited with signal 9" in (tiny.error or "") and "tiny.log" in (tiny.error or "")
     assert 3 <= tiny.stored < 12
-    rows = judgments_of(out, f"api:{tiny_model}")
+    rows = judgments_of(out, f"api:{tiny_qwen2_vl}")
     assert len(rows) == tiny.stored and not any(row["failure"] for row in rows)  # no connection error stored
     # a rerun starts a new server and judges what is missing, each request once
     again = run_sweep(config, SweepOptions(out_dir=out, report=False), progress=RecordingProgress())
@@ -155,10 +155,10 @@ def test_a_server_that_dies_mid_run_fails_its_entry_keeps_what_finished_and_a_re
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_sweep_stops_its_server_and_keeps_what_finished(
-    tmp_path: Path, cases: Path, tiny_model: Path, signum: int
+    tmp_path: Path, sweep_cases: Path, tiny_qwen2_vl: Path, signum: int
 ) -> None:
     out = tmp_path / "out"
-    sweep = _served_sweep(tmp_path, cases, tiny_model, SERVE)
+    sweep = _served_sweep(tmp_path, sweep_cases, tiny_qwen2_vl, SERVE)
     process = subprocess.Popen(
         cli("sweep", str(sweep), "--out", str(out), "--no-report"),
         env=cli_env(COLUMNS="200"),

@@ -7,6 +7,7 @@ import os
 import typer
 
 from medrewardbench.cli.annotate import app as annotate_app
+from medrewardbench.cli.build import app as build_app
 from medrewardbench.cli.eval import eval_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
@@ -33,6 +34,7 @@ app.command("import-reference")(import_reference_command)
 app.command("serve")(serve_command)
 app.command("sweep")(sweep_command)
 app.add_typer(annotate_app, name="annotate")
+app.add_typer(build_app, name="build")
 register_training_commands(app)
 
 

@@ -72,6 +72,9 @@ _IMAGE_KEYS = frozenset(("path", "bytes", "builtin"))
 _PARQUET_BATCH_ROWS = 256
 MAX_ID_LENGTH = 512
 """Longest case id accepted, in characters."""
+DATASET_CARD_FILENAME = "dataset.json"
+"""A data set's card (name, where its labels come from), written next to the data by ``build export``;
+never read as cases."""
 
 
 class ProblemSink:
@@ -690,14 +693,18 @@ def canonical_files(directory: Path) -> list[Path]:
         directory: the directory.
 
     Returns:
-        Entries whose suffix is one of :data:`CANONICAL_SUFFIXES`, hidden files and directories
-        excluded. Anything else with such a name (a symbolic-link loop, a broken link, a named
-        pipe) is listed, so that reading it reports the problem instead of skipping it silently.
+        Entries whose suffix is one of :data:`CANONICAL_SUFFIXES`, hidden files, directories and the
+        data set's card (:data:`DATASET_CARD_FILENAME`) excluded. Anything else with such a name (a
+        symbolic-link loop, a broken link, a named pipe) is listed, so that reading it reports the
+        problem instead of skipping it silently.
     """
     return sorted(
         path
         for path in directory.iterdir()
-        if path.suffix.lower() in CANONICAL_SUFFIXES and not path.name.startswith(".") and not path.is_dir()
+        if path.suffix.lower() in CANONICAL_SUFFIXES
+        and not path.name.startswith(".")
+        and path.name != DATASET_CARD_FILENAME
+        and not path.is_dir()
     )
 
 

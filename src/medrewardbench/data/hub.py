@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from medrewardbench.errors import DataError, DataProblem
@@ -75,17 +76,18 @@ def hub_cache_dir() -> str:
     return str(constants.HF_HUB_CACHE)
 
 
-def fetch_command(repo_id: str, revision: str | None) -> str:
+def fetch_command(repo_id: str, revision: str | None, include: Sequence[str] = ALLOW_PATTERNS) -> str:
     """The shell command that puts the dataset into the local cache.
 
     Args:
         repo_id: the dataset repository.
         revision: the revision, or None for the default branch.
+        include: the file patterns to fetch.
 
     Returns:
         An ``hf download`` command line.
     """
-    command = f"hf download {repo_id} --repo-type dataset --include 'pair_gt_all/*'"
+    command = f"hf download {repo_id} --repo-type dataset" + "".join(f" --include '{p}'" for p in include)
     return command + (f" --revision {revision}" if revision else "")
 
 
@@ -106,39 +108,65 @@ def snapshot(repo_id: str = DEFAULT_REPO, revision: str | None = None) -> Path:
         DataError: the dataset is not cached and cannot be downloaded (the message says how to fetch
             it), the repository or revision does not exist, or the snapshot lacks ``pair_gt_all/``.
     """
+    path = dataset_snapshot(repo_id, revision, ALLOW_PATTERNS, "pair_gt_all/")
+    if not (path / "pair_gt_all").is_dir():
+        where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
+        raise DataError([DataProblem(where, f"the snapshot at {path} has no pair_gt_all/ directory")])
+    return path
+
+
+def dataset_snapshot(
+    repo_id: str, revision: str | None, allow_patterns: Sequence[str], what: str = "the dataset's files"
+) -> Path:
+    """Return a local snapshot of any Hub dataset's files matching ``allow_patterns``, downloading if allowed.
+
+    Args:
+        repo_id: the dataset repository, ``OWNER/NAME``.
+        revision: a branch, tag or commit hash; None for the default branch.
+        allow_patterns: the files to fetch (fnmatch patterns: ``*`` also matches ``/``).
+        what: what the files are, for messages.
+
+    Returns:
+        The snapshot directory (files in the Hub cache are symbolic links into its ``blobs/``).
+
+    Raises:
+        DataError: the dataset is not cached and cannot be downloaded (the message says how to fetch
+            it), or the repository or revision does not exist.
+    """
     from huggingface_hub import snapshot_download
     from huggingface_hub.utils import HfHubHTTPError, LocalEntryNotFoundError
 
     offline = hf_offline()
     where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
     shown_revision = revision or "main"
+    fetch = fetch_command(repo_id, revision, allow_patterns)
     try:
         folder = snapshot_download(
             repo_id=repo_id,
             repo_type="dataset",
             revision=revision,
-            allow_patterns=list(ALLOW_PATTERNS),
+            allow_patterns=list(allow_patterns),
             local_files_only=offline,
         )
     except LocalEntryNotFoundError as exc:
         if type(exc).__name__ == "IncompleteSnapshotError":
             message = (
                 f"the cached copy of dataset {repo_id} (revision {shown_revision}) is incomplete: {exc} "
-                f"Complete it with: {fetch_command(repo_id, revision)}"
+                f"Complete it with: {fetch}"
             )
         elif offline:
             message = (
                 f"dataset {repo_id} (revision {shown_revision}) is not in the local Hugging Face cache "
                 f"({hub_cache_dir()}) and HF_HUB_OFFLINE is set, so nothing can be downloaded. "
-                f"Fetch it once on a machine with network access: {fetch_command(repo_id, revision)} "
-                "(with the same HF_HOME), or unset HF_HUB_OFFLINE, or pass a local directory that "
-                "contains pair_gt_all/."
+                f"Fetch it once on a machine with network access: {fetch} "
+                f"(with the same HF_HOME), or unset HF_HUB_OFFLINE, or pass a local directory that "
+                f"contains {what}."
             )
         else:
             message = (
                 f"dataset {repo_id} (revision {shown_revision}) could not be downloaded and is not in "
                 f"the local Hugging Face cache ({hub_cache_dir()}): {exc}. Check the network, or fetch it "
-                f"with: {fetch_command(repo_id, revision)}"
+                f"with: {fetch}"
             )
         raise DataError([DataProblem(where, message)]) from exc
     except HfHubHTTPError as exc:
@@ -146,7 +174,5 @@ def snapshot(repo_id: str = DEFAULT_REPO, revision: str | None = None) -> Path:
     except ValueError as exc:
         raise DataError([DataProblem(where, f"invalid dataset reference: {exc}")]) from exc
     path = Path(str(folder))
-    if not (path / "pair_gt_all").is_dir():
-        raise DataError([DataProblem(where, f"the snapshot at {path} has no pair_gt_all/ directory")])
     logger.info("%s: using snapshot %s", where, path)
     return path

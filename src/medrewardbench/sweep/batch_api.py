@@ -4,14 +4,16 @@ For an entry's pending requests the sweep:
 
 1. writes the request file (``batches/RUN-SUBMISSION.jsonl`` beside the results), one line per
    request, ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}``, the body
-   exactly as the live request would carry it (:meth:`ApiJudge.request_body`);
+   built by the same code as the live request's (:meth:`ApiJudge.batch_request`, which hands the
+   judge's messages to :meth:`ChatClient.batch_request`);
 2. records the submission in the store (table ``batch_api_batches``) *before* uploading, uploads
    the file (``POST /v1/files``, purpose ``batch``) and records the file id, creates the batch
    (``POST /v1/batches``, the submission id in its metadata) and records the batch id;
 3. polls ``GET /v1/batches/ID`` (``batch_api.poll_interval``, default 30 s) until the batch ends,
    then downloads the output and error files and reads every answer through the same code as a
-   live answer (:meth:`ApiJudge.result_from_response`: same parser, same failure reasons, usage
-   kept; the batch id goes into the judgment's ``extra``);
+   live answer (:meth:`ApiJudge.result_from_response`: :meth:`ChatClient.read_response` reads the
+   completion as a live call does, then the same parser; same failure reasons, usage kept; the batch
+   id goes into the judgment's ``extra``);
 4. sends the requests the batch reports as failed (or left unanswered: expired, cancelled) again
    as live requests (``batch_api.retry_failed: live``, the default), or stores them as failures
    (``store``), and marks the submission ``ingested``.
@@ -38,6 +40,7 @@ from typing import Any
 
 from medrewardbench.errors import require
 from medrewardbench.judges.api import PLACEHOLDER_API_KEY, ApiJudge, public_url
+from medrewardbench.judges.api.chat import CHAT_COMPLETIONS_URL
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.runner import to_stored
 from medrewardbench.store import BatchSubmission, Store
@@ -51,7 +54,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["BATCH_ENDPOINT", "TERMINAL", "BatchRunner", "custom_id"]
 
-BATCH_ENDPOINT = "/v1/chat/completions"
+BATCH_ENDPOINT = CHAT_COMPLETIONS_URL
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 """Batch statuses after which nothing more will be answered."""
 _CLOSED = ("ingested", "abandoned")
@@ -226,12 +229,11 @@ class BatchRunner:
         unprepared: list[tuple[JudgeRequest, JudgeResult]] = []
         for request in requests:
             try:
-                body = await self.judge.request_body(request)
+                line = await self.judge.batch_request(custom_id(len(kept)), request)
             except Exception as exc:  # an unreadable image fails this request only, as it would live
                 reason = f"could not prepare the request: {type(exc).__name__}: {exc}"
-                unprepared.append((request, JudgeResult.failed(reason[:300])))
+                unprepared.append((request, JudgeResult.failed(self.judge.chat.reason(reason))))
                 continue
-            line = {"custom_id": custom_id(len(kept)), "method": "POST", "url": BATCH_ENDPOINT, "body": body}
             lines.append(json.dumps(line, ensure_ascii=False))
             kept.append(request)
         if unprepared:

@@ -297,8 +297,7 @@ class ServedApiJudge(ApiJudge):
     def bind(self, server: ServedModel) -> None:
         """Send requests to this (started) server from now on."""
         self.server = server
-        self.base_url = server.base_url
-        self._loop_resources = None  # the next request makes a client for the new URL
+        self.chat.use_base_url(server.base_url)  # the next request makes a client for the new URL
 
     def config(self) -> dict[str, Any]:
         """The API judge's configuration with the server command in place of the (changing) URL."""

@@ -3,13 +3,18 @@
 The server speaks enough of the Chat Completions API for the API judge: ``POST
 /v1/chat/completions`` and ``GET /v1/models``, and of the Batch API for ``sweep --batch-api``:
 ``/v1/files`` and ``/v1/batches`` (see :mod:`medrewardbench.testing.openai_batches`; batches are
-answered with the same logic as live requests, and ``control.batches`` sets their delay and
-failures). It runs FastAPI under uvicorn on ``127.0.0.1`` in a background thread, so a test talks to
-it over real sockets through the official ``openai`` client. Its behaviour is set at run time
-through a thread-safe :class:`ServerControl`:
+answered with the same logic as live requests, answer mode included, and ``control.batches`` sets
+their delay and failures). It runs FastAPI under uvicorn on ``127.0.0.1`` in a background thread
+(the package's one :class:`~medrewardbench.background_server.BackgroundServer`, which the model
+server of :mod:`medrewardbench.serve` uses too), so a test talks to it over real sockets through the
+official ``openai`` client. Its behaviour is set at run time through a thread-safe
+:class:`ServerControl`:
 
 * **outputs**: a queue of scripted answers, then a responder ``callable(request_json) -> text``
-  (to answer per request), then a default answer (a valid verdict JSON naming ``"A"`` everywhere);
+  (to answer per request), then a default answer (a valid verdict JSON naming ``"A"`` everywhere),
+  or, in the ``free_text`` answer mode (``set_answer_mode``, ``--answer-mode free-text``), a
+  free-text answer to a question (:func:`free_text_answer`), for the free-text generators of
+  ``medrewardbench build``;
 * **latency**: fixed, or drawn uniformly from a range (``asyncio.sleep``: the loop never blocks);
 * **faults**: scripted for the next requests (``script_faults("500", "500")``) or drawn at random
   with given rates from a seeded generator. Kinds (:data:`FAULT_KINDS`):
@@ -55,7 +60,6 @@ import os
 import random
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -65,6 +69,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from medrewardbench.background_server import BackgroundServer, http_implementation
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
 from medrewardbench.testing.openai_batches import BatchState, add_batch_routes
@@ -93,6 +98,66 @@ STATS_PATH = "/_stats"
 
 Responder = Callable[[dict[str, Any]], str]
 _SERVER_SEND_KEY = "medrewardbench.server_send"
+
+ANSWER_MODES: tuple[str, ...] = ("verdict", "free_text")
+"""What the server answers when neither the queue nor a responder supplies an answer."""
+
+_FINDINGS = (
+    "opacity",
+    "nodule",
+    "effusion",
+    "mass",
+    "lesion",
+    "fracture line",
+    "consolidation",
+    "calcification",
+    "haemorrhage",
+    "cyst",
+)
+_QUALITIES = ("small", "ill-defined", "well-circumscribed", "faint", "prominent", "irregular", "subtle", "large")
+_PLACES = (
+    "in the upper zone",
+    "near the midline",
+    "in the periphery",
+    "at the base",
+    "along the margin",
+    "in the centre",
+)
+_NEXT_STEPS = (
+    "A follow-up study is advisable.",
+    "Correlation with the clinical history is recommended.",
+    "Comparison with prior imaging would help.",
+    "No further imaging is needed.",
+    "A specialist review is suggested.",
+)
+
+
+def free_text_answer(body: dict[str, Any]) -> str:
+    """A deterministic free-text answer, as a small model might give: a function of the model and the prompt.
+
+    The answer starts with ``Yes.`` or ``No.`` and goes on for one to four sentences about a finding;
+    both are drawn from a hash of the model name and the request's user text, so one model always
+    gives the same answer to one question, and different models usually differ.
+
+    Args:
+        body: the chat completion request.
+
+    Returns:
+        The answer text.
+    """
+    import hashlib
+
+    user = "\n".join(text for role, text in _iter_text_parts(body) if role == "user")
+    seed = hashlib.sha256(f"{body.get('model')}\n{user}".encode()).digest()
+    pick = random.Random(seed)
+    finding = pick.choice(_FINDINGS)
+    sentences = [
+        "Yes." if pick.random() < 0.5 else "No.",
+        f"There is a {pick.choice(_QUALITIES)} {finding} {pick.choice(_PLACES)}.",
+    ]
+    for _ in range(pick.randrange(3)):
+        sentences.append(pick.choice((f"The {finding} appears {pick.choice(_QUALITIES)}.", pick.choice(_NEXT_STEPS))))
+    return " ".join(sentences)
 
 
 @dataclass(frozen=True)
@@ -171,6 +236,7 @@ class ServerControl:
         self._retry_after: str | None = "1"
         self._timeout_sleep_s = 30.0
         self._reject_response_format = False
+        self._answer_mode = "verdict"
         self._echo_authorization = False
         self._models: tuple[str, ...] = ("test-model",)
         self._records.clear()
@@ -197,6 +263,13 @@ class ServerControl:
         """The answer used when the queue is empty and no responder is set."""
         with self._lock:
             self._default_output = text
+
+    def set_answer_mode(self, mode: str) -> None:
+        """``"verdict"`` (the default answer) or ``"free_text"`` (:func:`free_text_answer` per request)."""
+        if mode not in ANSWER_MODES:
+            raise ValueError(f"unknown answer mode {mode!r}; known: {', '.join(ANSWER_MODES)}")
+        with self._lock:
+            self._answer_mode = mode
 
     def set_models(self, *models: str) -> None:
         """The model ids ``/v1/models`` lists."""
@@ -335,6 +408,8 @@ class ServerControl:
                 return self._outputs.popleft()
             responder = self._responder
             default = self._default_output
+            if responder is None and self._answer_mode == "free_text":
+                responder = free_text_answer
         return responder(body) if responder is not None else default
 
     def _next_id(self) -> int:
@@ -643,16 +718,6 @@ def _validate_response_format(value: Any) -> str | None:
     return None
 
 
-def _http_implementation(choice: str) -> str:
-    if choice != "auto":
-        return choice
-    try:
-        import httptools  # noqa: F401
-    except ImportError:
-        return "h11"
-    return "httptools"
-
-
 class OpenAIServer:
     """A local OpenAI-compatible server in a background thread; a context manager.
 
@@ -679,12 +744,10 @@ class OpenAIServer:
         self.control = control or ServerControl()
         self.host = host
         self._requested_port = port
-        self.http = _http_implementation(http)
+        self.http = http_implementation(http)
         self._startup_timeout_s = startup_timeout_s
         self._graceful_shutdown_s = graceful_shutdown_s
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._background: BackgroundServer | None = None
         self.port: int | None = None
 
     @property
@@ -706,61 +769,27 @@ class OpenAIServer:
             MissingExtraError: FastAPI or uvicorn is not installed.
             RuntimeError: the server did not come up within ``startup_timeout_s``.
         """
-        if self._thread is not None:
+        if self._background is not None:
             return self
-        uvicorn: Any = require("uvicorn", "serve", "the test OpenAI server")
-        # proto must be IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only then, and
-        # without it Nagle's algorithm meets the client's delayed ACK (~40 ms per keep-alive request)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((self.host, self._requested_port))
-        sock.listen(2048)
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
+        background = BackgroundServer(
             create_app(self.control),
-            loop="asyncio",
+            self.host,
+            self._requested_port,
+            self._startup_timeout_s,
             http=self.http,
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
-            date_header=False,
-            backlog=2048,
-            timeout_keep_alive=30,
-            timeout_graceful_shutdown=self._graceful_shutdown_s,
+            graceful_shutdown_s=self._graceful_shutdown_s,
+            label="the test OpenAI server",
+            thread_name="openai-test-server",
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="openai-test-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + self._startup_timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the test OpenAI server did not start on {self.host}:{self.port}")
-            time.sleep(0.01)
-        logger.debug("test OpenAI server listening on %s (http=%s)", self.base_url, self.http)
+        self._background = background.start()
+        self.port = background.port
         return self
 
     def stop(self) -> None:
         """Stop serving and join the thread; safe to call twice."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=self._graceful_shutdown_s + 10.0)
-            if self._thread.is_alive():
-                self._server.force_exit = True
-                self._thread.join(timeout=5.0)
-        if self._socket is not None:
-            self._socket.close()
-        self._thread = None
-        self._server = None
-        self._socket = None
+        background, self._background = self._background, None
+        if background is not None:
+            background.stop()
 
     def __enter__(self) -> OpenAIServer:
         return self.start()
@@ -785,6 +814,7 @@ class ServerSettings:
     timeout_sleep_s: float = 30.0
     reject_response_format: bool = False
     default_output: str | None = None
+    answer_mode: str = "verdict"
 
     def apply(self, control: ServerControl) -> None:
         """Set these values on a control object."""
@@ -795,6 +825,7 @@ class ServerSettings:
         control.set_reject_response_format(self.reject_response_format)
         if self.default_output is not None:
             control.set_default_output(self.default_output)
+        control.set_answer_mode(self.answer_mode)
 
     def to_args(self) -> list[str]:
         """The command-line arguments of :func:`main` that reproduce these settings."""
@@ -809,6 +840,8 @@ class ServerSettings:
             args.append("--reject-response-format")
         if self.default_output is not None:
             args += ["--default-output", self.default_output]
+        if self.answer_mode != "verdict":
+            args += ["--answer-mode", self.answer_mode.replace("_", "-")]
         return args
 
 
@@ -904,6 +937,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reject-response-format", action="store_true")
     parser.add_argument("--default-output", default=None)
     parser.add_argument(
+        "--answer-mode",
+        default="verdict",
+        choices=[mode.replace("_", "-") for mode in ANSWER_MODES],
+        help="verdict: a verdict JSON; free-text: an answer to the question (for build's generators)",
+    )
+    parser.add_argument(
         "--max-records",
         type=int,
         default=1000,
@@ -925,6 +964,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_sleep_s=args.timeout_sleep,
         reject_response_format=args.reject_response_format,
         default_output=args.default_output,
+        answer_mode=args.answer_mode.replace("-", "_"),
     )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

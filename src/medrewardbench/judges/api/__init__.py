@@ -1,7 +1,9 @@
 """Judges behind an OpenAI-compatible Chat Completions API (``api:MODEL``).
 
 One request per comparison: the template's messages with the image as a base64 data URL, sent
-through the official async ``openai`` client. The client's own retries are off; this module retries
+through the official async ``openai`` client. The request machinery described below lives in
+:class:`~medrewardbench.judges.api.chat.ChatClient`, which the free-text generators of
+``medrewardbench build`` use as well. The client's own retries are off; this module retries
 by itself so that every attempt is visible and bounded:
 
 * retried: HTTP 429, 408, 409 and 5xx, timeouts and connection errors, up to

@@ -1,0 +1,156 @@
+"""Dispatch generation requests with bounded concurrency and store each batch as it finishes.
+
+The same pattern as the judging runner (:mod:`medrewardbench.runner`): ``generator.concurrency``
+workers take batches of ``generator.batch_size`` requests from one shared iterator, so at most
+that many batches are in flight; a finished batch is committed before its worker takes the next
+one, in one transaction with the batches that finished in the same turn of the event loop, so a
+kill or Ctrl-C loses at most the batches in flight. The requests come from a lazy iterator (the
+store is asked for the next chunk of questions only when the workers need it), so the plan is
+never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from medrewardbench.build.generators import GenerationRequest, GenerationResult, TextGenerator
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DispatchSummary", "ProgressCallback", "Writer", "dispatch", "take_batches"]
+
+ProgressCallback = Callable[[int], None]
+"""Called with the number of requests just finished."""
+Writer = Callable[[Sequence[tuple[GenerationRequest, GenerationResult]]], None]
+"""Stores finished (request, result) pairs and commits."""
+
+
+@dataclass(frozen=True)
+class DispatchSummary:
+    """What one dispatch did: requests finished now, how many of them failed, the wall time."""
+
+    done: int
+    failed: int
+    wall_s: float
+
+
+def take_batches(requests: Iterable[GenerationRequest], size: int) -> Iterator[list[GenerationRequest]]:
+    """Group a (lazy) stream of requests into batches of ``size``.
+
+    Args:
+        requests: the requests, produced as they are needed.
+        size: requests per batch (at least 1).
+
+    Yields:
+        Lists of at most ``size`` requests.
+    """
+    batch: list[GenerationRequest] = []
+    for request in requests:
+        batch.append(request)
+        if len(batch) >= max(1, size):
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class _BatchWriter:
+    """Commits finished answers, one transaction for all the batches that finish in one loop turn."""
+
+    def __init__(self, write: Writer, progress: ProgressCallback | None) -> None:
+        self.write = write
+        self.progress = progress
+        self.done = 0
+        self.failed = 0
+        self._pending: list[tuple[GenerationRequest, GenerationResult]] = []
+        self._collecting = False
+
+    async def add(self, rows: list[tuple[GenerationRequest, GenerationResult]]) -> None:
+        self._pending.extend(rows)
+        if self._collecting:
+            # the batch that opened this turn's transaction writes these too; yield so that it does
+            # before this worker takes another batch (a generator that never waits would otherwise
+            # pile every answer up here, unwritten, until the requests run out)
+            await asyncio.sleep(0)
+            return
+        self._collecting = True
+        try:
+            await asyncio.sleep(0)  # the other batches that finished in this turn join in
+        finally:
+            self._collecting = False
+            self.flush()  # also when cancelled: finished answers are never dropped
+
+    def flush(self) -> None:
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        self.write(rows)
+        self.done += len(rows)
+        self.failed += sum(1 for _, result in rows if result.failure is not None)
+        if self.progress is not None:
+            self.progress(len(rows))
+
+
+async def _generate_safely(generator: TextGenerator, batch: Sequence[GenerationRequest]) -> list[GenerationResult]:
+    started = time.perf_counter()
+    try:
+        results = await generator.generate_batch(batch)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a generator bug must not lose the rest of the step
+        log.exception("generator %s raised on a batch of %d", generator.spec, len(batch))
+        reason = f"generator error: {type(exc).__name__}: {exc}"[:500]
+        return [GenerationResult.failed(reason) for _ in batch]
+    if len(results) != len(batch):
+        reason = f"generator error: returned {len(results)} results for {len(batch)} requests"
+        return [GenerationResult.failed(reason) for _ in batch]
+    share = (time.perf_counter() - started) / len(batch)
+    return [r if r.latency_s is not None else replace(r, latency_s=share) for r in results]
+
+
+async def dispatch(
+    generator: TextGenerator,
+    requests: Iterable[GenerationRequest],
+    write: Writer,
+    *,
+    progress: ProgressCallback | None = None,
+) -> DispatchSummary:
+    """Answer every request, storing each batch as it finishes.
+
+    Args:
+        generator: the model.
+        requests: the requests, consumed lazily by the workers.
+        write: stores finished answers (called on the event loop's thread).
+        progress: told how many requests just finished.
+
+    Returns:
+        How many requests finished and failed, and the wall time.
+
+    Raises:
+        Exception: whatever ``write`` raises (the store failing ends the step; what was written stays).
+    """
+    started = time.perf_counter()
+    batches = take_batches(requests, generator.batch_size)
+    writer = _BatchWriter(write, progress)
+
+    async def worker() -> None:
+        # the iterator is shared: each batch goes to exactly one worker
+        for batch in batches:
+            results = await _generate_safely(generator, batch)
+            await writer.add(list(zip(batch, results, strict=True)))
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, generator.concurrency))]
+    try:
+        done, _pending = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        writer.flush()
+    return DispatchSummary(writer.done, writer.failed, time.perf_counter() - started)

@@ -1,0 +1,308 @@
+"""``build export``: the labelled set, as canonical cases or in the reference layout, with a dataset card.
+
+* ``canonical`` (``--out FILE.jsonl|.json|.parquet``): one row per pair, in sampling order, with
+  the pair's texts, the image embedded (builtin images stay references), the question's fields and
+  metadata (``metadata.build`` says which generator wrote each response), ``annotations`` (each
+  annotator's labels in source order, the order they were shown, their seconds) and ``labels``:
+  the strict majority per dimension of the annotations (:func:`~medrewardbench.data.annotations.majority_labels`);
+  a dimension without a strict majority stays unlabelled and is counted as undecided.
+* ``reference`` (``--out DIR``): ``DIR/pair_gt_all/{organ}.jsonl`` and
+  ``DIR/pair_gt_all/parquet/{organ}.parquet`` (:mod:`medrewardbench.data.reference_writer`), the
+  published layout that the reference code reads, with the same majority labels; the layout has no
+  place for per-annotator labels. It is written one organ system at a time.
+
+``labelled_only`` leaves out the pairs without any label. ``medrewardbench eval --data OUT`` reads
+either export.
+
+* ``questions`` (``--out FILE.jsonl``): the questions the difficulty filter kept (every question
+  when no filter ran), in the questions format (:mod:`medrewardbench.data.questions`), images
+  embedded, with ``metadata.build`` = the source, the id there and the filter's reason. This is the
+  file ``medrewardbench annotate init --questions`` starts a screening project from, so clinicians
+  can screen the survivors; its export (``--format questions --accepted-only``) imports into a new
+  build project. No dataset card is written for it.
+
+**The dataset card**: ``dataset.json`` next to the data (in the canonical file's directory, or in
+``DIR``), which loaders never read as cases. A JSON object::
+
+    {"name": ..., "created_by": "medrewardbench build 0.1.0", "format": "canonical",
+     "files": ["labelled.jsonl"], "cases": 120, "labelled_cases": 118,
+     "labels": {"provenance": "expert majority of 3 annotators", "declared": false,
+                "rule": "...", "annotators": ["dr_a", ...], "annotations_per_case": {"min": 3, "max": 3},
+                "undecided_dimensions": 4},
+     "construction": {"sources": [...], "filter": {...}, "pool": [...], "pairs": {...}}}
+
+``labels.provenance`` says where the labels come from: by default ``"expert majority of N
+annotators"`` (``"expert majority of 2-3 annotators"`` when the count varies, ``"a single expert
+annotator"`` for one, ``"unlabelled"`` without labels); ``--provenance TEXT`` declares it instead
+(``declared`` is then true). The card holds no time stamp: the same project and options give a
+byte-identical export, card included.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medrewardbench import __version__
+from medrewardbench.build.pairs import pair_case
+from medrewardbench.build.store import BuildError, BuildStore, StoredPair
+from medrewardbench.cases import Annotation, Case
+from medrewardbench.data.annotations import majority_labels
+from medrewardbench.data.canonical import CANONICAL_SUFFIXES, DATASET_CARD_FILENAME
+
+__all__ = ["EXPORT_FORMATS", "ExportSummary", "export_dataset", "label_provenance"]
+
+EXPORT_FORMATS: tuple[str, ...] = ("canonical", "reference", "questions")
+CREATED_BY = f"medrewardbench build {__version__}"
+MAJORITY_RULE = (
+    "strict majority per dimension of the annotators' labels (more than half of those who labelled it); "
+    "a dimension without one stays unlabelled"
+)
+
+
+@dataclass
+class ExportSummary:
+    """What an export wrote."""
+
+    format: str
+    paths: list[Path]
+    card: Path
+    cases: int = 0
+    labelled: int = 0
+    undecided: int = 0
+    annotators: set[str] = field(default_factory=set)
+    per_case_min: int | None = None
+    per_case_max: int | None = None
+
+
+def label_provenance(per_case_min: int | None, per_case_max: int | None) -> str:
+    """Where labels come from, in words, given how many annotators labelled each labelled case.
+
+    Args:
+        per_case_min: the fewest annotators of a labelled case (None: no labelled case).
+        per_case_max: the most.
+
+    Returns:
+        ``"expert majority of 3 annotators"``, ``"expert majority of 2-3 annotators"``,
+        ``"a single expert annotator"`` or ``"unlabelled"``.
+    """
+    if per_case_min is None or per_case_max is None:
+        return "unlabelled"
+    if per_case_max == 1:
+        return "a single expert annotator"
+    if per_case_min == per_case_max:
+        return f"expert majority of {per_case_max} annotators"
+    return f"expert majority of {per_case_min}-{per_case_max} annotators"
+
+
+def _labelled_cases(
+    store: BuildStore, summary: ExportSummary, labelled_only: bool, organ: str | None
+) -> Iterator[Case]:
+    for chunk in store.iter_pairs(organ=organ):
+        questions = store.questions_by_id(sorted({p.qid for p in chunk}))
+        images = store.images(questions.values())
+        labels = store.labels_for([p.pair_id for p in chunk])
+        for pair in chunk:
+            case = _case(pair, questions, images, labels.get(pair.pair_id, []), summary)
+            if case is None or (labelled_only and not case.annotations):
+                continue
+            summary.cases += 1
+            yield case
+
+
+def _case(
+    pair: StoredPair, questions: dict[str, Any], images: dict[str, Any], rows: list[Any], summary: ExportSummary
+) -> Case | None:
+    question = questions.get(pair.qid)
+    if question is None:
+        raise BuildError(f"pair {pair.pair_id!r}: its question {pair.qid!r} is missing from the project")
+    build = pair.metadata.get("build", {})
+    first = (pair.generator_1, build.get("response_1", {}).get("generator", ""), pair.text_1)
+    second = (pair.generator_2, build.get("response_2", {}).get("generator", ""), pair.text_2)
+    case, _ = pair_case(question, images[pair.qid], pair.pair_id, first, second, int(build.get("seed", 0)))
+    annotations = tuple(
+        Annotation(annotator=annotator, labels=dict(values), order_shown=order, seconds=seconds)
+        for annotator, values, order, seconds in rows
+    )
+    if not annotations:
+        return case
+    majority, undecided = majority_labels(annotations)
+    summary.undecided += len(undecided)
+    summary.annotators.update(a.annotator for a in annotations)
+    if any(a.labels for a in annotations):
+        summary.labelled += int(bool(majority))
+        count = sum(1 for a in annotations if a.labels)
+        summary.per_case_min = count if summary.per_case_min is None else min(summary.per_case_min, count)
+        summary.per_case_max = count if summary.per_case_max is None else max(summary.per_case_max, count)
+    return dataclasses.replace(case, labels=majority, annotations=annotations)
+
+
+def _card(
+    store: BuildStore,
+    summary: ExportSummary,
+    name: str,
+    files: list[str],
+    provenance: str | None,
+) -> dict[str, Any]:
+    active = store.active_filter()
+    return {
+        "name": name,
+        "created_by": CREATED_BY,
+        "format": summary.format,
+        "files": files,
+        "cases": summary.cases,
+        "labelled_cases": summary.labelled,
+        "labels": {
+            "provenance": provenance or label_provenance(summary.per_case_min, summary.per_case_max),
+            "declared": provenance is not None,
+            "rule": MAJORITY_RULE,
+            "annotators": sorted(summary.annotators),
+            "annotations_per_case": {"min": summary.per_case_min, "max": summary.per_case_max},
+            "undecided_dimensions": summary.undecided,
+        },
+        "construction": {
+            "sources": [
+                {"name": s["name"], "location": s["location"], "questions": s["questions"]} for s in store.sources()
+            ],
+            "filter": None if active is None else active[1],
+            "pool": [spec for _, spec in store.pool()],
+            "pairs": store.get_meta("pairs"),
+        },
+    }
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def export_dataset(
+    store: BuildStore,
+    fmt: str,
+    out: str | Path,
+    *,
+    name: str | None = None,
+    provenance: str | None = None,
+    labelled_only: bool = False,
+) -> ExportSummary:
+    """Write the labelled set and its card (formats and card in the module docstring).
+
+    Args:
+        store: the project's store.
+        fmt: ``canonical`` or ``reference``.
+        out: a canonical file, or the reference layout's root directory.
+        name: the data set's name in the card (default: the output's stem or directory name).
+        provenance: where the labels come from, declared (default: worked out from the annotations).
+        labelled_only: leave out the pairs without labels.
+
+    Returns:
+        What was written.
+
+    Raises:
+        BuildError: an unknown format, no pairs, a reference export over a directory that holds
+            another data set, or a pair the reference layout cannot hold (no image).
+        ValueError: an unsupported canonical suffix.
+    """
+    from medrewardbench.data.canonical import write_canonical
+    from medrewardbench.data.reference import GT_DIR
+    from medrewardbench.data.reference_writer import write_reference
+
+    if fmt not in EXPORT_FORMATS:
+        raise BuildError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    if fmt == "questions":
+        return _export_questions(store, Path(out))
+    if store.count_pairs() == 0:
+        raise BuildError("the project has no pairs to export; run 'build pairs' first")
+    target = Path(out)
+    if fmt == "canonical":
+        if target.suffix.lower() not in CANONICAL_SUFFIXES:
+            raise BuildError(f"--out {target}: a canonical export needs a {', '.join(CANONICAL_SUFFIXES)} file")
+        card = target.parent / DATASET_CARD_FILENAME
+        summary = ExportSummary(fmt, [target], card)
+        write_canonical(_labelled_cases(store, summary, labelled_only, None), target, embed_images=True)
+        files = [target.name]
+        default_name = target.stem
+    else:
+        gt = target / GT_DIR
+        card = target / DATASET_CARD_FILENAME
+        if gt.exists():
+            written_here = card.is_file() and json.loads(card.read_text("utf-8")).get("created_by", "").startswith(
+                "medrewardbench build"
+            )
+            if not written_here:
+                raise BuildError(f"--out {target}: {gt} exists and was not written by 'build export'; choose another")
+            shutil.rmtree(gt)
+        summary = ExportSummary(fmt, [], card)
+        for organ in store.pair_organs():
+            cases = list(_labelled_cases(store, summary, labelled_only, organ))
+            if not cases:
+                continue
+            try:
+                summary.paths.extend(write_reference(cases, target))
+            except ValueError as exc:
+                raise BuildError(f"the reference layout cannot hold this set: {exc}") from exc
+        summary.paths.sort(key=lambda p: (p.suffix != ".jsonl", str(p)))
+        files = [p.relative_to(target).as_posix() for p in summary.paths]
+        default_name = target.resolve().name
+    card.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(card, _card(store, summary, name or default_name, files, provenance))
+    return summary
+
+
+def _image_value(image: Any) -> Any:
+    if image.kind == "none":
+        return None
+    if image.kind == "builtin":
+        return {"builtin": image.location}
+    return {"bytes": base64.b64encode(image.raw_bytes()).decode("ascii"), "path": image.location or None}
+
+
+def _export_questions(store: BuildStore, out: Path) -> ExportSummary:
+    """The kept questions in the questions format, one chunk at a time (see the module docstring)."""
+    from medrewardbench.data.questions import Question, question_record
+
+    if out.suffix.lower() != ".jsonl":
+        raise BuildError(f"--out {out}: a questions export is a .jsonl file")
+    kept_only = store.active_filter() is not None
+    summary = ExportSummary("questions", [out], out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            for chunk in store.iter_questions(kept_only=kept_only):
+                images = store.images(chunk)
+                for stored in chunk:
+                    decision = store.decision(stored.qid) if kept_only else None
+                    build = {"source": stored.source, "source_id": stored.source_id}
+                    if decision is not None:
+                        build["filter"] = decision["reason"]
+                    question = Question(
+                        question_id=stored.qid,
+                        image=images[stored.qid],
+                        question=stored.question,
+                        reference_answer=stored.reference_answer,
+                        answer_type=stored.answer_type,
+                        organ_system=stored.organ_system,
+                        department=stored.department,
+                        modality=stored.modality,
+                        source_dataset=stored.source_dataset,
+                        metadata={**stored.metadata, "build": build},
+                    )
+                    record = question_record(question, _image_value(question.image))
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    summary.cases += 1
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return summary

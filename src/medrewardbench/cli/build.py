@@ -1,0 +1,522 @@
+"""``medrewardbench build``: construct a benchmark, from questions to a labelled set, in one project directory.
+
+    medrewardbench build import PROJECT SOURCE [--map FIELD=COLUMN,...] [--set FIELD=VALUE] [--source-name NAME]
+    medrewardbench build filter PROJECT --model SPEC ... --max-correct K [--grader SPEC]
+    medrewardbench build responses PROJECT --generator SPEC ...
+    medrewardbench build pairs PROJECT --seed N [--length-balance] [--per-question 1] --out pairs.jsonl
+    medrewardbench build labels PROJECT FILE
+    medrewardbench build export PROJECT --format canonical|reference --out PATH
+    medrewardbench build report PROJECT [--out DIR]
+
+Commands that write hold the project directory's lock (another one stops at once with exit status
+75, or waits with ``--wait``); the generation steps are resumable and stop on Ctrl-C with exit
+status 130 after storing what finished. The library is :mod:`medrewardbench.build`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from medrewardbench.build.generation import GenerationProgress, GenerationSummary
+from medrewardbench.cli.progress import RichProgress
+from medrewardbench.cli.support import ExternalImagesOpt, console, err_console, terminal_safe
+from medrewardbench.cli.support import fail as _fail
+from medrewardbench.cli.support import setup_logging as _setup_logging
+from medrewardbench.cli.support import split_option as _split_option
+from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
+from medrewardbench.secrets import install_log_scrubber, scrub
+
+__all__ = ["app"]
+
+EXIT_ALL_FAILED = 1
+"""A generator failed every request (its failures are stored)."""
+EXIT_BUSY = 75
+"""Another process is using the project directory."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, after storing what had finished."""
+
+app = typer.Typer(
+    name="build",
+    help="Build a benchmark: questions in, difficulty filter, response pool, pairs, labels, export.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ProjectArg = Annotated[Path, typer.Argument(help="the project directory (created by 'build import')")]
+WaitOpt = Annotated[
+    bool, typer.Option("--wait", help="if another process is using the project, wait for it instead of stopping")
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
+TemplateOpt = Annotated[str, typer.Option("--template", help="the answer prompt: answer | FILE")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="seed of sampling (sent to API servers)")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", min=1, help="API requests in flight")]
+BatchSizeOpt = Annotated[int | None, typer.Option("--batch-size", min=1, help="local model: answers per batch")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint of api: specs")]
+KeyEnvOpt = Annotated[str | None, typer.Option("--api-key-env", help="environment variable holding the API key")]
+TemperatureOpt = Annotated[float | None, typer.Option("--temperature")]
+TopPOpt = Annotated[float | None, typer.Option("--top-p")]
+MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="per-request timeout, seconds")]
+RetriesOpt = Annotated[int, typer.Option("--max-retries")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="local models: auto | cpu | cuda | cuda:N")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="local models: auto | float32 | bfloat16 | float16")]
+FreshOpt = Annotated[bool, typer.Option("--fresh", help="forget the stored answers of these configurations")]
+RetryOpt = Annotated[bool, typer.Option("--retry-failures", help="ask again where a stored answer failed")]
+
+
+class _Progress(RichProgress, GenerationProgress):
+    """The eval progress bars, told about generators."""
+
+    def finish_generation(self, summary: GenerationSummary) -> None:
+        if self.task is not None:
+            self.progress.update(
+                self.task,
+                description=f"{summary.spec} ({summary.generated} answered, {summary.reused} from store)",
+            )
+
+
+def _options(
+    seed: int,
+    concurrency: int | None,
+    batch_size: int | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    temperature: float | None,
+    top_p: float | None,
+    max_tokens: int | None,
+    timeout: float,
+    max_retries: int,
+    device: str,
+    dtype: str,
+) -> Any:
+    from medrewardbench.judges.options import ApiSettings, JudgeOptions, LocalSettings
+
+    return JudgeOptions(
+        seed=seed,
+        concurrency=concurrency,
+        batch_size=batch_size,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        api=ApiSettings(base_url=base_url, api_key_env=api_key_env, timeout_s=timeout, max_retries=max_retries),
+        local=LocalSettings(device=device, dtype=dtype),
+    )
+
+
+def _say_waiting(project: Path) -> Callable[[int | None], None]:
+    def say(pid: int | None) -> None:
+        holder = f"pid {pid}" if pid is not None else "another process"
+        err_console.print(f"waiting for {holder} to finish with {project}/ ...", highlight=False, markup=False)
+
+    return say
+
+
+@contextmanager
+def _errors(sink: RichProgress | None = None) -> Iterator[None]:
+    """One place that turns the library's errors into exit statuses and one-line messages."""
+    try:
+        yield
+    except OutputLockedError as exc:
+        raise _fail(str(exc), EXIT_BUSY) from exc
+    except EvaluationInterrupted as exc:
+        if sink is not None:
+            sink.close()
+        err_console.print(str(exc), highlight=False, markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt:
+        if sink is not None:
+            sink.close()
+        err_console.print("interrupted: what was stored is kept; rerun the same command to resume", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except (MedRewardBenchError, ValueError) as exc:
+        raise _fail(scrub(str(exc))) from exc
+    finally:
+        if sink is not None:
+            sink.close()
+
+
+def _cell(value: object) -> str:
+    return escape(terminal_safe(str(value), keep_newlines=False))
+
+
+def _generation_table(title: str, summaries: Sequence[Any]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("generator", "questions", "from store", "answered now", "failed now", "failed in all"):
+        table.add_column(column, justify="left" if column == "generator" else "right")
+    for s in summaries:
+        table.add_row(
+            _cell(s.spec), str(s.total), str(s.reused), str(s.generated), str(s.failed), str(s.stored_failures)
+        )
+    return table
+
+
+def _report_failures(summaries: Sequence[Any]) -> None:
+    for s in summaries:
+        if not s.stored_failures:
+            continue
+        reasons = "; ".join(f"{terminal_safe(r)} ({n})" for r, n in s.reasons)
+        err_console.print(
+            f"{terminal_safe(s.spec)}: {s.stored_failures} stored answer(s) failed. Most common: {reasons}. "
+            "Rerun with --retry-failures to ask again.",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+    dead = [s.spec for s in summaries if s.all_failed]
+    if dead:
+        raise _fail(
+            f"every request failed for {', '.join(dead)}; the failures are stored (see the reasons above), "
+            "fix the cause and rerun with --retry-failures",
+            EXIT_ALL_FAILED,
+        )
+
+
+# ------------------------------------------------------------------------------------- commands
+
+
+@app.command("import")
+def import_command(
+    project: ProjectArg,
+    source: Annotated[str, typer.Argument(help="a .jsonl/.json/.parquet file, a directory, or hf:OWNER/NAME[@REV]")],
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="FIELD=COLUMN pairs, comma-separated or repeated (question=Question,answer=...)"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="FIELD=VALUE given to every row (organ_system=chest)")
+    ] = None,
+    source_name: Annotated[
+        str | None, typer.Option("--source-name", help="the name questions record as their source")
+    ] = None,
+    include: Annotated[
+        list[str] | None, typer.Option("--include", help="only files whose path in the source matches (data/test-*)")
+    ] = None,
+    allow_external_images: ExternalImagesOpt = False,
+    wait: WaitOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Import questions into a project (created when missing), validating every row."""
+    from medrewardbench.build.importer import ColumnMapping, import_questions
+    from medrewardbench.build.project import open_project
+
+    _setup_logging(verbose)
+    with _errors():
+        mapping = ColumnMapping.parse(map_ or [], set_ or [])
+        with open_project(project, create=True, wait=wait, on_wait=_say_waiting(project)) as store:
+            summary = import_questions(
+                store,
+                source,
+                mapping,
+                source_name=source_name,
+                include=_split_option(include, "--include") or (),
+                allow_external_images=allow_external_images,
+            )
+            total = store.count_questions()
+        renamed = ""
+        if summary.renamed:
+            renamed = f", {summary.renamed} renamed to {summary.source}/ID (their ids were taken)"
+        already = f", {summary.already} already in the project" if summary.already else ""
+        console.print(
+            f"{_cell(summary.source)}: imported {summary.imported} question(s) from {len(summary.files)} file(s)"
+            f"{already}{renamed}; the project has {total}.",
+            highlight=False,
+        )
+        if summary.dropped_columns:
+            console.print(
+                f"[dim]columns left out (neither text, numbers nor booleans): "
+                f"{_cell(', '.join(sorted(summary.dropped_columns)))}[/]",
+                highlight=False,
+            )
+
+
+@app.command("filter")
+def filter_command(
+    project: ProjectArg,
+    model: Annotated[list[str], typer.Option("--model", "-m", help="a small model's spec (api: or hf:), repeatable")],
+    max_correct: Annotated[
+        int, typer.Option("--max-correct", "-k", min=0, help="keep a question when at most K models get it right")
+    ],
+    grader: Annotated[str | None, typer.Option("--grader", help="the spec that grades open answers")] = None,
+    template: TemplateOpt = "answer",
+    grade_template: Annotated[str, typer.Option("--grade-template", help="grade | FILE")] = "grade",
+    seed: SeedOpt = 0,
+    concurrency: ConcurrencyOpt = None,
+    batch_size: BatchSizeOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: KeyEnvOpt = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    timeout: TimeoutOpt = 120.0,
+    max_retries: RetriesOpt = 6,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    fresh: FreshOpt = False,
+    retry_failures: RetryOpt = False,
+    wait: WaitOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Small models answer every question; keep those at most K of them get right."""
+    from medrewardbench.build.filtering import load_grade_template, run_filter
+    from medrewardbench.build.generators import load_answer_template
+    from medrewardbench.build.project import open_project
+
+    _setup_logging(verbose)
+    install_log_scrubber()
+    sink = _Progress(enabled=not quiet)
+    with _errors(sink):
+        specs = _split_option(model, "--model") or []
+        options = _options(
+            seed, concurrency, batch_size, base_url, api_key_env, temperature, top_p, max_tokens, timeout,
+            max_retries, device, dtype,
+        )  # fmt: skip
+        answer_prompt = load_answer_template(template)
+        grade_prompt = load_grade_template(grade_template)
+        with open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
+            summary = run_filter(
+                store,
+                specs,
+                max_correct,
+                grader_spec=grader,
+                options=options,
+                template=answer_prompt,
+                grade_template=grade_prompt,
+                fresh=fresh,
+                retry_failures=retry_failures,
+                progress=sink,
+            )
+        sink.close()
+        generations = [*summary.models, *([summary.grader] if summary.grader else [])]
+        if not quiet:
+            console.print(_generation_table("Answers (filter models and grader)", generations))
+        console.print(
+            f"decided {summary.decided} question(s): kept {summary.kept} "
+            f"({summary.unscored} of them without a reference answer), dropped {summary.dropped} "
+            f"(more than {summary.max_correct} model(s) right). See 'medrewardbench build report {_cell(project)}'.",
+            highlight=False,
+        )
+        if summary.failed_answers:
+            err_console.print(
+                f"{summary.failed_answers} answer(s) could not be scored and counted as wrong.",
+                highlight=False,
+            )
+        _report_failures(generations)
+
+
+@app.command("responses")
+def responses_command(
+    project: ProjectArg,
+    generator: Annotated[
+        list[str], typer.Option("--generator", "-g", help="a generator's spec (api: or hf:), repeatable")
+    ],
+    template: TemplateOpt = "answer",
+    seed: SeedOpt = 0,
+    concurrency: ConcurrencyOpt = None,
+    batch_size: BatchSizeOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: KeyEnvOpt = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    timeout: TimeoutOpt = 120.0,
+    max_retries: RetriesOpt = 6,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    fresh: FreshOpt = False,
+    retry_failures: RetryOpt = False,
+    wait: WaitOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """The response pool: every generator answers every kept question (resumable)."""
+    from medrewardbench.build.generators import load_answer_template
+    from medrewardbench.build.pool import run_responses
+    from medrewardbench.build.project import open_project
+
+    _setup_logging(verbose)
+    install_log_scrubber()
+    sink = _Progress(enabled=not quiet)
+    with _errors(sink):
+        specs = _split_option(generator, "--generator") or []
+        options = _options(
+            seed, concurrency, batch_size, base_url, api_key_env, temperature, top_p, max_tokens, timeout,
+            max_retries, device, dtype,
+        )  # fmt: skip
+        prompt = load_answer_template(template)
+        with open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
+            summaries = run_responses(
+                store,
+                specs,
+                options=options,
+                template=prompt,
+                fresh=fresh,
+                retry_failures=retry_failures,
+                progress=sink,
+            )
+            pool = [spec for _, spec in store.pool()]
+            undecided = 0
+            if store.active_filter() is not None:
+                undecided = store.count_questions() - int(store.query("SELECT COUNT(*) FROM decisions")[0][0])
+        sink.close()
+        if not quiet:
+            console.print(_generation_table("Response pool", summaries))
+        console.print(f"the pool holds {len(pool)} generator(s): {_cell(', '.join(pool))}", highlight=False)
+        if undecided > 0:
+            err_console.print(
+                f"{undecided} question(s) were imported after the last 'build filter' and are not in the pool; "
+                "run 'build filter' again to decide them",
+                highlight=False,
+            )
+        _report_failures(summaries)
+
+
+@app.command("pairs")
+def pairs_command(
+    project: ProjectArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="the pairs file (.jsonl, .json or .parquet)")],
+    seed: Annotated[int, typer.Option("--seed", help="seed of every random choice")] = 0,
+    per_question: Annotated[int, typer.Option("--per-question", min=1, help="pairs per question")] = 1,
+    length_balance: Annotated[
+        bool, typer.Option("--length-balance", help="keep 'the predicted winner is the longer answer' near 50 %")
+    ] = False,
+    near_duplicate: Annotated[
+        float, typer.Option("--near-duplicate", help="word 3-shingle Jaccard from which answers are near duplicates")
+    ] = 0.8,
+    wait: WaitOpt = False,
+) -> None:
+    """Sample two responses per question from different generators, as canonical cases without labels."""
+    from medrewardbench.build.pairs import sample_pairs
+    from medrewardbench.build.project import open_project
+
+    with _errors(), open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
+        summary = sample_pairs(
+            store,
+            out,
+            seed=seed,
+            per_question=per_question,
+            length_balance=length_balance,
+            near_duplicate_jaccard=near_duplicate,
+        )
+        share = summary.longer_share
+        console.print(
+            f"wrote {summary.pairs} pair(s) to {_cell(out)} from {summary.questions} question(s); "
+            f"{summary.without_pair} without two usable, different answers; "
+            f"{summary.duplicates_skipped} duplicate candidate pair(s) skipped.",
+            highlight=False,
+        )
+        console.print(
+            "responses per generator: " + _cell(", ".join(f"{k} {v}" for k, v in sorted(summary.generators.items()))),
+            highlight=False,
+        )
+        if share is not None:
+            console.print(
+                f"pairs with a predicted winner (closed questions, one answer right): {summary.longer_predicted} "
+                f"longer, {summary.shorter_predicted} shorter ({share:.0%} longer)",
+                highlight=False,
+            )
+
+
+@app.command("labels")
+def labels_command(
+    project: ProjectArg,
+    file: Annotated[Path, typer.Argument(help="label rows (id, annotator, labels, ...) or an annotate export")],
+    wait: WaitOpt = False,
+) -> None:
+    """Attach per-annotator labels to the project's pairs."""
+    from medrewardbench.build.labels import attach_labels
+    from medrewardbench.build.project import open_project
+
+    with _errors(), open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
+        summary = attach_labels(store, file)
+        total = store.count_labels()
+        console.print(
+            f"attached {summary.labels} label(s) from {len(summary.annotators)} annotator(s) to {summary.pairs} "
+            f"pair(s); the project holds {total}.",
+            highlight=False,
+        )
+
+
+@app.command("export")
+def export_command(
+    project: ProjectArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="a .jsonl/.json/.parquet file, or a directory (reference)")],
+    format_: Annotated[str, typer.Option("--format", help="canonical | reference | questions")] = "canonical",
+    name: Annotated[str | None, typer.Option("--name", help="the data set's name in dataset.json")] = None,
+    provenance: Annotated[
+        str | None, typer.Option("--provenance", help="declare where the labels come from (dataset.json)")
+    ] = None,
+    labelled_only: Annotated[bool, typer.Option("--labelled-only", help="leave out pairs without labels")] = False,
+) -> None:
+    """Write the labelled set (canonical, or the reference layout) and its dataset card; or the kept questions."""
+    from medrewardbench.build.export import export_dataset
+    from medrewardbench.build.project import open_project
+
+    with _errors(), open_project(project, lock=False) as store:
+        summary = export_dataset(store, format_, out, name=name, provenance=provenance, labelled_only=labelled_only)
+        if format_ == "questions":
+            console.print(f"wrote {summary.cases} question(s) to {_cell(out)}", highlight=False)
+            return
+        console.print(
+            f"wrote {summary.cases} case(s) ({summary.labelled} labelled, {summary.undecided} dimension(s) without a "
+            f"strict majority) to {_cell(out)}; dataset card {_cell(summary.card)}",
+            highlight=False,
+        )
+
+
+@app.command("report")
+def report_command(
+    project: ProjectArg,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="where report.md, report.csv, decisions.csv go (PROJECT/report)")
+    ] = None,
+) -> None:
+    """Where the project stands: what the filter dropped per source and organ system, the pool, pairs, labels."""
+    from medrewardbench.build.project import open_project
+    from medrewardbench.build.report import GROUP_COLUMNS, build_report, write_report
+
+    with _errors(), open_project(project, lock=False) as store:
+        report = build_report(store, str(project))
+        files = write_report(report, store, out or Path(project) / "report")
+        table = Table(title=f"Questions: {_cell(project)}", title_justify="left")
+        for column in GROUP_COLUMNS:
+            table.add_column(
+                column.replace("_", " "), justify="left" if column in ("source", "organ_system") else "right"
+            )
+        for group in report.groups:
+            table.add_row(*[_cell(group[c]) for c in GROUP_COLUMNS])
+        totals = report.totals
+        table.add_row("all", "", *[str(totals[c]) for c in GROUP_COLUMNS[2:]], style="bold")
+        console.print(table)
+        if report.models:
+            models = Table(title="Filter models", title_justify="left")
+            for column in ("generator", "answers", "correct", "failed"):
+                models.add_column(column, justify="left" if column == "generator" else "right")
+            for m in report.models:
+                models.add_row(_cell(m["generator"]), str(m["answers"]), str(m["correct"]), str(m["failed"]))
+            console.print(models)
+        if report.pool:
+            pool = Table(title="Response pool", title_justify="left")
+            for column in ("generator", "answers", "failed", "missing"):
+                pool.add_column(column, justify="left" if column == "generator" else "right")
+            for p in report.pool:
+                pool.add_row(_cell(p["generator"]), str(p["answers"]), str(p["failed"]), str(p["missing"]))
+            console.print(pool)
+        console.print(
+            f"pairs: {report.pairs}; labels: {report.labels} from {len(report.annotators)} annotator(s)"
+            + (f" on {report.labelled_pairs} pair(s)" if report.labels else ""),
+            highlight=False,
+        )
+        for dim, tally in report.longer_wins.items():
+            total = tally["longer"] + tally["shorter"]
+            console.print(f"  longer response wins on {dim}: {tally['longer']} of {total}", highlight=False)
+        console.print("written: " + ", ".join(_cell(p) for p in files), highlight=False)

@@ -1,0 +1,152 @@
+"""The benchmark scripts run end to end at a tiny size, so that they cannot rot between releases.
+
+Each runs as its users run it (``python benchmarks/NAME.py ...`` in a fresh process) and its
+printed figures are read back; the sizes are cut down so that together they take seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_script(name: str, *args: str, timeout: float = 240) -> str:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_api_concurrency_benchmark_prints_ratios_for_judge_eval_and_bare_client_and_fault_accounting() -> None:
+    out = run_script(
+        "bench_api_concurrency.py",
+        "--levels", "1,4",
+        "--latency", "0.02",
+        "--requests-per-slot", "5",
+        "--repeat", "2",
+        "--fault-concurrency", "8",
+        "--fault-requests", "24",
+        "--retry-after", "0.05",
+    )  # fmt: skip
+    row = r"^\s+(\d+)\s+(judge|eval|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
+    rows = re.findall(row, out, re.MULTILINE)
+    assert {(level, client) for level, client, *_ in rows} == {
+        (level, client) for level in ("1", "4") for client in ("judge", "eval", "bare")
+    }, out
+    for level, _client, requests, runs, rate, bound, ratio in rows:
+        assert int(runs) == 2
+        assert int(requests) == max(int(level) * 5, 20)
+        assert int(bound) == int(level) * 50  # concurrency / 0.02 s
+        assert 0 < float(ratio) <= 100.0 + 1e-9 and abs(float(rate) / int(bound) * 100 - float(ratio)) < 0.2
+    judged, failed, total = map(int, re.search(r"judged (\d+) / failed (\d+) / total (\d+)", out).groups())  # type: ignore[union-attr]
+    assert total == 24 and judged + failed == total and "(adds up)" in out
+    attempts, requests, retries = map(int, re.search(r"attempts (\d+) = (\d+) \+ (\d+) retries", out).groups())  # type: ignore[union-attr]
+    assert attempts == requests + retries and requests == 24
+
+
+@pytest.mark.slow
+def test_build_benchmark_prints_generation_ratios_for_the_build_step_the_generator_and_a_bare_client() -> None:
+    out = run_script("bench_build.py", "--quick")
+    row = r"^\s+(\d+)\s+(build|generator|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
+    rows = re.findall(row, out, re.MULTILINE)
+    assert {(level, client) for level, client, *_ in rows} == {
+        (level, client) for level in ("1", "8") for client in ("build", "generator", "bare")
+    }, out
+    for level, _client, requests, runs, rate, bound, ratio in rows:
+        assert int(runs) == 1 and int(requests) == max(int(level) * 5, 20)
+        assert int(bound) == int(level) * 20  # concurrency / 0.05 s
+        # req/s and the ratio are printed rounded to 0.1: they agree within the rounding of both
+        tolerance = 0.05 / int(bound) * 100 + 0.05 + 1e-9
+        assert 0 < float(ratio) <= 100.0 + 1e-9 and abs(float(rate) / int(bound) * 100 - float(ratio)) <= tolerance
+    assert "requests failed" not in out
+
+
+@pytest.mark.slow
+def test_harness_benchmark_reports_per_request_cost_and_memory_growth(tmp_path: Path) -> None:
+    out = run_script("bench_harness.py", "--sizes", "40", "80", "--workdir", str(tmp_path))
+    rows = re.findall(r"^\s+(\d+) (instant:\S*)\s+(\d+)\s", out, re.MULTILINE)
+    assert sorted(rows) == [
+        ("40", "instant:", "80"),
+        ("40", "instant:decode", "80"),
+        ("80", "instant:", "160"),
+        ("80", "instant:decode", "160"),
+    ]
+    assert re.search(r"peak RSS growth from 40 to 80 cases \(instant:\): -?[\d.]+ MB", out), out
+
+
+@pytest.mark.slow
+def test_analysis_benchmark_times_the_analysis_and_writes_the_html(tmp_path: Path) -> None:
+    out = run_script(
+        "bench_analysis.py",
+        "--judges", "3",
+        "--cases", "60",
+        "--resamples", "50",
+        "--repeat", "1",
+        "--per-judge", "4",
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert "3 judges x 60 cases" in out
+    assert re.search(r"analyze: best [\d.]+ s, median [\d.]+ s over 1 runs", out), out
+    html = tmp_path / "report.html"
+    assert html.is_file() and html.stat().st_size > 10_000
+    assert "<html" in html.read_text(encoding="utf-8")[:2000].lower()
+
+
+@pytest.mark.slow
+def test_faults_benchmark_kills_and_resumes_with_nothing_lost_or_duplicated(tmp_path: Path) -> None:
+    out = run_script("bench_faults.py", "--quick", "--workdir", str(tmp_path))
+    assert re.search(r"^lost: 0$", out, re.MULTILINE) and re.search(r"^duplicated: 0$", out, re.MULTILINE), out
+    kills = int(re.search(r"^kills: (\d+); requests needed 48, sent (\d+)", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    assert kills >= 1, out
+    rows = re.findall(r"^\s+\d+\s+([\d.]+)\s+\d+->\s*\d+\s+\d+\s+(\d+)\s+0\s", out, re.MULTILINE)
+    assert len(rows) == kills and all(int(wasted) <= 2 for _, wasted in rows), out  # concurrency 2 in --quick
+    assert "result: PASS" in out
+
+
+@pytest.mark.slow
+def test_annotate_benchmark_prints_submit_latency_and_no_lost_labels_after_kill_9() -> None:
+    out = run_script("bench_annotate.py", "--quick")
+    assert "24 cases x 3 annotators = 72 labels, 6 annotators" in out, out
+    submits = re.search(
+        r"submits: (\d+) acknowledged in [\d.]+ s \(([\d.]+)/s\), think time [\d.]+ s, errors (\d+)", out
+    )
+    assert submits is not None, out
+    assert int(submits.group(1)) == 72 and float(submits.group(2)) > 0 and int(submits.group(3)) == 0
+    latency = re.search(r"p50 ([\d.]+)\s+p95 ([\d.]+)\s+p99 ([\d.]+)\s+max ([\d.]+)", out)
+    assert latency is not None, out
+    p50, p95, p99, top = map(float, latency.groups())
+    assert 0 < p50 <= p95 <= p99 <= top
+    kill = re.search(r"kill -9 after (\d+) acknowledged submits: lost (\d+) \(.*?: (\d+) lost of (\d+)\)", out)
+    assert kill is not None, out
+    assert int(kill.group(1)) >= 36 and kill.group(2) == "0" and kill.group(3) == "0" and kill.group(4) == "72"
+
+
+@pytest.mark.slow
+def test_sweep_benchmark_times_the_local_and_the_ray_path_and_finds_identical_judgments(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    out = run_script("bench_sweep.py", "--quick", "--workdir", str(tmp_path), timeout=300)
+    assert "4 API judges x 12 cases x 2 orders = 96 requests" in out, out
+    local = float(re.search(r"^local sweep:\s+([\d.]+) s", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    ray_s = float(re.search(r"^ray sweep:\s+([\d.]+) s", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    overhead = re.search(r"^ray overhead:\s+([+-][\d.]+) s\s+= ([+-][\d.]+) % of the local sweep", out, re.MULTILINE)
+    assert overhead is not None, out
+    assert float(overhead.group(1)) == pytest.approx(ray_s - local, abs=0.02)
+    assert float(overhead.group(2)) == pytest.approx((ray_s - local) / local * 100, rel=0.02, abs=0.5)
+    assert re.search(r"^\s+workers up after:\s+[\d.]+ s\s+\(4 actors started and described\)", out, re.MULTILINE), out
+    assert "judgments.jsonl identical: yes" in out
+    assert (tmp_path / "local" / "judgments.jsonl").read_bytes() == (tmp_path / "ray" / "judgments.jsonl").read_bytes()

@@ -1,0 +1,43 @@
+"""The build store opens like the results store: one shared way (sqlitedb) of WAL, busy timeout and migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from medrewardbench.build import store as build_store
+from medrewardbench.build.store import BuildStore
+from medrewardbench.errors import StoreError
+from medrewardbench.sqlitedb import MIGRATION_PREFIX
+
+EXTRA = (("build_test_notes", ("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)",)),)
+
+
+def test_the_build_store_is_wal_with_a_busy_timeout_and_named_migrations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "build.sqlite"
+    with BuildStore(path) as store:
+        assert store.applied_migrations() == []
+        assert store.query("PRAGMA journal_mode")[0][0] == "wal"
+        assert store.query("PRAGMA busy_timeout")[0][0] == 30_000
+    monkeypatch.setattr(build_store, "MIGRATIONS", EXTRA)
+    with BuildStore(path) as store:
+        assert store.applied_migrations() == ["build_test_notes"]
+    with sqlite3.connect(path) as db:
+        assert (
+            db.execute("SELECT COUNT(*) FROM meta WHERE key=?", (MIGRATION_PREFIX + "build_test_notes",)).fetchone()[0]
+            == 1
+        )
+    monkeypatch.setattr(build_store, "MIGRATIONS", ())
+    with pytest.raises(StoreError, match="written by a newer medrewardbench.*build_test_notes"):
+        BuildStore(path)
+
+
+def test_a_file_that_is_not_a_build_store_is_refused_in_words(tmp_path: Path) -> None:
+    junk = tmp_path / "build.sqlite"
+    junk.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a usable build project store"):
+        BuildStore(junk)

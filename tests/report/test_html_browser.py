@@ -1,0 +1,141 @@
+"""The HTML report in a real headless Chromium: it loads without errors and its charts render.
+
+Uses Debian's chromium (``/usr/bin/chromium``) through the Python playwright package; the test
+is skipped, saying why, only when that browser or playwright is not installed. The page is served
+from a 127.0.0.1 http.server and every request to any other host is recorded (and aborted), so a
+report that reached for the network would fail. A full-page screenshot is saved to
+``test-artifacts/report.png`` for people to look at.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.runs import RunsFixture
+
+from medrewardbench.report.render import render_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def report_dir(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("browser-report")
+    render_report([runs_fixture.run_dir], out, formats=("html",))
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(report_dir: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(report_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/report.html"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _playwright() -> Any:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright Python package is not installed (pip install playwright)")
+    return sync_playwright
+
+
+def test_report_renders_in_headless_chromium(served: str) -> None:
+    sync_playwright = _playwright()
+    console_errors: list[str] = []
+    page_errors: list[str] = []
+    foreign_requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+
+            def route(r: Any) -> None:
+                url = r.request.url
+                if url.startswith(("http://127.0.0.1", "data:")):
+                    r.continue_()
+                else:
+                    foreign_requests.append(url)
+                    r.abort()
+
+            page.route("**/*", route)
+            response = page.goto(served, wait_until="load")
+            assert response is not None and response.ok
+
+            table = page.locator("table.leaderboard")
+            assert table.count() == 1
+            box = table.bounding_box()
+            assert box is not None and box["width"] > 300 and box["height"] > 100
+            assert table.locator("tbody tr").count() == 7
+            assert "test:oracle" in table.inner_text()
+
+            svgs = page.locator("svg.chart")
+            n_svgs = svgs.count()
+            # forest + 6 dimension bars + one heatmap per judge + position + length (+ legend)
+            assert n_svgs >= 1 + 6 + 7 + 2
+            for i in range(n_svgs):
+                svg_box = svgs.nth(i).bounding_box()
+                assert svg_box is not None and svg_box["width"] > 50 and svg_box["height"] > 20, i
+            heatmap_cells = page.locator("svg.heatmap rect")
+            assert heatmap_cells.count() >= 7 * 5 * 6
+
+            images = page.locator("article.case img")
+            assert images.count() > 0
+            natural = images.first.evaluate("img => img.naturalWidth")
+            assert natural > 0, "embedded thumbnail did not decode"
+
+            # raw outputs are folded away per case; a click on the summary shows them
+            planted_case = page.locator("article.case", has_text="test:planted").first
+            raw_block = planted_case.locator("details.raws pre.raw").first
+            assert not raw_block.is_visible()
+            planted_case.locator("details.raws summary").click()
+            assert raw_block.is_visible()
+            raw_box = raw_block.bounding_box()
+            assert raw_box is not None and raw_box["height"] > 10
+
+            # the planted markup in a judge's output is text, never an element
+            assert page.locator("article.case script").count() == 0
+            assert page.locator("pre.raw img").count() == 0
+            raw_texts = page.locator("pre.raw").all_text_contents()
+            assert any("<script>alert('pwned')</script>" in text for text in raw_texts)
+
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert console_errors == []
+    assert page_errors == []
+    assert foreign_requests == []
+    assert (ARTIFACTS / "report.png").stat().st_size > 10_000
