@@ -12,7 +12,10 @@ from medrewardbench import store as store_module
 from medrewardbench.errors import StoreError
 from medrewardbench.store import MIGRATION_PREFIX, Store
 
+SHIPPED = store_module.MIGRATIONS
+SHIPPED_NAMES = [name for name, _ in SHIPPED]
 EXTRA = (
+    *SHIPPED,
     ("test_0001_notes", ("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)",)),
     ("test_0002_note_author", ("ALTER TABLE notes ADD COLUMN author TEXT",)),
 )
@@ -25,14 +28,15 @@ def _columns(path: Path, table: str) -> list[str]:
 
 def test_an_existing_store_gets_every_migration_once_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "medrewardbench.sqlite"
+    monkeypatch.setattr(store_module, "MIGRATIONS", ())
     with Store(path) as store:  # a store of the base layout, as older versions wrote it
         assert store.applied_migrations() == []
     monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA)
     with Store(path) as store:
-        assert store.applied_migrations() == ["test_0001_notes", "test_0002_note_author"]
+        assert store.applied_migrations() == [*SHIPPED_NAMES, "test_0001_notes", "test_0002_note_author"]
     assert _columns(path, "notes") == ["id", "text", "author"]
     with Store(path) as store:  # opening again changes nothing (an ALTER applied twice would raise)
-        assert store.applied_migrations() == ["test_0001_notes", "test_0002_note_author"]
+        assert store.applied_migrations() == [*SHIPPED_NAMES, "test_0001_notes", "test_0002_note_author"]
 
 
 def test_a_store_with_a_migration_this_version_does_not_know_is_refused(
@@ -41,7 +45,7 @@ def test_a_store_with_a_migration_this_version_does_not_know_is_refused(
     path = tmp_path / "medrewardbench.sqlite"
     monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA)
     Store(path).close()
-    monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA[:1])
+    monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA[:-1])
     with pytest.raises(StoreError, match="written by a newer medrewardbench.*test_0002_note_author"):
         Store(path)
 
@@ -77,4 +81,4 @@ def test_processes_opening_one_store_together_apply_each_migration_once(tmp_path
     assert [worker.exitcode for worker in workers] == [0] * 6
     with sqlite3.connect(path) as db:
         marks = [row[0] for row in db.execute("SELECT key FROM meta WHERE key LIKE ?", (MIGRATION_PREFIX + "%",))]
-    assert marks == [MIGRATION_PREFIX + "test_0001_notes", MIGRATION_PREFIX + "test_0002_note_author"]
+    assert marks == [MIGRATION_PREFIX + name for name in [*SHIPPED_NAMES, "test_0001_notes", "test_0002_note_author"]]

@@ -31,6 +31,7 @@ __all__ = [
     "MIGRATION_PREFIX",
     "SCHEMA_VERSION",
     "STORE_FILENAME",
+    "BatchSubmission",
     "RunRecord",
     "Store",
     "StoredCase",
@@ -47,7 +48,32 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 """The base layout (``_SCHEMA``). Later changes are named migrations (:data:`MIGRATIONS`)."""
 
-MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = ()
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "batch_api_batches",
+        (
+            # one row per request file submitted to a provider's Batch API (``sweep --batch-api``):
+            # written before the batch is created, so that a killed process finds it and never
+            # submits the same requests twice
+            """CREATE TABLE batch_api_batches (
+                submission_id TEXT PRIMARY KEY,
+                judge_fingerprint TEXT NOT NULL,
+                run_id TEXT NOT NULL,
+                base_url TEXT,
+                request_file TEXT NOT NULL,
+                request_keys_json TEXT NOT NULL,
+                input_file_id TEXT,
+                batch_id TEXT UNIQUE,
+                status TEXT NOT NULL,
+                output_file_id TEXT,
+                error_file_id TEXT,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL
+            )""",
+            "CREATE INDEX batch_api_batches_by_judge ON batch_api_batches (judge_fingerprint, status)",
+        ),
+    ),
+)
 """Named schema changes, applied in order to every store after the base layout.
 
 Each is ``(name, statements)`` and is recorded in ``meta`` as ``migration:<name>`` once applied, in
@@ -118,6 +144,40 @@ class RunRecord:
     config: dict[str, Any]
     metadata: dict[str, Any]
     n_cases: int
+
+
+@dataclass(frozen=True)
+class BatchSubmission:
+    """One request file sent to a provider's Batch API, as the ``batch_api_batches`` table keeps it.
+
+    Attributes:
+        submission_id: the local id, made before anything is uploaded.
+        judge_fingerprint: the judge configuration whose requests the file holds.
+        run_id: the run they belong to.
+        base_url: the endpoint (no credentials).
+        request_file: the request JSONL written beside the results.
+        request_keys: ``(case_id, order, case_hash)`` of every request in the file, in file order.
+        input_file_id: the provider's id of the uploaded file (None until uploaded).
+        batch_id: the provider's batch id (None until the batch is created).
+        status: ``uploading`` (recorded before the upload), ``uploaded`` (file uploaded, batch not
+            known to be created), a provider status
+            (``validating``, ``in_progress``, ``finalizing``, ``completed``, ``failed``, ``expired``,
+            ``cancelling``, ``cancelled``), ``ingested`` (its answers are stored), or ``abandoned``
+            (given up before its batch was created).
+        output_file_id, error_file_id: the provider's result files, once known.
+    """
+
+    submission_id: str
+    judge_fingerprint: str
+    run_id: str
+    base_url: str | None
+    request_file: str
+    request_keys: tuple[tuple[str, str, str], ...]
+    input_file_id: str | None
+    batch_id: str | None
+    status: str
+    output_file_id: str | None = None
+    error_file_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +432,107 @@ class Store:
                 )
             )
         return out
+
+    def update_run_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        """Replace a run's metadata (facts that do not change outputs, such as its cost).
+
+        Args:
+            run_id: the run.
+            metadata: the new metadata (JSON-serialisable; secrets are scrubbed).
+
+        Raises:
+            StoreError: no such run.
+        """
+        text = _scrubbed_json(json.dumps(dict(metadata), sort_keys=True, default=str))
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE runs SET metadata_json=?, updated_at=? WHERE run_id=?", (text, time.time(), run_id)
+            )
+        if cursor.rowcount == 0:
+            raise StoreError(f"{self.path}: no run {run_id!r}")
+
+    # ---- Batch API submissions ------------------------------------------------------------
+    def add_batch_submission(self, submission: BatchSubmission) -> None:
+        """Record a request file sent (or about to be sent) to a Batch API; committed at once."""
+        now = time.time()
+        with self._transaction() as db:
+            db.execute(
+                """INSERT INTO batch_api_batches(submission_id, judge_fingerprint, run_id, base_url,
+                       request_file, request_keys_json, input_file_id, batch_id, status, output_file_id,
+                       error_file_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    submission.submission_id,
+                    submission.judge_fingerprint,
+                    submission.run_id,
+                    submission.base_url,
+                    submission.request_file,
+                    json.dumps([list(key) for key in submission.request_keys]),
+                    submission.input_file_id,
+                    submission.batch_id,
+                    submission.status,
+                    submission.output_file_id,
+                    submission.error_file_id,
+                    now,
+                    now,
+                ),
+            )
+
+    def update_batch_submission(self, submission_id: str, **changes: str | None) -> None:
+        """Change some of ``batch_id``, ``input_file_id``, ``status``, ``output_file_id``, ``error_file_id``.
+
+        Raises:
+            ValueError: another field is named.
+            StoreError: no such submission.
+        """
+        allowed = {"batch_id", "input_file_id", "status", "output_file_id", "error_file_id"}
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise ValueError(f"cannot change {', '.join(unknown)} of a batch submission")
+        if not changes:
+            return
+        names = sorted(changes)
+        assignments = ", ".join(f"{name}=?" for name in names)
+        with self._transaction() as db:
+            cursor = db.execute(
+                f"UPDATE batch_api_batches SET {assignments}, updated_at=? WHERE submission_id=?",
+                (*(changes[name] for name in names), time.time(), submission_id),
+            )
+        if cursor.rowcount == 0:
+            raise StoreError(f"{self.path}: no batch submission {submission_id!r}")
+
+    def batch_submissions(self, judge_fingerprint: str, *, open_only: bool = False) -> list[BatchSubmission]:
+        """The Batch API submissions of a judge configuration, oldest first.
+
+        Args:
+            judge_fingerprint: the judge.
+            open_only: leave out those whose answers are stored (``ingested``) and those given up
+                before anything was submitted (``abandoned``).
+
+        Returns:
+            The submissions.
+        """
+        query = """SELECT submission_id, judge_fingerprint, run_id, base_url, request_file, request_keys_json,
+                          input_file_id, batch_id, status, output_file_id, error_file_id
+                   FROM batch_api_batches WHERE judge_fingerprint=?"""
+        if open_only:
+            query += " AND status NOT IN ('ingested', 'abandoned')"
+        rows = self._db.execute(query + " ORDER BY created_at, submission_id", (judge_fingerprint,)).fetchall()
+        return [
+            BatchSubmission(
+                submission_id=r[0],
+                judge_fingerprint=r[1],
+                run_id=r[2],
+                base_url=r[3],
+                request_file=r[4],
+                request_keys=tuple((str(k[0]), str(k[1]), str(k[2])) for k in json.loads(r[5])),
+                input_file_id=r[6],
+                batch_id=r[7],
+                status=r[8],
+                output_file_id=r[9],
+                error_file_id=r[10],
+            )
+            for r in rows
+        ]
 
     def count_judgments(self, judge_fingerprint: str) -> int:
         row = self._db.execute(

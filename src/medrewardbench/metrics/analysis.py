@@ -27,6 +27,7 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.core import RunData, load_run_data, request_counts
+from medrewardbench.metrics.cost import recorded_cost
 from medrewardbench.metrics.results import (
     COLUMNS,
     POOLED,
@@ -148,7 +149,7 @@ def check_same_data(runs: Sequence[RunData]) -> None:
 
 
 def judge_labels(runs: Sequence[RunData]) -> list[str]:
-    """Display names: the judge spec, plus a short run id where one spec has several runs.
+    """Display names: the judge spec, plus the sweep entry's name or a short run id where one spec has several runs.
 
     Args:
         runs: the runs.
@@ -161,7 +162,14 @@ def judge_labels(runs: Sequence[RunData]) -> list[str]:
         counts[run.judge_spec] = counts.get(run.judge_spec, 0) + 1
     labels = []
     for run in runs:
-        label = run.judge_spec if counts[run.judge_spec] == 1 else f"{run.judge_spec} [{run.run_id[-10:]}]"
+        # a sweep names its entries: two entries of one spec read by their names
+        entry = run.metadata.get("sweep_entry")
+        if counts[run.judge_spec] == 1:
+            label = run.judge_spec
+        elif isinstance(entry, str) and entry and entry != run.judge_spec:
+            label = f"{run.judge_spec} [{entry}]"
+        else:
+            label = f"{run.judge_spec} [{run.run_id[-10:]}]"
         labels.append(label)
     seen: dict[str, int] = {}
     unique = []
@@ -462,6 +470,7 @@ def _tiers(
 
 def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
     """The runs ranked by score (ties by label), with tiers when the runs carry them."""
+    costs = [recorded_cost(run.metadata) for run in run_results]
     rows = [
         LeaderboardRow(
             rank=0,
@@ -480,8 +489,10 @@ def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
             first_position_rate=run.position.first_position_rate.pooled.point,
             longer_preference=run.length.longer_preference.pooled.point,
             kappa_overall=run.agreement.kappa["overall"].point,
+            cost_usd=math.nan if cost is None else fixed(cost.usd),
+            cost_per_1000_cases=math.nan if cost is None else fixed(cost.per_1000_cases),
         )
-        for run in run_results
+        for run, cost in zip(run_results, costs, strict=True)
     ]
     rows.sort(key=lambda row: (-(row.score.point if row.score.defined else -1.0), row.label))
     return [replace(row, rank=rank) for rank, row in enumerate(rows, start=1)]

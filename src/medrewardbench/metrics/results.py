@@ -532,6 +532,15 @@ class LeaderboardRow:
     first_position_rate: float
     longer_preference: float
     kappa_overall: float
+    cost_usd: float = math.nan
+    """dollars the run's stored judgments cost (NaN: no price known); recorded by ``sweep``"""
+    cost_per_1000_cases: float = math.nan
+    """dollars per 1,000 cases judged in every order (NaN: no price known)"""
+
+    @property
+    def has_cost(self) -> bool:
+        """Whether a cost was recorded for the run."""
+        return not math.isnan(self.cost_usd)
 
     def to_json(self) -> dict[str, Any]:
         """The row as written to ``analysis.json``."""
@@ -552,6 +561,8 @@ class LeaderboardRow:
             "first_position_rate": number(self.first_position_rate),
             "longer_preference": number(self.longer_preference),
             "kappa_overall": number(self.kappa_overall),
+            "cost_usd": number(self.cost_usd),
+            "cost_per_1000_cases": number(self.cost_per_1000_cases),
         }
 
     @classmethod
@@ -575,6 +586,8 @@ class LeaderboardRow:
             first_position_rate=real(data["first_position_rate"]),
             longer_preference=real(data["longer_preference"]),
             kappa_overall=real(data["kappa_overall"]),
+            cost_usd=real(data.get("cost_usd")),
+            cost_per_1000_cases=real(data.get("cost_per_1000_cases")),
         )
 
 

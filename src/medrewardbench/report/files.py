@@ -94,6 +94,11 @@ def leaderboard_entry(row: LeaderboardRow) -> dict[str, Any]:
         "failure_rate": number(row.failure_rate),
         "consistency": number(row.consistency),
         "first_position_rate": number(row.first_position_rate),
+        **(
+            {"cost_usd": number(row.cost_usd), "cost_per_1000_cases": number(row.cost_per_1000_cases)}
+            if row.has_cost
+            else {}
+        ),
     }
 
 

@@ -24,6 +24,7 @@ from medrewardbench.report.format import (
     METRIC,
     coefficient,
     coefficient_estimate,
+    dollars,
     estimate,
     optional,
     p_value,
@@ -165,6 +166,8 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
             "longer": percent(row.longer_preference),
             "band": (row.tier or 0) % 2 == 0,
             "orders": ", ".join(run.orders),
+            "cost": dollars(row.cost_usd),
+            "cost_per_1000": dollars(row.cost_per_1000_cases),
         }
         for row, run in zip(board, ordered, strict=True)
     ]
@@ -295,6 +298,7 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
         "dimensions": DIMENSIONS,
         "short": SHORT,
         "leaderboard": leaderboard,
+        "with_cost": any(row.has_cost for row in board),
         "forest": forest,
         "dimension_rows": dimension_rows,
         "dimension_bars": dimension_bars,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, number
-from medrewardbench.report.format import METRIC, coefficient, estimate, p_value, percent
+from medrewardbench.report.format import METRIC, coefficient, dollars, estimate, p_value, percent
 
 MAX_PAIRS_LISTED = 60
 
@@ -86,6 +86,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "",
     ]
     rows = []
+    with_cost = any(row.has_cost for row in board)
     for row in board:
         label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
         rows.append(
@@ -99,6 +100,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
                 percent(row.failure_rate),
                 percent(row.consistency),
                 percent(row.first_position_rate),
+                *([dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []),
             ]
         )
     out += _table(
@@ -112,10 +114,18 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             "Failed",
             "Consistent",
             "1st pos.",
+            *(["Cost", "$ per 1,000 cases"] if with_cost else []),
         ],
         rows,
-        [True, True, False, True, True, True, True, True, True],
+        [True, True, False, True, True, True, True, True, True, *([True, True] if with_cost else [])],
     )
+    if with_cost:
+        out += [
+            "",
+            "Cost: what the run's stored judgments cost at the prices the sweep was given (dollars per million "
+            "input and output tokens; Batch API answers at batch prices); a jury costs what its members cost. "
+            "Per 1,000 cases: per case judged in every order.",
+        ]
 
     out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
     out += _table(

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, LeaderboardRow, RunAnalysis
-from medrewardbench.report.format import METRIC, coefficient, estimate, fraction, p_value, percent
+from medrewardbench.report.format import METRIC, coefficient, dollars, estimate, fraction, p_value, percent
 from medrewardbench.safe_text import terminal_safe
 
 _SHORT = {
@@ -150,8 +150,13 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
     table.add_column("consist.", justify="right")
     table.add_column("1st-pos", justify="right")
     table.add_column("kappa", justify="right")
+    with_cost = any(row.has_cost for row in analysis.leaderboard)
+    if with_cost:
+        table.add_column("cost", justify="right")
+        table.add_column("$/1k cases", justify="right")
     for row in analysis.leaderboard:
         label = row.label + (" (baseline)" if row.is_baseline else "")
+        costs = [dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []
         table.add_row(
             str(row.rank),
             "" if row.tier is None else str(row.tier),
@@ -163,11 +168,14 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
             percent(row.consistency),
             percent(row.first_position_rate),
             coefficient(row.kappa_overall),
+            *costs,
         )
     table.caption = (
         f"score = {METRIC} (%) over all six dimensions pooled, failures counted wrong; judges sharing a tier are not "
         f"significantly different from that tier's leader (paired bootstrap, Holm-corrected); {POSITION_NOTE}"
     )
+    if with_cost:
+        table.caption += "; cost = the run's stored judgments at the sweep's prices, $/1k cases per case judged"
     return table
 
 

@@ -121,6 +121,8 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         "first_position_rate",
         "longer_preference",
         "kappa_overall",
+        "cost_usd",
+        "cost_per_1000_cases",
     ]
     sheet.append(header)
     for row in board:
@@ -143,6 +145,8 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
                 number(row.first_position_rate),
                 number(row.longer_preference),
                 number(row.kappa_overall),
+                number(row.cost_usd),
+                number(row.cost_per_1000_cases),
             ]
         )
     _style_header(sheet, bold, [6, 5, 34, 30, 9] + [11] * (len(header) - 5))
