@@ -254,10 +254,20 @@ class Store:
             yield db
 
     # ---- runs and cases -------------------------------------------------------------------
-    def register_run(self, run: RunRecord, cases: Sequence[Case], data_hash: str) -> None:
-        """Record a run and the cases it covers (idempotent: re-registering updates config)."""
+    def register_run(self, run: RunRecord, cases: Iterable[Case], data_hash: str) -> None:
+        """Record a run and the cases it covers (idempotent: re-registering updates config).
+
+        The cases are written as they come, in one transaction: any iterable works, and a long
+        stream of cases (a benchmark read from its source chunk by chunk) is never held whole.
+        Pass no cases when the store already has them (:meth:`count_cases`).
+
+        Args:
+            run: the run.
+            cases: the cases, in order (their positions are their indices).
+            data_hash: the data fingerprint they were hashed into.
+        """
         now = time.time()
-        case_rows = [
+        case_rows = (
             (
                 data_hash,
                 position,
@@ -269,7 +279,7 @@ class Store:
                 len(case.response_2),
             )
             for position, case in enumerate(cases)
-        ]
+        )
         with self._transaction() as db:
             db.execute(
                 """INSERT INTO runs(run_id, judge_spec, judge_fingerprint, data_hash, dataset_name,
@@ -297,6 +307,18 @@ class Store:
                        groups_json, len_1, len_2) VALUES (?,?,?,?,?,?,?,?)""",
                 case_rows,
             )
+
+    def count_cases(self, data_hash: str) -> int:
+        """How many cases the store holds for a data fingerprint.
+
+        Args:
+            data_hash: the data fingerprint.
+
+        Returns:
+            The number of case rows.
+        """
+        row = self._db.execute("SELECT COUNT(*) FROM cases WHERE data_hash=?", (data_hash,)).fetchone()
+        return int(row[0])
 
     def runs(self) -> list[RunRecord]:
         rows = self._db.execute(
@@ -327,19 +349,44 @@ class Store:
         return _run_from_row(row)
 
     def cases(self, data_hash: str) -> list[StoredCase]:
-        rows = self._db.execute(
-            """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2 FROM cases
-               WHERE data_hash=? ORDER BY position""",
-            (data_hash,),
-        ).fetchall()
+        """Every case of a data fingerprint, in order (one object per case: for small data).
+
+        Args:
+            data_hash: the data fingerprint.
+
+        Returns:
+            The cases; :meth:`iter_case_rows` reads them without building them all.
+        """
         return [
             StoredCase(r[0], r[1], {k: int(v) for k, v in json.loads(r[2]).items()}, json.loads(r[3]), r[4], r[5])  # type: ignore[misc]
-            for r in rows
+            for r in self.iter_case_rows(data_hash)
         ]
+
+    def iter_case_rows(self, data_hash: str, case_ids: Sequence[str] | None = None) -> Iterator[tuple[Any, ...]]:
+        """The stored rows of a data fingerprint's cases, in order, read a few thousand at a time.
+
+        Args:
+            data_hash: the data fingerprint.
+            case_ids: only these cases (None: all of them).
+
+        Yields:
+            ``(case_id, case_hash, labels_json, groups_json, len_1, len_2, position)``.
+        """
+        query = """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2, position FROM cases
+                   WHERE data_hash=?"""
+        if case_ids is None:
+            yield from _fetch_all(self._db.execute(query + " ORDER BY position", (data_hash,)))
+            return
+        for part in _parts(list(case_ids)):
+            marks = ",".join("?" * len(part))
+            yield from self._db.execute(query + f" AND case_id IN ({marks}) ORDER BY position", (data_hash, *part))
 
     # ---- judgments ------------------------------------------------------------------------
     def completed(self, judge_fingerprint: str, *, include_failures: bool = True) -> dict[tuple[str, str], str]:
         """(case_id, order) -> case_hash of every stored judgment of a judge configuration.
+
+        It holds one entry per judgment: the runner asks :meth:`done_for_cases` chunk by chunk
+        instead.
 
         Args:
             judge_fingerprint: the judge's fingerprint.
@@ -350,6 +397,61 @@ class Store:
         if not include_failures:
             query += " AND failure IS NULL"
         return {(r[0], r[1]): r[2] for r in self._db.execute(query, (judge_fingerprint,))}
+
+    def done_for_cases(
+        self, judge_fingerprint: str, data_hash: str, case_ids: Sequence[str], *, include_failures: bool = True
+    ) -> dict[str, tuple[str, set[str]]]:
+        """For some registered cases: their stored content hash and the orders already judged on it.
+
+        Args:
+            judge_fingerprint: the judge's fingerprint.
+            data_hash: the data fingerprint the cases were registered under.
+            case_ids: the cases (a chunk of them).
+            include_failures: when False, judgments that failed as a whole do not count as done.
+
+        Returns:
+            case id -> (case hash, orders whose judgment of that content is stored); a case that is
+            not registered under ``data_hash`` is absent.
+        """
+        failure = "" if include_failures else " AND j.failure IS NULL"
+        found: dict[str, tuple[str, set[str]]] = {}
+        for part in _parts(list(case_ids)):
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                f"""SELECT c.case_id, c.case_hash, j.order_ FROM cases c LEFT JOIN judgments j
+                      ON j.judge_fingerprint=? AND j.case_id=c.case_id AND j.case_hash=c.case_hash{failure}
+                    WHERE c.data_hash=? AND c.case_id IN ({marks})""",
+                (judge_fingerprint, data_hash, *part),
+            )
+            for case_id, case_hash, order in rows:
+                orders = found.setdefault(case_id, (case_hash, set()))[1]
+                if order is not None:
+                    orders.add(order)
+        return found
+
+    def count_done(
+        self, judge_fingerprint: str, data_hash: str, orders: Sequence[Order], *, include_failures: bool = True
+    ) -> int:
+        """How many of a data set's requests a judge configuration has stored, on the cases' current content.
+
+        Args:
+            judge_fingerprint: the judge's fingerprint.
+            data_hash: the data fingerprint (its cases must be registered).
+            orders: the orders that count.
+            include_failures: when False, judgments that failed as a whole are not counted.
+
+        Returns:
+            The number of stored (case, order) judgments whose case hash matches the registered case.
+        """
+        failure = "" if include_failures else " AND j.failure IS NULL"
+        marks = ",".join("?" * len(orders))
+        row = self._db.execute(
+            f"""SELECT COUNT(*) FROM cases c JOIN judgments j
+                  ON j.judge_fingerprint=? AND j.case_id=c.case_id AND j.case_hash=c.case_hash{failure}
+                WHERE c.data_hash=? AND j.order_ IN ({marks})""",
+            (judge_fingerprint, data_hash, *(o.value for o in orders)),
+        ).fetchone()
+        return int(row[0])
 
     def write_judgments(self, judge_fingerprint: str, rows: Iterable[StoredJudgment]) -> int:
         """Insert (or replace) judgments and commit at once. Returns how many were written.
@@ -395,27 +497,51 @@ class Store:
         return cursor.rowcount
 
     def judgments_for_run(self, run: RunRecord) -> list[StoredJudgment]:
-        """The judgments that belong to a run: its judge, its cases (matching hashes), its orders."""
-        rows = self._db.execute(
-            """SELECT j.case_id, j.order_, j.case_hash, j.fingerprint, j.verdicts_json, j.raw_output,
+        """The judgments that belong to a run: its judge, its cases (matching hashes), its orders.
+
+        Builds one object per judgment: :meth:`iter_judgments_for_run` streams them, and metrics read
+        :meth:`iter_verdict_rows`.
+        """
+        return list(self.iter_judgments_for_run(run))
+
+    def iter_judgments_for_run(self, run: RunRecord, case_ids: Sequence[str] | None = None) -> Iterator[StoredJudgment]:
+        """A run's judgments in case order, read a few thousand rows at a time.
+
+        Args:
+            run: the run.
+            case_ids: only these cases (None: every case of the run).
+
+        Yields:
+            The run's judgments in case order, then order.
+        """
+        query = """SELECT j.case_id, j.order_, j.case_hash, j.fingerprint, j.verdicts_json, j.raw_output,
                       j.failure, j.dimension_failures_json, j.latency_s, j.prompt_tokens,
                       j.completion_tokens, j.scores_json, j.extra_json
                FROM cases c JOIN judgments j
                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
-               WHERE c.data_hash = ?
-               ORDER BY c.position, j.order_""",
-            (run.judge_fingerprint, run.data_hash),
-        ).fetchall()
+               WHERE c.data_hash = ?"""
         wanted = {o.value for o in run.orders}
         # stores written before the scrubber existed, or keys registered only now (the variable the
         # run names is set in this process): texts are scrubbed on the way out as well
         register_secret_env(run.metadata.get("api_key_env"))
-        out = []
-        for r in rows:
-            if r[1] not in wanted:
-                continue
-            out.append(
-                StoredJudgment(
+        if case_ids is None:
+            ordered = query + " ORDER BY c.position, j.order_"
+            cursors: Iterable[Iterable[Sequence[Any]]] = [
+                _fetch_all(self._db.execute(ordered, (run.judge_fingerprint, run.data_hash)))
+            ]
+        else:
+            cursors = (
+                self._db.execute(
+                    query + f" AND c.case_id IN ({','.join('?' * len(part))}) ORDER BY c.position, j.order_",
+                    (run.judge_fingerprint, run.data_hash, *part),
+                )
+                for part in _parts(list(case_ids))
+            )
+        for cursor in cursors:
+            for r in cursor:
+                if r[1] not in wanted:
+                    continue
+                yield StoredJudgment(
                     case_id=r[0],
                     order=Order(r[1]),
                     case_hash=r[2],
@@ -430,8 +556,57 @@ class Store:
                     scores=None if r[11] is None else json.loads(r[11]),
                     extra=json.loads(_scrubbed_json(r[12])),
                 )
-            )
-        return out
+
+    def iter_verdict_rows(self, run: RunRecord, rows_at_a_time: int = 65_536) -> Iterator[list[tuple[int, ...]]]:
+        """A run's verdicts as small integers, a block of rows at a time (what metrics read).
+
+        Args:
+            run: the run.
+            rows_at_a_time: rows per block.
+
+        Yields:
+            Lists of ``(position, swapped, failed, verdict per dimension...)``: the case's position,
+            1 for the swapped order, 1 for a judgment that failed as a whole, then 1, 2 or 0 (no
+            verdict) per dimension in :data:`~medrewardbench.dimensions.DIMENSIONS` order.
+        """
+        verdicts = ", ".join(f"coalesce(json_extract(j.verdicts_json, '$.{d}'), 0)" for d in DIMENSIONS)
+        marks = ",".join("?" * len(run.orders))
+        cursor = self._db.execute(
+            f"""SELECT c.position, j.order_ = 'swapped', j.failure IS NOT NULL, {verdicts}
+                FROM cases c JOIN judgments j
+                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
+                WHERE c.data_hash = ? AND j.order_ IN ({marks})""",
+            (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
+        )
+        while True:
+            block = cursor.fetchmany(rows_at_a_time)
+            if not block:
+                return
+            yield block
+
+    def failure_counts(self, run: RunRecord) -> dict[str, int]:
+        """How often each failure reason occurs in a run (first line of the reason, at most 80 characters).
+
+        Args:
+            run: the run.
+
+        Returns:
+            reason -> count, most common first (ties by reason).
+        """
+        marks = ",".join("?" * len(run.orders))
+        rows = self._db.execute(
+            f"""SELECT j.failure, COUNT(*) FROM cases c JOIN judgments j
+                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
+                WHERE c.data_hash = ? AND j.failure IS NOT NULL AND j.order_ IN ({marks})
+                GROUP BY j.failure""",
+            (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
+        )
+        counts: dict[str, int] = {}
+        for failure, count in rows:
+            text = scrub(failure)
+            key = text.splitlines()[0][:80] if text else "failure"
+            counts[key] = counts.get(key, 0) + int(count)
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def update_run_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> None:
         """Replace a run's metadata (facts that do not change outputs, such as its cost).
@@ -541,8 +716,16 @@ class Store:
         return int(row[0])
 
     def usage(self, run: RunRecord) -> dict[str, Any]:
-        """Summed token usage and latency over a run's judgments."""
-        return summed_usage(self.judgments_for_run(run))
+        """Summed token usage and latency over a run's judgments (unknown values count as zero)."""
+        marks = ",".join("?" * len(run.orders))
+        prompt, completion, latency = self._db.execute(
+            f"""SELECT COALESCE(SUM(j.prompt_tokens), 0), COALESCE(SUM(j.completion_tokens), 0), TOTAL(j.latency_s)
+                FROM cases c JOIN judgments j
+                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
+                WHERE c.data_hash = ? AND j.order_ IN ({marks})""",
+            (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
+        ).fetchone()
+        return {"prompt_tokens": int(prompt), "completion_tokens": int(completion), "latency_s": float(latency)}
 
 
 def summed_usage(judgments: Iterable[StoredJudgment]) -> dict[str, Any]:
@@ -568,6 +751,24 @@ def _run_from_row(row: Sequence[Any]) -> RunRecord:
         metadata=json.loads(_scrubbed_json(row[8])),
         n_cases=row[9],
     )
+
+
+_SQL_PARAMETERS = 900
+"""Most values bound in one statement (SQLite allows 999 in old builds)."""
+
+
+def _parts(values: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(values), _SQL_PARAMETERS):
+        yield values[start : start + _SQL_PARAMETERS]
+
+
+def _fetch_all(cursor: sqlite3.Cursor, rows_at_a_time: int = 4096) -> Iterator[Any]:
+    """A cursor's rows, fetched a block at a time (never all at once)."""
+    while True:
+        block = cursor.fetchmany(rows_at_a_time)
+        if not block:
+            return
+        yield from block
 
 
 def find_stores(paths: Sequence[str | Path]) -> list[Path]:
