@@ -267,19 +267,7 @@ class Store:
             data_hash: the data fingerprint they were hashed into.
         """
         now = time.time()
-        case_rows = (
-            (
-                data_hash,
-                position,
-                case.case_id,
-                case.content_hash(),
-                json.dumps({d: case.labels[d] for d in DIMENSIONS if d in case.labels}),
-                json.dumps(case.grouping_metadata(), sort_keys=True, ensure_ascii=False),
-                len(case.response_1),
-                len(case.response_2),
-            )
-            for position, case in enumerate(cases)
-        )
+        case_rows = _case_rows(data_hash, cases, 0)
         with self._transaction() as db:
             db.execute(
                 """INSERT INTO runs(run_id, judge_spec, judge_fingerprint, data_hash, dataset_name,
@@ -302,11 +290,20 @@ class Store:
                     now,
                 ),
             )
-            db.executemany(
-                """INSERT OR REPLACE INTO cases(data_hash, position, case_id, case_hash, labels_json,
-                       groups_json, len_1, len_2) VALUES (?,?,?,?,?,?,?,?)""",
-                case_rows,
-            )
+            db.executemany(_INSERT_CASE, case_rows)
+
+    def add_cases(self, data_hash: str, cases: Iterable[Case], start: int) -> None:
+        """Record some of a data set's cases (a chunk of them) and commit at once.
+
+        The run itself is recorded with :meth:`register_run` (no cases) once every chunk is in.
+
+        Args:
+            data_hash: the data fingerprint they were hashed into.
+            cases: the cases, in order.
+            start: the position of the first of them in the data set.
+        """
+        with self._transaction() as db:
+            db.executemany(_INSERT_CASE, _case_rows(data_hash, cases, start))
 
     def count_cases(self, data_hash: str) -> int:
         """How many cases the store holds for a data fingerprint.
@@ -736,6 +733,24 @@ def summed_usage(judgments: Iterable[StoredJudgment]) -> dict[str, Any]:
         totals["completion_tokens"] += j.completion_tokens or 0
         totals["latency_s"] += j.latency_s or 0.0
     return totals
+
+
+_INSERT_CASE = """INSERT OR REPLACE INTO cases(data_hash, position, case_id, case_hash, labels_json,
+       groups_json, len_1, len_2) VALUES (?,?,?,?,?,?,?,?)"""
+
+
+def _case_rows(data_hash: str, cases: Iterable[Case], start: int) -> Iterator[tuple[Any, ...]]:
+    for position, case in enumerate(cases, start):
+        yield (
+            data_hash,
+            position,
+            case.case_id,
+            case.content_hash(),
+            json.dumps({d: case.labels[d] for d in DIMENSIONS if d in case.labels}),
+            json.dumps(case.grouping_metadata(), sort_keys=True, ensure_ascii=False),
+            len(case.response_1),
+            len(case.response_2),
+        )
 
 
 def _run_from_row(row: Sequence[Any]) -> RunRecord:
