@@ -375,12 +375,10 @@ def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dim
     for bundle in bundles:
         with Store(bundle.store_path) as store:
             judgments[bundle.record.run_id] = {
-                (j.case_id, j.order.value): j for j in store.judgments_for_run(bundle.record) if j.case_id in wanted
+                (j.case_id, j.order.value): j for j in store.iter_judgments_for_run(bundle.record, sorted(wanted))
             }
             if not case_hashes:
-                case_hashes = {
-                    c.case_id: c.case_hash for c in store.cases(bundle.record.data_hash) if c.case_id in wanted
-                }
+                case_hashes = {row[0]: row[1] for row in store.iter_case_rows(bundle.record.data_hash, sorted(wanted))}
     notes: list[str] = []
     cases: dict[str, Case] | None = None
     if bundles and wanted:
@@ -389,7 +387,7 @@ def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dim
             from medrewardbench.data import load_benchmark
 
             benchmark = load_benchmark(source, strict=False)
-            cases = {c.case_id: c for c in benchmark.cases if c.case_id in wanted}
+            cases = {c.case_id: c for c in benchmark if c.case_id in wanted}  # read a chunk at a time
         except (MedRewardBenchError, OSError, ValueError) as exc:
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             notes.append(
