@@ -146,6 +146,10 @@ def plan_run(
     reused = pending = position = 0
     for chunk in benchmark.iter_chunks(PLAN_CHUNK):
         if not registered:
+            for offset, case in enumerate(chunk):
+                known = benchmark.content_hash_at(position + offset)
+                if known is not None:
+                    case.prime_content_hash(known)  # hashed with the data: the image is not read again
             store.add_cases(data_hash, chunk, position)
         done = store.done_for_cases(
             judge_fp, data_hash, [case.case_id for case in chunk], include_failures=not retry_failures

@@ -213,6 +213,7 @@ class Benchmark:
         self._organs = tuple(sorted({case.organ_system for case in self._cases}))
         self._n_labeled = sum(1 for case in self._cases if case.is_labeled)
         self._hash: str | None = None
+        self._contents: bytes | None = None
 
     @classmethod
     def streaming(
@@ -314,10 +315,31 @@ class Benchmark:
         """
         if self._hash is None:
             digest = DataHasher()
+            contents = bytearray()
             for case in self._read():
                 digest.add(case)
+                if self._cases is None:
+                    contents += bytes.fromhex(case.content_hash())
             self._hash = digest.hexdigest()
+            self._contents = bytes(contents) if self._cases is None else None
         return self._hash
+
+    def content_hash_at(self, position: int) -> str | None:
+        """The content hash of the case at a position, as :meth:`data_hash` found it.
+
+        A streaming benchmark keeps its cases' content hashes (32 bytes a case) once it has been
+        hashed, so that later readings need not read the images again; an in-memory benchmark's
+        cases keep their own.
+
+        Args:
+            position: the case's index.
+
+        Returns:
+            The hex digest, or None when not known.
+        """
+        if self._contents is None or not 0 <= position < len(self._contents) // 32:
+            return None
+        return self._contents[32 * position : 32 * position + 32].hex()
 
     def organ_systems(self) -> tuple[str, ...]:
         """The distinct organ systems of the cases.
