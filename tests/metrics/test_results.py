@@ -172,7 +172,7 @@ def test_run_metrics_round_trip_and_derive_their_ratios_from_counts() -> None:
 
 
 def test_documents_of_another_schema_are_refused() -> None:
-    with pytest.raises(ResultsFormatError, match="expected schema 'medrewardbench.analysis/1'"):
+    with pytest.raises(ResultsFormatError, match="expected schema 'medrewardbench.analysis/2'"):
         Analysis.from_json({"schema": "medrewardbench.metrics/2"})
     settings = Settings(confidence=0.95, n_resamples=100, seed=0, alpha=0.05, group_fields=("organ_system",))
     written = settings.to_json()

@@ -217,7 +217,9 @@ def _print_results(result: EvaluationResult, benchmark_name: str, by: list[str] 
                 for analysed in result.analysis.runs:
                     if analysed.run_id in this_call:
                         console.print(group_table(analysed, field))
-    console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}"))
+    console.print(
+        leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}", human=result.analysis.human)
+    )
     failed = sum(s.failed for s in result.summaries)
     console.print(
         f"Results in {result.out_dir}/ (store {result.files['store'].name}, judgments.jsonl, metrics.json, "

@@ -28,6 +28,7 @@ from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.core import RunData, load_run_data, request_counts
 from medrewardbench.metrics.cost import recorded_cost
+from medrewardbench.metrics.human import JudgeInput, has_annotations, human_ceiling
 from medrewardbench.metrics.results import (
     COLUMNS,
     POOLED,
@@ -39,6 +40,7 @@ from medrewardbench.metrics.results import (
     DimensionTable,
     Estimate,
     GroupBreakdown,
+    HumanCeiling,
     LeaderboardRow,
     LengthBias,
     PairwiseComparison,
@@ -141,10 +143,14 @@ def check_same_data(runs: Sequence[RunData]) -> None:
         )
     first = runs[0]
     for run in runs[1:]:
-        if run.case_ids != first.case_ids or not np.array_equal(run.labels, first.labels):
+        same_ratings = run.annotators == first.annotators and (
+            (run.ratings is None and first.ratings is None)
+            or (run.ratings is not None and first.ratings is not None and np.array_equal(run.ratings, first.ratings))
+        )
+        if run.case_ids != first.case_ids or not np.array_equal(run.labels, first.labels) or not same_ratings:
             raise StoreError(
                 f"runs {first.run_id} and {run.run_id} share data fingerprint {first.data_hash[:12]} "
-                "but list different cases or labels; the store is inconsistent"
+                "but list different cases, labels or per-annotator labels; the store is inconsistent"
             )
 
 
@@ -468,9 +474,11 @@ def _tiers(
     return [ColumnTable.of([int(tiers[index]) for tiers in per_column]) for index in range(len(run_results))]
 
 
-def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
-    """The runs ranked by score (ties by label), with tiers when the runs carry them."""
+def _leaderboard(run_results: Sequence[RunAnalysis], human: HumanCeiling | None = None) -> list[LeaderboardRow]:
+    """The runs ranked by score (ties by label), with tiers when the runs carry them, and each
+    judge's agreement with the annotators' leave-one-out majorities when there is a human ceiling."""
     costs = [recorded_cost(run.metadata) for run in run_results]
+    vs_annotators = {j.label: j.agreement.pooled for j in human.judges} if human is not None else {}
     rows = [
         LeaderboardRow(
             rank=0,
@@ -491,6 +499,7 @@ def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
             kappa_overall=run.agreement.kappa["overall"].point,
             cost_usd=math.nan if cost is None else fixed(cost.usd),
             cost_per_1000_cases=math.nan if cost is None else fixed(cost.per_1000_cases),
+            vs_annotators=vs_annotators.get(run.label),
         )
         for run, cost in zip(run_results, costs, strict=True)
     ]
@@ -554,8 +563,10 @@ def analyze(
     Returns:
         The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
         the leaderboard ranked by score with tiers, and every pair of judges per column
-        (McNemar and paired bootstrap, Holm-adjusted). Fractions are in [0, 1]; undefined values
-        are NaN.
+        (McNemar and paired bootstrap, Holm-adjusted); when the cases carry per-annotator labels,
+        also the human ceiling (:mod:`medrewardbench.metrics.human`, intervals from the same
+        weight matrix) and each leaderboard row's agreement with the annotators. Fractions are in
+        [0, 1]; undefined values are NaN.
 
     Raises:
         StoreError: no runs, or runs made on different data.
@@ -590,12 +601,22 @@ def analyze(
         group_fields=tuple(fields),
         **({} if n_resamples else {"interval": "none (point estimates only)"}),
     )
+    human = None
+    if first.ratings is not None and has_annotations(first.ratings):
+        judges = [
+            JudgeInput(name, run.run_id, is_baseline(run.judge_spec), run.verdicts)
+            for run, name in zip(runs, names, strict=True)
+        ]
+        human = human_ceiling(
+            first.ratings, first.annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
+        )
     return Analysis(
         settings=settings,
         dataset=_dataset_section(first, labels, groups, dataset_name),
         runs=tuple(run_results),
-        leaderboard=tuple(_leaderboard(run_results)),
+        leaderboard=tuple(_leaderboard(run_results, human)),
         pairwise=PairwiseTests(judges=tuple(names), comparisons=tuple(records)),
+        human=human,
     )
 
 
