@@ -229,6 +229,7 @@ def _print_results(result: EvaluationResult, benchmark_name: str, by: list[str] 
     )
     if benchmark_name.startswith("medrewardbench-demo"):
         console.print(
-            "[dim]The demo labels are illustrative, written by the medrewardbench authors, not expert "
-            "annotations: use the demo to try the tool, not to rank judges.[/]"
+            "[dim]The demo labels, and the three made-up raters behind the human (leave-one-out) row, are "
+            "illustrative, written by the medrewardbench authors, not expert annotations: use the demo to try "
+            "the tool, not to rank judges.[/]"
         )

@@ -44,6 +44,8 @@ HUMAN_NOTE = (
     "dimensions pooled); {label} = each annotator against that same majority: not a judge, not ranked"
 )
 """Caption text for the human-ceiling column and row (``{label}`` is the row's name)."""
+NOT_A_JUDGE = "not a judge"
+"""What the human-ceiling row shows where a judge's score would be."""
 
 
 def plain(value: object) -> Text:
@@ -103,10 +105,8 @@ def leaderboard_table(
     )
     if human is not None:
         table.add_section()
-        blanks = [MISSING] * (1 + len(DIMENSIONS) + 3)
-        table.add_row(
-            "–", plain(f"{human.label}: not a judge"), *blanks, percent(human.human.pooled.point), style="italic"
-        )
+        blanks = [MISSING] * (len(DIMENSIONS) + 3)
+        table.add_row("–", plain(human.label), NOT_A_JUDGE, *blanks, percent(human.human.pooled.point), style="italic")
         table.caption += "; " + HUMAN_NOTE.format(label=human.label)
     return table
 
@@ -219,9 +219,9 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
         table.caption += "; cost = the run's stored judgments at the sweep's prices, $/1k cases per case judged"
     if human is not None:
         table.add_section()
-        blanks = [MISSING] * (7 + (2 if with_cost else 0))
+        blanks = [MISSING] * (6 + (2 if with_cost else 0))
         table.add_row(
-            "–", MISSING, plain(f"{human.label}: not a judge"), *blanks, estimate(human.human.pooled), style="italic"
+            "–", MISSING, plain(human.label), NOT_A_JUDGE, *blanks, estimate(human.human.pooled), style="italic"
         )
         table.caption += "; " + HUMAN_NOTE.format(label=human.label)
     return table
