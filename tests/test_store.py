@@ -93,7 +93,8 @@ def test_per_annotator_labels_are_stored_with_the_cases(tmp_path) -> None:  # ty
         Annotation("dr_b", {"overall": 2}),
     )
     annotated = Benchmark(bench.name, bench.source, (replace(bench.cases[0], annotations=panel), *bench.cases[1:]))
-    assert annotated.data_hash() != bench.data_hash()  # per-annotator labels are part of the data
+    # like case metadata, annotations stay out of the data fingerprint: a store keeps the latest ones
+    assert annotated.data_hash() == bench.data_hash()
     run = _run(annotated)
     with Store.in_dir(tmp_path) as store:
         store.register_run(run, annotated.cases, annotated.data_hash())
@@ -103,3 +104,6 @@ def test_per_annotator_labels_are_stored_with_the_cases(tmp_path) -> None:  # ty
     with sqlite3.connect(tmp_path / "medrewardbench.sqlite") as db:
         raw = [r[0] for r in db.execute("SELECT annotations_json FROM cases ORDER BY position")]
     assert raw[1:] == [None, None] and '"annotator": "dr_a"' in raw[0]
+    with Store.in_dir(tmp_path) as store:  # a later eval of the same data without annotations clears them
+        store.register_run(run, bench.cases, bench.data_hash())
+        assert [c.annotations for c in store.cases(run.data_hash)] == [(), (), ()]

@@ -245,15 +245,25 @@ def test_the_human_section_round_trips_through_its_file() -> None:
     assert document["leaderboard"][0]["vs_annotators"]["n"] > 0
 
 
-def test_runs_whose_stored_annotations_differ_are_refused() -> None:
+def test_runs_whose_stores_hold_other_annotations_are_refused() -> None:
     first = run_data("judge", JUDGE, all_dimensions(PANEL), NAMES)
     changed = all_dimensions(PANEL).copy()
     changed[0, 0] = 2
     other = run_data("other", JUDGE, changed, NAMES)
-    with pytest.raises(StoreError, match="per-annotator labels"):
+    with pytest.raises(StoreError, match="different per-annotator labels.*run eval again"):
         check_same_data([first, other])
-    with pytest.raises(StoreError, match="per-annotator labels"):
-        check_same_data([first, run_data("bare", JUDGE, None)])
+    with pytest.raises(StoreError, match="different per-annotator labels"):
+        check_same_data([first, run_data("renamed", JUDGE, all_dimensions(PANEL), ("x", "y", "z"))])
+
+
+def test_a_run_stored_before_annotations_were_kept_takes_them_from_the_others() -> None:
+    old = run_data("old", np.array([(1, 2)] * 4, dtype=np.int8), None)  # its store predates the column
+    analysis = analyze([old, *annotated_runs()], n_resamples=0)
+    assert analysis.human is not None and analysis.human.annotators == NAMES
+    first = analysis.human.judge("test:old")
+    assert first is not None and first.agreement.pooled.defined
+    later = analyze([*annotated_runs(), old], n_resamples=0).human
+    assert later is not None and later.human == analysis.human.human and later.agreement == analysis.human.agreement
 
 
 def test_undefined_statistics_are_nan_not_errors() -> None:

@@ -151,18 +151,13 @@ class Benchmark:
         digest = hashlib.sha256()
         for case in self.cases:
             labels = [[dim, case.labels[dim]] for dim in DIMENSIONS if dim in case.labels]
-            record: list[object] = [case.case_id, case.content_hash(), labels]
-            if case.annotations:
-                # per-annotator labels feed the human ceiling; data without them keeps its fingerprint
-                votes = [[[d, a.labels[d]] for d in DIMENSIONS if d in a.labels] for a in case.annotations]
-                record.append([[a.annotator, v] for a, v in zip(case.annotations, votes, strict=True)])
+            record = [case.case_id, case.content_hash(), labels]
             digest.update(json.dumps(record, ensure_ascii=False).encode("utf-8"))
             digest.update(b"\n")
         return digest.hexdigest()
 
     def data_hash(self) -> str:
-        """The data fingerprint: a SHA-256 over, in case order, each case's id, content and labels
-        (and its per-annotator labels, when it has any).
+        """The data fingerprint: a SHA-256 over, in case order, each case's id, content and labels.
 
         Reports compare it to refuse mixing results computed on different data. It reads every
         image's bytes once (cached afterwards).

@@ -128,7 +128,9 @@ def check_same_data(runs: Sequence[RunData]) -> None:
     Raises:
         StoreError: no runs, or runs whose data fingerprints (``data_hash``) differ; the message
             names every run with its fingerprint. Also when runs with one fingerprint disagree on
-            their cases or labels (a damaged store).
+            their cases or labels (a damaged store), or their stores hold different per-annotator
+            labels (the fingerprint leaves annotations out, like case metadata; runs without any
+            are accepted).
     """
     if not runs:
         raise StoreError("no runs to report on")
@@ -143,15 +145,40 @@ def check_same_data(runs: Sequence[RunData]) -> None:
         )
     first = runs[0]
     for run in runs[1:]:
-        same_ratings = run.annotators == first.annotators and (
-            (run.ratings is None and first.ratings is None)
-            or (run.ratings is not None and first.ratings is not None and np.array_equal(run.ratings, first.ratings))
-        )
-        if run.case_ids != first.case_ids or not np.array_equal(run.labels, first.labels) or not same_ratings:
+        if run.case_ids != first.case_ids or not np.array_equal(run.labels, first.labels):
             raise StoreError(
                 f"runs {first.run_id} and {run.run_id} share data fingerprint {first.data_hash[:12]} "
-                "but list different cases, labels or per-annotator labels; the store is inconsistent"
+                "but list different cases or labels; the store is inconsistent"
             )
+    annotated = [(run, run.ratings) for run in runs if run.ratings is not None]
+    for run, ratings in annotated[1:]:
+        reference, reference_ratings = annotated[0]
+        if run.annotators != reference.annotators or not np.array_equal(ratings, reference_ratings):
+            raise StoreError(
+                f"runs {reference.run_id} and {run.run_id} were made on the same data (fingerprint "
+                f"{first.data_hash[:12]}) but their stores hold different per-annotator labels: the "
+                "annotations changed between the two evals; run eval again on the current data in each "
+                "output directory"
+            )
+
+
+def annotation_ratings(runs: Sequence[RunData]) -> tuple[npt.NDArray[np.int8], tuple[str, ...]] | None:
+    """The per-annotator labels of the runs' data, from the first run whose store holds them.
+
+    Runs on one data fingerprint share their annotations (:func:`check_same_data` refuses runs whose
+    stores disagree); a run stored before the store kept annotations has none and takes them from
+    the others.
+
+    Args:
+        runs: runs on the same data.
+
+    Returns:
+        ``(ratings, annotators)``, or None when no run's store holds a rating.
+    """
+    for run in runs:
+        if run.ratings is not None and has_annotations(run.ratings):
+            return run.ratings, run.annotators
+    return None
 
 
 def judge_labels(runs: Sequence[RunData]) -> list[str]:
@@ -602,13 +629,15 @@ def analyze(
         **({} if n_resamples else {"interval": "none (point estimates only)"}),
     )
     human = None
-    if first.ratings is not None and has_annotations(first.ratings):
+    panel = annotation_ratings(runs)
+    if panel is not None:
         judges = [
             JudgeInput(name, run.run_id, is_baseline(run.judge_spec), run.verdicts)
             for run, name in zip(runs, names, strict=True)
         ]
+        ratings, annotators = panel
         human = human_ceiling(
-            first.ratings, first.annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
+            ratings, annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
         )
     return Analysis(
         settings=settings,
