@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case
+from medrewardbench.cases import Annotation, Case
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
 from medrewardbench.errors import StoreError
 from medrewardbench.secrets import register_secret_env, scrub, scrub_value
@@ -71,6 +71,14 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 updated_at REAL NOT NULL
             )""",
             "CREATE INDEX batch_api_batches_by_judge ON batch_api_batches (judge_fingerprint, status)",
+        ),
+    ),
+    (
+        "cases_annotations",
+        (
+            # each case's per-annotator labels (canonical ``annotations`` objects, JSON; NULL when the
+            # data has none), so that reports computed from stored runs show the human ceiling
+            "ALTER TABLE cases ADD COLUMN annotations_json TEXT",
         ),
     ),
 )
@@ -190,6 +198,8 @@ class StoredCase:
     groups: dict[str, str]
     len_1: int
     len_2: int
+    annotations: tuple[Annotation, ...] = ()
+    """the per-annotator labels the case was registered with (empty when the data has none)"""
 
 
 @dataclass(frozen=True)
@@ -267,6 +277,7 @@ class Store:
                 json.dumps(case.grouping_metadata(), sort_keys=True, ensure_ascii=False),
                 len(case.response_1),
                 len(case.response_2),
+                _annotations_json(case.annotations),
             )
             for position, case in enumerate(cases)
         ]
@@ -294,7 +305,7 @@ class Store:
             )
             db.executemany(
                 """INSERT OR REPLACE INTO cases(data_hash, position, case_id, case_hash, labels_json,
-                       groups_json, len_1, len_2) VALUES (?,?,?,?,?,?,?,?)""",
+                       groups_json, len_1, len_2, annotations_json) VALUES (?,?,?,?,?,?,?,?,?)""",
                 case_rows,
             )
 
@@ -327,13 +338,22 @@ class Store:
         return _run_from_row(row)
 
     def cases(self, data_hash: str) -> list[StoredCase]:
+        """The cases registered for one data set, in case order, with their per-annotator labels."""
         rows = self._db.execute(
-            """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2 FROM cases
+            """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2, annotations_json FROM cases
                WHERE data_hash=? ORDER BY position""",
             (data_hash,),
         ).fetchall()
         return [
-            StoredCase(r[0], r[1], {k: int(v) for k, v in json.loads(r[2]).items()}, json.loads(r[3]), r[4], r[5])  # type: ignore[misc]
+            StoredCase(
+                r[0],
+                r[1],
+                {k: int(v) for k, v in json.loads(r[2]).items()},  # type: ignore[misc]
+                json.loads(r[3]),
+                r[4],
+                r[5],
+                _annotations_from_json(r[6]),
+            )
             for r in rows
         ]
 
@@ -585,6 +605,38 @@ def find_stores(paths: Sequence[str | Path]) -> list[Path]:
         else:
             raise StoreError(f"{p}: no such run directory or store file")
     return found
+
+
+def _annotations_json(annotations: Sequence[Annotation]) -> str | None:
+    """A case's annotations as stored: canonical ``annotations`` objects (labels as 1/2), or NULL."""
+    if not annotations:
+        return None
+    records = []
+    for annotation in annotations:
+        record: dict[str, Any] = {
+            "annotator": annotation.annotator,
+            "labels": {d: int(annotation.labels[d]) for d in DIMENSIONS if d in annotation.labels},
+        }
+        if annotation.order_shown is not None:
+            record["order_shown"] = annotation.order_shown
+        if annotation.seconds is not None:
+            record["seconds"] = annotation.seconds
+        records.append(record)
+    return json.dumps(records, ensure_ascii=False, sort_keys=True)
+
+
+def _annotations_from_json(text: str | None) -> tuple[Annotation, ...]:
+    if not text:
+        return ()
+    return tuple(
+        Annotation(
+            annotator=str(record["annotator"]),
+            labels={str(d): int(v) for d, v in record["labels"].items()},  # type: ignore[misc]
+            order_shown=record.get("order_shown"),
+            seconds=record.get("seconds"),
+        )
+        for record in json.loads(text)
+    )
 
 
 def as_jsonable(mapping: Mapping[str, Any]) -> dict[str, Any]:
