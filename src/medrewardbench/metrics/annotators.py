@@ -253,7 +253,7 @@ def krippendorff_alpha_nominal(ratings: npt.ArrayLike, missing: int = MISSING) -
     if expected <= 0.0:
         return float("nan")
     observed = float(np.sum(coincidences[off_diagonal]))
-    return 1.0 - (n - 1.0) * observed / expected
+    return float(1.0 - (n - 1.0) * observed / expected)
 
 
 def pairwise_agreement(ratings: npt.ArrayLike, missing: int = MISSING) -> float:
