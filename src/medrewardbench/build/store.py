@@ -293,6 +293,7 @@ class BuildStore:
         self._db = open_database(self.path, _SCHEMA, SCHEMA_VERSION, MIGRATIONS, what="build project store")
 
     def close(self) -> None:
+        """Close the database."""
         self._db.close()
 
     def __enter__(self) -> BuildStore:
@@ -328,6 +329,7 @@ class BuildStore:
 
     # --------------------------------------------------------------------------------- sources
     def source_names(self) -> list[str]:
+        """The names of the imported sources, in import order."""
         return [r[0] for r in self._db.execute("SELECT name FROM sources ORDER BY imported_at, name")]
 
     def sources(self) -> list[dict[str, Any]]:
@@ -519,6 +521,14 @@ class BuildStore:
         return {r[0]: r[1] for r in self._db.execute("SELECT fingerprint, spec FROM generators")}
 
     def generator_config(self, fingerprint: str) -> dict[str, Any]:
+        """The configuration a generator was registered with.
+
+        Args:
+            fingerprint: the generator's fingerprint.
+
+        Returns:
+            Its configuration, or an empty dict for an unknown generator.
+        """
         row = self._db.execute("SELECT config_json FROM generators WHERE fingerprint=?", (fingerprint,)).fetchone()
         return {} if row is None else dict(json.loads(row[0]))
 
@@ -646,6 +656,14 @@ class BuildStore:
         return len(values)
 
     def delete_gradings(self, grader_fp: str) -> int:
+        """Delete every grading made by one grader and commit.
+
+        Args:
+            grader_fp: the grader's fingerprint.
+
+        Returns:
+            How many gradings were deleted.
+        """
         with self.transaction() as db:
             cursor = db.execute("DELETE FROM gradings WHERE grader_fp=?", (grader_fp,))
         return cursor.rowcount
@@ -700,6 +718,7 @@ class BuildStore:
         }
 
     def has_decisions(self) -> bool:
+        """Whether the difficulty filter has decided on any question yet."""
         return self._db.execute("SELECT 1 FROM decisions LIMIT 1").fetchone() is not None
 
     # ------------------------------------------------------------------------------------ pool
@@ -733,6 +752,7 @@ class BuildStore:
         )
 
     def count_pairs(self) -> int:
+        """How many pairs are sampled."""
         return int(self._db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0])
 
     def iter_pairs(self, *, organ: str | None = None, chunk: int = CHUNK) -> Iterator[list[StoredPair]]:
@@ -829,6 +849,7 @@ class BuildStore:
         return out
 
     def count_labels(self) -> int:
+        """How many per-annotator labels are stored (across all pairs)."""
         return int(self._db.execute("SELECT COUNT(*) FROM labels").fetchone()[0])
 
     def orphan_labels(self) -> int:

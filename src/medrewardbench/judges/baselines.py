@@ -40,15 +40,25 @@ class BaselineJudge(Judge):
         self.spec = f"baseline:{rule}"
 
     def config(self) -> dict[str, Any]:
+        """The spec, and the seed for the random baseline."""
         config: dict[str, Any] = {"spec": self.spec}
         if self.rule == "random":
             config["seed"] = self.seed
         return config
 
     def metadata(self) -> dict[str, Any]:
+        """Baselines see no image."""
         return {"sees_image": False, "baseline": True}
 
     def judge_one(self, request: JudgeRequest) -> JudgeResult:
+        """The rule's verdict on one request, the same for every dimension (random: per dimension).
+
+        Args:
+            request: the case in one order.
+
+        Returns:
+            The verdicts; for ``longer`` and ``shorter``, a failure when both responses have the same length.
+        """
         if self.rule == "random":
             verdicts = {d: _seeded_letter(self.seed, request, d) for d in DIMENSIONS}
             return JudgeResult(verdicts=verdicts, raw_output=None)
@@ -64,6 +74,7 @@ class BaselineJudge(Judge):
         return JudgeResult(verdicts=dict.fromkeys(DIMENSIONS, letter))
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Apply the rule to each request."""
         return [self.judge_one(r) for r in requests]
 
 
@@ -85,9 +96,11 @@ class InstantJudge(Judge):
         self.spec = "instant:decode" if decode else "instant:"
 
     def config(self) -> dict[str, Any]:
+        """The spec only: the answer is always A."""
         return {"spec": self.spec}
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Answer A for every dimension, decoding the images first when asked to."""
         if self.decode:
             return await asyncio.to_thread(self._decode_all, requests)
         return [JudgeResult(verdicts=dict.fromkeys(DIMENSIONS, "A")) for _ in requests]

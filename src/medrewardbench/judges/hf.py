@@ -79,6 +79,7 @@ class HFJudge(Judge):
                 raise JudgeSpecError(str(exc)) from exc
 
     def config(self) -> dict[str, Any]:
+        """Model, revision, adapter, templates and decoding settings: everything that can change an output."""
         adapter = self.generator.adapter
         return {
             "spec": self.spec,
@@ -97,6 +98,7 @@ class HFJudge(Judge):
         }
 
     def metadata(self) -> dict[str, Any]:
+        """Device, parameter count, model and processor classes, batch size."""
         return {
             "device": self.generator.device,
             "parameter_count": self.generator.parameter_count(),
@@ -106,6 +108,7 @@ class HFJudge(Judge):
         }
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Load the images and generate the whole batch in one call; a bad image fails its request only."""
         results: list[JudgeResult | None] = [None] * len(requests)
         pending: list[int] = []
         conversations: list[list[dict[str, Any]]] = []

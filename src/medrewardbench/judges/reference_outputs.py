@@ -149,12 +149,15 @@ class ReferenceOutputJudge(Judge):
         self.content_sha256 = digest.hexdigest()
 
     def config(self) -> dict[str, Any]:
+        """The hash of the output files' contents: the outputs are the judge."""
         return {"spec": "reference", "outputs_sha256": self.content_sha256}
 
     def metadata(self) -> dict[str, Any]:
+        """The files read, and that only the original order is covered."""
         return {"files": [str(f) for f in self.files], "normalisation": "reference rules", "orders": "original"}
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Look up each case's recorded answer (original order only) and normalise it as the reference does."""
         results = []
         for request in requests:
             if request.order is not Order.ORIGINAL:

@@ -106,6 +106,15 @@ class VerdictConstraint:
         return allowed or self.eos_token_ids
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Mask the scores of every token that would leave the verdict skeleton.
+
+        Args:
+            input_ids: the token ids so far, ``(batch, length)``.
+            scores: the next-token scores, ``(batch, vocabulary)``.
+
+        Returns:
+            The scores with ``-inf`` on every token not allowed next (only end of sequence once it ended).
+        """
         torch: Any = require("torch", "hf", "constrained decoding")
         mask = torch.full_like(scores, float("-inf"))
         for row in range(input_ids.shape[0]):

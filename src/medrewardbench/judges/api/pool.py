@@ -121,9 +121,11 @@ class ProcessPoolApiJudge(Judge):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def config(self) -> dict[str, Any]:
+        """The configuration of an in-process API judge with the same settings (the processes change no output)."""
         return self.reference.config()
 
     def metadata(self) -> dict[str, Any]:
+        """The in-process judge's facts, plus the number of client processes."""
         return {**self.reference.metadata(), "client_processes": self.processes}
 
     def _start(self) -> None:
@@ -184,6 +186,7 @@ class ProcessPoolApiJudge(Judge):
         self._load[index] = 1 << 30  # never chosen again
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Send each request to the least loaded client process (starting them on first use) and await the results."""
         if not self._workers:
             self._start()
         loop = asyncio.get_running_loop()
@@ -206,6 +209,7 @@ class ProcessPoolApiJudge(Judge):
         return list(await asyncio.gather(*futures))
 
     async def aclose(self) -> None:
+        """Ask the client processes to stop, wait for them (terminating any that hang) and close the pipes."""
         for pipe in self._request_pipes:
             with contextlib.suppress(BrokenPipeError, OSError):
                 pipe.send(None)
