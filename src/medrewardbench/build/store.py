@@ -362,7 +362,7 @@ class BuildStore:
 
     # ------------------------------------------------------------------------------- questions
     def question_ids_taken(self, qids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-        """qid -> (source, source_id, content_hash) for those of ``qids`` the project has."""
+        """The (source, source_id, content_hash) of each of ``qids`` the project has, by qid."""
         out: dict[str, tuple[str, str, str]] = {}
         for start in range(0, len(qids), 500):
             part = list(qids[start : start + 500])
@@ -517,7 +517,7 @@ class BuildStore:
             )
 
     def generator_specs(self) -> dict[str, str]:
-        """fingerprint -> spec of every generator registered."""
+        """The spec of every generator registered, by fingerprint."""
         return {r[0]: r[1] for r in self._db.execute("SELECT fingerprint, spec FROM generators")}
 
     def generator_config(self, fingerprint: str) -> dict[str, Any]:
@@ -687,8 +687,10 @@ class BuildStore:
         return (fp, json.loads(row[0])) if row is not None else None
 
     def write_decisions(self, rows: Iterable[tuple[str, str, bool, bool, int, int, str, Any]]) -> None:
-        """Replace the decisions of some questions and commit: (qid, filter_fp, kept, scored, correct, failed,
-        reason, evidence)."""
+        """Replace the decisions of some questions and commit.
+
+        Each row is (qid, filter_fp, kept, scored, correct, failed, reason, evidence).
+        """
         now = time.time()
         with self.transaction() as db:
             db.executemany(
@@ -791,8 +793,10 @@ class BuildStore:
 
     # ---------------------------------------------------------------------------------- labels
     def upsert_labels(self, rows: Iterable[tuple[str, str, Mapping[str, int], str | None, float | None, str]]) -> int:
-        """Add or replace per-annotator labels (inside the caller's transaction):
-        (pair_id, annotator, labels in source order, order_shown, seconds, source file)."""
+        """Add or replace per-annotator labels (inside the caller's transaction).
+
+        Each row is (pair_id, annotator, labels in source order, order_shown, seconds, source file).
+        """
         now = time.time()
         values = [
             (pair_id, annotator, _json(dict(labels)), order, seconds, source, now)

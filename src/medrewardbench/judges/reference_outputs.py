@@ -98,8 +98,9 @@ def output_files(path: str | Path) -> list[Path]:
 
 
 def read_outputs(files: Iterable[Path]) -> dict[str, Any]:
-    """Map ``organ/question_id`` to the last ``chosen_answer`` seen for it (later lines win,
-    as in the reference's dict-based evaluation).
+    """Map ``organ/question_id`` to the last ``chosen_answer`` seen for it.
+
+    Later lines win, as in the reference's dict-based evaluation.
 
     Raises:
         DataError: lines that are not JSON or lack question_id / modality_type, with file and row.

@@ -1,4 +1,4 @@
-"""Reward-model networks and the image+text reward model format; judged by :mod:`medrewardbench.judges.reward_model`.
+r"""Reward-model networks and the image+text reward model format; judged by :mod:`medrewardbench.judges.reward_model`.
 
 A reward model gives each (image, question, answer) a scalar score, on its own; the response with
 the higher score wins. Two families are understood:
@@ -26,7 +26,7 @@ Reward model directory format (version 1)::
 ``base_model``.
 
 The text the backbone reads (``prompt_format`` ``chat-v1``) is the model's chat template applied
-to a user turn (the image, then ``"Question:\\n" + question``) and an assistant turn (the answer).
+to a user turn (the image, then ``"Question:\n" + question``) and an assistant turn (the answer).
 """
 
 from __future__ import annotations

@@ -172,8 +172,10 @@ class ApiJudge(Judge):
         return self.chat.request_body(messages, self._verdict_format() if structured else None)
 
     def _response_format(self) -> dict[str, Any] | None:
-        """The ``response_format`` a request would carry now: None without structured output or after
-        the server refused it."""
+        """The ``response_format`` a request would carry now.
+
+        None without structured output, or after the server refused it.
+        """
         return self._verdict_format() if self.settings.structured and self.chat.structured_active else None
 
     async def _judge_one(self, request: JudgeRequest) -> JudgeResult:

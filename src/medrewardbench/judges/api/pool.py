@@ -38,8 +38,11 @@ def _worker_main(model: str, options: JudgeOptions, requests: Any, results: Any)
 
 
 async def _serve(judge: ApiJudge, requests: Any, results: Any) -> None:
-    """Read requests in the event loop; results leave through a sender thread, so that a slow
-    reader on the other side can never stop this process from taking in requests."""
+    """Read requests in the event loop; results leave through a sender thread.
+
+    The thread means that a slow reader on the other side can never stop this process from taking
+    in requests.
+    """
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     outbox: queue_module.SimpleQueue[Any] = queue_module.SimpleQueue()
