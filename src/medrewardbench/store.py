@@ -244,7 +244,11 @@ def judgment_fingerprint(judge_fingerprint: str, case_hash: str, order: Order) -
 
 
 class Store:
-    """A results store in one SQLite file. Use as a context manager or call :meth:`close`."""
+    """A results store in one SQLite file. Use as a context manager or call :meth:`close`.
+
+    Args:
+        path: the SQLite file (created with its schema when missing).
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

@@ -35,7 +35,11 @@ class _RateColumn(TextColumn):
 
 
 class RichProgress(ProgressSink):
-    """Progress bars on stderr: requests judged, rate and ETA."""
+    """Progress bars on stderr: requests judged, rate and ETA.
+
+    Args:
+        enabled: False shows nothing (no bars, no stage lines).
+    """
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
@@ -86,7 +90,11 @@ class RichProgress(ProgressSink):
 
 
 class RichTrainProgress(TrainProgress):
-    """A rich progress bar per training run on stderr: steps, latest loss, elapsed time and ETA."""
+    """A rich progress bar per training run on stderr: steps, latest loss, elapsed time and ETA.
+
+    Args:
+        enabled: False shows nothing.
+    """
 
     def __init__(self, enabled: bool = True):
         self.progress = Progress(

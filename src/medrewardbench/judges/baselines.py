@@ -26,7 +26,12 @@ BASELINE_NAMES: tuple[str, ...] = ("random", "first", "second", "longer", "short
 
 
 class BaselineJudge(Judge):
-    """A rule that needs no model. Instant, deterministic given the seed."""
+    """A rule that needs no model. Instant, deterministic given the seed.
+
+    Args:
+        rule: one of :data:`BASELINE_NAMES`.
+        seed: the seed of the ``random`` rule.
+    """
 
     kind = "baseline"
     batch_size = 512
@@ -84,7 +89,11 @@ def _seeded_letter(seed: int, request: JudgeRequest, dimension: str) -> Position
 
 
 class InstantJudge(Judge):
-    """Answers A everywhere at once; with ``decode=True`` it decodes the image first (in a thread)."""
+    """Answers A everywhere at once; with ``decode=True`` it decodes the image first (in a thread).
+
+    Args:
+        decode: decode each image before answering.
+    """
 
     kind = "instant"
     batch_size = 64

@@ -48,7 +48,17 @@ DEFAULT_BATCH_SIZE = 4
 
 
 class HFJudge(Judge):
-    """A generative judge backed by a local transformers vision-language model."""
+    """A generative judge backed by a local transformers vision-language model.
+
+    Args:
+        spec: the spec as given (``hf:PATH``).
+        generator: the loaded model.
+        template: the prompt.
+        settings: decoding settings.
+        batch_size: requests per ``generate`` call.
+        force_prefix: text appended after the generation prompt, for the model to continue.
+        constrained: allow only the verdict skeleton (see the module docstring).
+    """
 
     kind = "hf"
     needs_images = True

@@ -132,7 +132,12 @@ def read_outputs(files: Iterable[Path]) -> dict[str, Any]:
 
 
 class ReferenceOutputJudge(Judge):
-    """Replays the reference implementation's stored verdicts."""
+    """Replays the reference implementation's stored verdicts.
+
+    Args:
+        path: a JSONL output file, or a directory searched for them recursively.
+        name: the name in the spec (``reference:NAME``); the path when None.
+    """
 
     kind = "reference"
     batch_size = 1024

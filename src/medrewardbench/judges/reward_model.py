@@ -42,7 +42,13 @@ def _finite(value: float) -> bool:
 
 
 class RewardModelJudge(Judge):
-    """Scores both responses of a request with a reward model; the higher score wins."""
+    """Scores both responses of a request with a reward model; the higher score wins.
+
+    Args:
+        spec: the spec as given (``rm:PATH``).
+        scorer: the reward model.
+        batch_size: items per scoring call.
+    """
 
     kind = "rm"
 

@@ -34,6 +34,13 @@ class VerdictConstraint:
     accepts ``A`` or ``B``. Token texts are measured in context (after an anchor token), so
     SentencePiece tokens with a leading-space marker are handled as well as byte-level BPE ones.
     Once the skeleton is complete only end-of-sequence tokens remain allowed.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        eos_token_ids: the end-of-sequence token ids (at least one).
+        prefix: text already forced after the prompt; it must be a start of the skeleton.
+        dimensions: the keys of the skeleton, in order.
+        choices: the single-character values each slot accepts.
     """
 
     def __init__(

@@ -111,6 +111,12 @@ class VLMGenerator:
 
     Thread-safe: calls are serialised by a lock, since a model must not run two ``generate``
     calls at once. Shared by :class:`HFJudge` and :mod:`medrewardbench.serve`.
+
+    Args:
+        model: the loaded transformers model.
+        processor: its processor (with a ``tokenizer``).
+        name: the model name or path it was loaded from.
+        adapter: the LoRA adapter loaded onto it, if any.
     """
 
     def __init__(self, model: Any, processor: Any, *, name: str, adapter: str | None = None) -> None:

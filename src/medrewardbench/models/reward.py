@@ -248,6 +248,13 @@ class VLMRewardModel:
 
     Create a fresh one for training with :meth:`create`, load a trained one with :meth:`load`,
     score with :meth:`score` (no gradients) or :meth:`rewards` (differentiable).
+
+    Args:
+        backbone: the vision-language model.
+        processor: its processor.
+        head: the linear head (one output per head in ``card``).
+        card: the reward model card.
+        source: the directory it was loaded from, if any.
     """
 
     sees_image = True
@@ -599,7 +606,15 @@ class VLMRewardModel:
 
 
 class TextRewardModel:
-    """A transformers sequence-classification reward model: text only, it never sees the image."""
+    """A transformers sequence-classification reward model: text only, it never sees the image.
+
+    Args:
+        model: the sequence-classification model.
+        tokenizer: its tokenizer.
+        heads: the dimension each output scores (one name: a single head).
+        name: the model name or path it was loaded from.
+        adapter: the LoRA adapter loaded onto it, if any.
+    """
 
     sees_image = False
 

@@ -221,7 +221,11 @@ class JudgeWorker:
 
 
 class DescribedJudge(Judge):
-    """A worker's judge as the driver sees it: enough to plan and record a run, nothing to judge with."""
+    """A worker's judge as the driver sees it: enough to plan and record a run, nothing to judge with.
+
+    Args:
+        description: what the worker reported about its judge.
+    """
 
     def __init__(self, description: WorkerDescription) -> None:
         self.description = description

@@ -99,6 +99,11 @@ class ProcessPoolApiJudge(Judge):
 
     Its fingerprint equals the single-process judge's: how requests are sent does not change what
     comes back, so a run can be resumed with or without the pool.
+
+    Args:
+        model: the model name the server knows.
+        options: judge options, as for :class:`ApiJudge` (the concurrency is shared among the processes).
+        processes: how many client processes (at least 1).
     """
 
     kind = "api"
