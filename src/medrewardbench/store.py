@@ -677,8 +677,9 @@ def _annotations_from_json(text: str | None) -> tuple[Annotation, ...]:
 
 
 def as_jsonable(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``mapping`` that JSON can hold: values JSON does not know become strings."""
-    return json.loads(json.dumps(mapping, default=str))
+    """A copy of ``mapping`` that JSON can hold (anything else as its ``str``)."""
+    plain: dict[str, Any] = json.loads(json.dumps(mapping, default=str))
+    return plain
 
 
 def _scrubbed_json(text: str) -> str:
