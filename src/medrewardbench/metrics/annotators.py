@@ -1,5 +1,7 @@
-"""Agreement between human annotators: majority vote, Fleiss' kappa, Krippendorff's alpha,
-pairwise agreement, and each annotator against the majority of the others.
+"""Agreement between human annotators.
+
+Majority vote, Fleiss' kappa, Krippendorff's alpha, pairwise agreement, and each annotator against
+the majority of the others.
 
 Every function takes a **ratings** matrix, int ``(n_items, n_raters)``: the category each rater
 gave each item, with :data:`MISSING` (0) where a rater gave none. Categories are any other
