@@ -242,9 +242,15 @@ def write_store(root: Path, n_judges: int, n_cases: int) -> Path:
             for o, order in enumerate(run.orders):
                 verdict = run.verdicts[i, o].tolist()
                 failed = verdict[0] == 0
-                verdicts = "{}" if failed else "{" + ", ".join(
-                    f'"{d}": {letters[v]}' for d, v in sorted(zip(DIMENSIONS, verdict, strict=True)) if v > 0
-                ) + "}"
+                verdicts = (
+                    "{}"
+                    if failed
+                    else "{"
+                    + ", ".join(
+                        f'"{d}": {letters[v]}' for d, v in sorted(zip(DIMENSIONS, verdict, strict=True)) if v > 0
+                    )
+                    + "}"
+                )
                 raw = None if failed else json.dumps({"overall": "A", "reason": reason})
                 rows.append(
                     (

@@ -82,3 +82,25 @@ def test_processes_opening_one_store_together_apply_each_migration_once(tmp_path
     with sqlite3.connect(path) as db:
         marks = [row[0] for row in db.execute("SELECT key FROM meta WHERE key LIKE ?", (MIGRATION_PREFIX + "%",))]
     assert marks == [MIGRATION_PREFIX + name for name in [*SHIPPED_NAMES, "test_0001_notes", "test_0002_note_author"]]
+
+
+def test_a_store_from_before_per_annotator_labels_reads_its_cases_without_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "medrewardbench.sqlite"
+    before = tuple(m for m in SHIPPED if m[0] != "cases_annotations")
+    monkeypatch.setattr(store_module, "MIGRATIONS", before)
+    with Store(path):  # the layout an older version wrote, with one case row in it
+        pass
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO cases(data_hash, position, case_id, case_hash, labels_json, groups_json, len_1, len_2) "
+            "VALUES ('d', 0, 'c1', 'h', '{\"overall\": 1}', '{}', 3, 4)"
+        )
+    assert "annotations_json" not in _columns(path, "cases")
+    monkeypatch.setattr(store_module, "MIGRATIONS", SHIPPED)
+    with Store(path) as store:
+        assert store.applied_migrations()[-1] == "cases_annotations"
+        [case] = store.cases("d")
+    assert "annotations_json" in _columns(path, "cases")
+    assert case.case_id == "c1" and case.labels == {"overall": 1} and case.annotations == ()

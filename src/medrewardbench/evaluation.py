@@ -17,8 +17,9 @@ from medrewardbench.errors import EvaluationInterrupted
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics.analysis import analyze
-from medrewardbench.metrics.core import NOT_RUN, RunData, load_run_data, run_metrics
+from medrewardbench.metrics.core import RunData, load_run_data, run_metrics
 from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
+from medrewardbench.metrics.stats import NOT_RUN
 from medrewardbench.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 from medrewardbench.report.files import (
     metrics_csv_rows,
@@ -257,7 +258,7 @@ def _write_outputs(
         "metrics_csv": out / "metrics.csv",
     }
     write_judgments_jsonl(store, all_runs, files["judgments"])
-    write_metrics_json(metrics_document(all_runs, metrics, analysis.leaderboard), files["metrics_json"])
+    write_metrics_json(metrics_document(all_runs, metrics, analysis.leaderboard, analysis.human), files["metrics_json"])
     write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
     health = tuple(_health(r, data[r.run_id]) for r in runs)
     return EvaluationResult(

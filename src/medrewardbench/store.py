@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case
+from medrewardbench.cases import Annotation, Case
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
 from medrewardbench.errors import StoreError
 from medrewardbench.secrets import register_secret_env, scrub, scrub_value
@@ -71,6 +71,14 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 updated_at REAL NOT NULL
             )""",
             "CREATE INDEX batch_api_batches_by_judge ON batch_api_batches (judge_fingerprint, status)",
+        ),
+    ),
+    (
+        "cases_annotations",
+        (
+            # each case's per-annotator labels (canonical ``annotations`` objects, JSON; NULL when the
+            # data has none), so that reports computed from stored runs show the human ceiling
+            "ALTER TABLE cases ADD COLUMN annotations_json TEXT",
         ),
     ),
 )
@@ -190,6 +198,8 @@ class StoredCase:
     groups: dict[str, str]
     len_1: int
     len_2: int
+    annotations: tuple[Annotation, ...] = ()
+    """the per-annotator labels the case was registered with (empty when the data has none)"""
 
 
 @dataclass(frozen=True)
@@ -220,11 +230,25 @@ def make_run_id(judge_spec: str, judge_fingerprint: str, data_hash: str) -> str:
 
 
 def judgment_fingerprint(judge_fingerprint: str, case_hash: str, order: Order) -> str:
+    """The identity of one stored judgment.
+
+    Args:
+        judge_fingerprint: the judge's fingerprint.
+        case_hash: the case's hash.
+        order: the order the case was shown in.
+
+    Returns:
+        24 hex digits of a SHA-256 over the three.
+    """
     return hashlib.sha256(f"{judge_fingerprint}:{case_hash}:{order.value}".encode()).hexdigest()[:24]
 
 
 class Store:
-    """A results store in one SQLite file. Use as a context manager or call :meth:`close`."""
+    """A results store in one SQLite file. Use as a context manager or call :meth:`close`.
+
+    Args:
+        path: the SQLite file (created with its schema when missing).
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -237,9 +261,11 @@ class Store:
 
     @classmethod
     def in_dir(cls, out_dir: str | Path) -> Store:
+        """The store of an output directory (``medrewardbench.sqlite`` in it)."""
         return cls(Path(out_dir) / STORE_FILENAME)
 
     def close(self) -> None:
+        """Close the database."""
         self._db.close()
 
     def __enter__(self) -> Store:
@@ -318,6 +344,7 @@ class Store:
         return int(row[0])
 
     def runs(self) -> list[RunRecord]:
+        """Every run in the store, oldest first."""
         rows = self._db.execute(
             """SELECT run_id, judge_spec, judge_fingerprint, data_hash, dataset_name, dataset_source,
                       orders, config_json, metadata_json, n_cases FROM runs ORDER BY created_at, run_id"""
@@ -336,6 +363,17 @@ class Store:
         return [run for run in self.runs() if run.data_hash == data_hash]
 
     def run(self, run_id: str) -> RunRecord:
+        """One run by its id.
+
+        Args:
+            run_id: the run id.
+
+        Returns:
+            The run.
+
+        Raises:
+            StoreError: no run has that id.
+        """
         row = self._db.execute(
             """SELECT run_id, judge_spec, judge_fingerprint, data_hash, dataset_name, dataset_source,
                       orders, config_json, metadata_json, n_cases FROM runs WHERE run_id=?""",
@@ -346,7 +384,7 @@ class Store:
         return _run_from_row(row)
 
     def cases(self, data_hash: str) -> list[StoredCase]:
-        """Every case of a data fingerprint, in order (one object per case: for small data).
+        """Every case of a data fingerprint, in order, with its per-annotator labels (for small data).
 
         Args:
             data_hash: the data fingerprint.
@@ -355,7 +393,15 @@ class Store:
             The cases; :meth:`iter_case_rows` reads them without building them all.
         """
         return [
-            StoredCase(r[0], r[1], {k: int(v) for k, v in json.loads(r[2]).items()}, json.loads(r[3]), r[4], r[5])  # type: ignore[misc]
+            StoredCase(
+                r[0],
+                r[1],
+                {k: int(v) for k, v in json.loads(r[2]).items()},  # type: ignore[misc]
+                json.loads(r[3]),
+                r[4],
+                r[5],
+                _annotations_from_json(r[7]),
+            )
             for r in self.iter_case_rows(data_hash)
         ]
 
@@ -367,10 +413,10 @@ class Store:
             case_ids: only these cases (None: all of them).
 
         Yields:
-            ``(case_id, case_hash, labels_json, groups_json, len_1, len_2, position)``.
+            ``(case_id, case_hash, labels_json, groups_json, len_1, len_2, position, annotations_json)``.
         """
-        query = """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2, position FROM cases
-                   WHERE data_hash=?"""
+        query = """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2, position, annotations_json
+                   FROM cases WHERE data_hash=?"""
         if case_ids is None:
             yield from _fetch_all(self._db.execute(query + " ORDER BY position", (data_hash,)))
             return
@@ -489,6 +535,14 @@ class Store:
         return len(values)
 
     def delete_judgments(self, judge_fingerprint: str) -> int:
+        """Delete every judgment of one judge.
+
+        Args:
+            judge_fingerprint: the judge's fingerprint.
+
+        Returns:
+            How many judgments were deleted.
+        """
         with self._transaction() as db:
             cursor = db.execute("DELETE FROM judgments WHERE judge_fingerprint=?", (judge_fingerprint,))
         return cursor.rowcount
@@ -707,6 +761,7 @@ class Store:
         ]
 
     def count_judgments(self, judge_fingerprint: str) -> int:
+        """How many judgments one judge (by fingerprint) has in the store."""
         row = self._db.execute(
             "SELECT COUNT(*) FROM judgments WHERE judge_fingerprint=?", (judge_fingerprint,)
         ).fetchone()
@@ -736,7 +791,7 @@ def summed_usage(judgments: Iterable[StoredJudgment]) -> dict[str, Any]:
 
 
 _INSERT_CASE = """INSERT OR REPLACE INTO cases(data_hash, position, case_id, case_hash, labels_json,
-       groups_json, len_1, len_2) VALUES (?,?,?,?,?,?,?,?)"""
+       groups_json, len_1, len_2, annotations_json) VALUES (?,?,?,?,?,?,?,?,?)"""
 
 
 def _case_rows(data_hash: str, cases: Iterable[Case], start: int) -> Iterator[tuple[Any, ...]]:
@@ -750,6 +805,7 @@ def _case_rows(data_hash: str, cases: Iterable[Case], start: int) -> Iterator[tu
             json.dumps(case.grouping_metadata(), sort_keys=True, ensure_ascii=False),
             len(case.response_1),
             len(case.response_2),
+            _annotations_json(case.annotations),
         )
 
 
@@ -803,8 +859,42 @@ def find_stores(paths: Sequence[str | Path]) -> list[Path]:
     return found
 
 
+def _annotations_json(annotations: Sequence[Annotation]) -> str | None:
+    """A case's annotations as stored: canonical ``annotations`` objects (labels as 1/2), or NULL."""
+    if not annotations:
+        return None
+    records = []
+    for annotation in annotations:
+        record: dict[str, Any] = {
+            "annotator": annotation.annotator,
+            "labels": {d: int(annotation.labels[d]) for d in DIMENSIONS if d in annotation.labels},
+        }
+        if annotation.order_shown is not None:
+            record["order_shown"] = annotation.order_shown
+        if annotation.seconds is not None:
+            record["seconds"] = annotation.seconds
+        records.append(record)
+    return json.dumps(records, ensure_ascii=False, sort_keys=True)
+
+
+def _annotations_from_json(text: str | None) -> tuple[Annotation, ...]:
+    if not text:
+        return ()
+    return tuple(
+        Annotation(
+            annotator=str(record["annotator"]),
+            labels={str(d): int(v) for d, v in record["labels"].items()},  # type: ignore[misc]
+            order_shown=record.get("order_shown"),
+            seconds=record.get("seconds"),
+        )
+        for record in json.loads(text)
+    )
+
+
 def as_jsonable(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(mapping, default=str))
+    """A copy of ``mapping`` that JSON can hold (anything else as its ``str``)."""
+    plain: dict[str, Any] = json.loads(json.dumps(mapping, default=str))
+    return plain
 
 
 def _scrubbed_json(text: str) -> str:

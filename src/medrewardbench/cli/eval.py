@@ -217,7 +217,9 @@ def _print_results(result: EvaluationResult, benchmark_name: str, by: list[str] 
                 for analysed in result.analysis.runs:
                     if analysed.run_id in this_call:
                         console.print(group_table(analysed, field))
-    console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}"))
+    console.print(
+        leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}", human=result.analysis.human)
+    )
     failed = sum(s.failed for s in result.summaries)
     console.print(
         f"Results in {result.out_dir}/ (store {result.files['store'].name}, judgments.jsonl, metrics.json, "
@@ -227,6 +229,7 @@ def _print_results(result: EvaluationResult, benchmark_name: str, by: list[str] 
     )
     if benchmark_name.startswith("medrewardbench-demo"):
         console.print(
-            "[dim]The demo labels are illustrative, written by the medrewardbench authors, not expert "
-            "annotations: use the demo to try the tool, not to rank judges.[/]"
+            "[dim]The demo labels, and the three made-up raters behind the human (leave-one-out) row, are "
+            "illustrative, written by the medrewardbench authors, not expert annotations: use the demo to try "
+            "the tool, not to rank judges.[/]"
         )

@@ -28,6 +28,7 @@ from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.core import CaseTable, RunData, load_case_table, load_run_data, request_counts
 from medrewardbench.metrics.cost import recorded_cost
+from medrewardbench.metrics.human import JudgeInput, has_annotations, human_ceiling
 from medrewardbench.metrics.resampling import RATIO_METRICS, Resampled, resample_runs
 from medrewardbench.metrics.results import (
     COLUMNS,
@@ -40,6 +41,7 @@ from medrewardbench.metrics.results import (
     DimensionTable,
     Estimate,
     GroupBreakdown,
+    HumanCeiling,
     LeaderboardRow,
     LengthBias,
     PairwiseComparison,
@@ -131,7 +133,9 @@ def check_same_data(runs: Sequence[RunData]) -> None:
     Raises:
         StoreError: no runs, or runs whose data fingerprints (``data_hash``) differ; the message
             names every run with its fingerprint. Also when runs with one fingerprint disagree on
-            their cases or labels (a damaged store).
+            their cases or labels (a damaged store), or their stores hold different per-annotator
+            labels (the fingerprint leaves annotations out, like case metadata; runs without any
+            are accepted).
     """
     if not runs:
         raise StoreError("no runs to report on")
@@ -152,6 +156,35 @@ def check_same_data(runs: Sequence[RunData]) -> None:
                 f"runs {first.run_id} and {run.run_id} share data fingerprint {first.data_hash[:12]} "
                 "but list different cases or labels; the store is inconsistent"
             )
+    annotated = [(run, run.ratings) for run in runs if run.ratings is not None]
+    for run, ratings in annotated[1:]:
+        reference, reference_ratings = annotated[0]
+        if run.annotators != reference.annotators or not np.array_equal(ratings, reference_ratings):
+            raise StoreError(
+                f"runs {reference.run_id} and {run.run_id} were made on the same data (fingerprint "
+                f"{first.data_hash[:12]}) but their stores hold different per-annotator labels: the "
+                "annotations changed between the two evals; run eval again on the current data in each "
+                "output directory"
+            )
+
+
+def annotation_ratings(runs: Sequence[RunData]) -> tuple[npt.NDArray[np.int8], tuple[str, ...]] | None:
+    """The per-annotator labels of the runs' data, from the first run whose store holds them.
+
+    Runs on one data fingerprint share their annotations (:func:`check_same_data` refuses runs whose
+    stores disagree); a run stored before the store kept annotations has none and takes them from
+    the others.
+
+    Args:
+        runs: runs on the same data.
+
+    Returns:
+        ``(ratings, annotators)``, or None when no run's store holds a rating.
+    """
+    for run in runs:
+        if run.ratings is not None and has_annotations(run.ratings):
+            return run.ratings, run.annotators
+    return None
 
 
 def judge_labels(runs: Sequence[RunData]) -> list[str]:
@@ -360,9 +393,14 @@ def _tiers(
     return [ColumnTable.of([int(tiers[index]) for tiers in per_column]) for index in range(len(run_results))]
 
 
-def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
-    """The runs ranked by score (ties by label), with tiers when the runs carry them."""
+def _leaderboard(run_results: Sequence[RunAnalysis], human: HumanCeiling | None = None) -> list[LeaderboardRow]:
+    """The runs ranked by score (ties by label), with tiers when the runs carry them.
+
+    With a human ceiling, each row also carries the judge's agreement with the annotators'
+    leave-one-out majorities.
+    """
     costs = [recorded_cost(run.metadata) for run in run_results]
+    vs_annotators = {j.label: j.agreement.pooled for j in human.judges} if human is not None else {}
     rows = [
         LeaderboardRow(
             rank=0,
@@ -383,6 +421,7 @@ def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
             kappa_overall=run.agreement.kappa["overall"].point,
             cost_usd=math.nan if cost is None else fixed(cost.usd),
             cost_per_1000_cases=math.nan if cost is None else fixed(cost.per_1000_cases),
+            vs_annotators=vs_annotators.get(run.label),
         )
         for run, cost in zip(run_results, costs, strict=True)
     ]
@@ -451,8 +490,10 @@ def analyze(
     Returns:
         The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
         the leaderboard ranked by score with tiers, and every pair of judges per column
-        (McNemar and paired bootstrap, Holm-adjusted). Fractions are in [0, 1]; undefined values
-        are NaN.
+        (McNemar and paired bootstrap, Holm-adjusted); when the cases carry per-annotator labels,
+        also the human ceiling (:mod:`medrewardbench.metrics.human`, intervals from the same
+        weight matrix) and each leaderboard row's agreement with the annotators. Fractions are in
+        [0, 1]; undefined values are NaN.
 
     Raises:
         StoreError: no runs, or runs made on different data.
@@ -491,12 +532,31 @@ def analyze(
         group_fields=tuple(fields),
         **({} if n_resamples else {"interval": "none (point estimates only)"}),
     )
+    human = None
+    panel = annotation_ratings(runs)
+    if panel is not None:
+        judges = [
+            JudgeInput(name, run.run_id, is_baseline(run.judge_spec), run.verdicts)
+            for run, name in zip(runs, names, strict=True)
+        ]
+        ratings, annotators = panel
+        # the human ceiling takes the whole weight matrix (the same resamples as the rest: row r
+        # is drawn from (seed, r) whatever the blocks); only data with per-annotator labels needs it
+        if n_resamples:
+            strata = np.asarray(groups[STRATA], dtype=object) if first.n_cases else None
+            weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata).astype(np.float32)
+        else:
+            weights = np.zeros((0, first.n_cases), dtype=np.float32)
+        human = human_ceiling(
+            ratings, annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
+        )
     return Analysis(
         settings=settings,
         dataset=_dataset_section(first, labels, groups, dataset_name),
         runs=tuple(run_results),
-        leaderboard=tuple(_leaderboard(run_results)),
+        leaderboard=tuple(_leaderboard(run_results, human)),
         pairwise=PairwiseTests(judges=tuple(names), comparisons=tuple(records)),
+        human=human,
     )
 
 

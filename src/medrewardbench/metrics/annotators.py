@@ -1,5 +1,7 @@
-"""Agreement between human annotators: majority vote, Fleiss' kappa, Krippendorff's alpha,
-pairwise agreement, and each annotator against the majority of the others.
+"""Agreement between human annotators.
+
+Majority vote, Fleiss' kappa, Krippendorff's alpha, pairwise agreement, and each annotator against
+the majority of the others.
 
 Every function takes a **ratings** matrix, int ``(n_items, n_raters)``: the category each rater
 gave each item, with :data:`MISSING` (0) where a rater gave none. Categories are any other
@@ -23,8 +25,9 @@ Krippendorff's reliability data with missing values) and small hand-computed cas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -51,7 +54,45 @@ __all__ = [
     "majority_vote",
     "pairwise_agreement",
     "pairwise_agreement_matrix",
+    "ratings_from_annotations",
 ]
+
+
+class _Labelled(Protocol):
+    """What :func:`ratings_from_annotations` reads of an annotation (a :class:`~medrewardbench.cases.Annotation`)."""
+
+    @property
+    def annotator(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, int]: ...
+
+
+def ratings_from_annotations(
+    annotations: Sequence[Iterable[_Labelled]], dimensions: Sequence[str]
+) -> tuple[npt.NDArray[np.int8], tuple[str, ...]]:
+    """The ratings array of a set of cases from their per-annotator labels.
+
+    Args:
+        annotations: per case, its annotations (each with ``annotator`` and ``labels``, a mapping
+            from dimension to 1 or 2).
+        dimensions: the dimensions, in the order of the last axis.
+
+    Returns:
+        ``(ratings, annotators)``: int8 ``(n_cases, n_annotators, n_dims)`` with :data:`MISSING`
+        where an annotator gave no label, and the annotator names (sorted) along axis 1.
+    """
+    per_case = [list(case) for case in annotations]
+    names = tuple(sorted({a.annotator for case in per_case for a in case}))
+    column = {name: i for i, name in enumerate(names)}
+    ratings = np.full((len(per_case), len(names), len(dimensions)), MISSING, dtype=np.int8)
+    for i, case in enumerate(per_case):
+        for annotation in case:
+            for d, dimension in enumerate(dimensions):
+                value = annotation.labels.get(dimension)
+                if value is not None:
+                    ratings[i, column[annotation.annotator], d] = value
+    return ratings, names
 
 
 def as_ratings(ratings: npt.ArrayLike, missing: int = MISSING) -> IntArray:
@@ -214,7 +255,7 @@ def krippendorff_alpha_nominal(ratings: npt.ArrayLike, missing: int = MISSING) -
     if expected <= 0.0:
         return float("nan")
     observed = float(np.sum(coincidences[off_diagonal]))
-    return 1.0 - (n - 1.0) * observed / expected
+    return float(1.0 - (n - 1.0) * observed / expected)
 
 
 def pairwise_agreement(ratings: npt.ArrayLike, missing: int = MISSING) -> float:

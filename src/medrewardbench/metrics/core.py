@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.metrics import stats
+from medrewardbench.metrics.annotators import MISSING as MISSING_RATING
 from medrewardbench.metrics.results import (
     COLUMNS,
     STRATA,
@@ -55,9 +56,14 @@ class RunData:
     usage: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    ratings: npt.NDArray[np.int8] | None = None
+    """per-annotator labels (n_cases, n_annotators, n_dims), 0 where none; None when the data has none"""
+    annotators: tuple[str, ...] = ()
+    """the annotator of each column of ``ratings``"""
 
     @property
     def n_cases(self) -> int:
+        """How many cases the run covers."""
         return len(self.case_ids)
 
     def subset(self, mask: npt.NDArray[np.bool_]) -> RunData:
@@ -77,6 +83,8 @@ class RunData:
             usage=self.usage,
             config=self.config,
             metadata=self.metadata,
+            ratings=None if self.ratings is None else self.ratings[idx],
+            annotators=self.annotators,
         )
 
 
@@ -93,6 +101,9 @@ class CaseTable:
             few values costs a pointer per case).
         position_index: the index of the case stored at each position, when the store's positions
             are not simply 0, 1, 2, ... (None when they are).
+        ratings: per-annotator labels (n_cases, n_annotators, n_dims) int8, or None when the data
+            has none.
+        annotators: the annotator of each column of ``ratings``.
     """
 
     data_hash: str
@@ -101,9 +112,12 @@ class CaseTable:
     lengths: npt.NDArray[np.int64]
     groups: Mapping[str, tuple[str, ...]]
     position_index: npt.NDArray[np.int64] | None = None
+    ratings: IntArray | None = None
+    annotators: tuple[str, ...] = ()
 
     @property
     def n_cases(self) -> int:
+        """How many cases the table holds."""
         return len(self.case_ids)
 
 
@@ -125,9 +139,14 @@ def load_case_table(store: Store, data_hash: str) -> CaseTable:
     dims = {dim: j for j, dim in enumerate(DIMENSIONS)}
     positions: list[int] = []
     contiguous = True
-    for index, (case_id, _hash, labels_json, groups_json, len_1, len_2, position) in enumerate(
+    annotated: list[tuple[int, str, dict[str, int]]] = []  # only the cases that have annotations
+    for index, (case_id, _hash, labels_json, groups_json, len_1, len_2, position, annotations_json) in enumerate(
         store.iter_case_rows(data_hash)
     ):
+        if annotations_json:
+            for record in json.loads(annotations_json):
+                annotator = seen.setdefault(str(record["annotator"]), str(record["annotator"]))
+                annotated.append((index, annotator, {str(k): int(v) for k, v in record["labels"].items()}))
         contiguous = contiguous and position == index
         if not contiguous:
             positions.append(position)
@@ -154,6 +173,15 @@ def load_case_table(store: Store, data_hash: str) -> CaseTable:
         stored = np.concatenate([np.arange(n - len(positions)), np.array(positions, dtype=np.int64)])
         position_index = np.full(int(stored.max()) + 1, -1, dtype=np.int64)
         position_index[stored] = np.arange(n)
+    annotators = tuple(sorted({name for _, name, _ in annotated}))
+    ratings = None
+    if annotators:
+        column = {name: k for k, name in enumerate(annotators)}
+        ratings = np.full((n, len(annotators), len(DIMENSIONS)), MISSING_RATING, dtype=np.int8)
+        for index, name, given in annotated:
+            for dim, value in given.items():
+                if dim in dims:
+                    ratings[index, column[name], dims[dim]] = value
     return CaseTable(
         data_hash=data_hash,
         case_ids=tuple(case_ids),
@@ -161,6 +189,8 @@ def load_case_table(store: Store, data_hash: str) -> CaseTable:
         lengths=lengths,
         groups={f: tuple(group_values[f]) for f in sorted(group_values)},
         position_index=position_index,
+        ratings=ratings,
+        annotators=annotators,
     )
 
 
@@ -206,6 +236,8 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         usage=store.usage(run),
         config=run.config,
         metadata=run.metadata,
+        ratings=cases.ratings,
+        annotators=cases.annotators,
     )
 
 

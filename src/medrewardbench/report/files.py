@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.metrics.results import METRICS_SCHEMA, AccuracyCell, ColumnTable, LeaderboardRow, RunMetrics, number
+from medrewardbench.metrics.results import (
+    METRICS_SCHEMA,
+    AccuracyCell,
+    ColumnTable,
+    HumanCeiling,
+    LeaderboardRow,
+    RunMetrics,
+    number,
+)
 from medrewardbench.store import RunRecord, Store
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -102,6 +110,7 @@ def leaderboard_entry(row: LeaderboardRow) -> dict[str, Any]:
             if row.has_cost
             else {}
         ),
+        **({} if row.vs_annotators is None else {"vs_annotators": number(row.vs_annotators.point)}),
     }
 
 
@@ -109,10 +118,33 @@ def metrics_document(
     runs: Sequence[RunRecord],
     metrics_by_run: Mapping[str, RunMetrics],
     leaderboard: Sequence[LeaderboardRow],
+    human: HumanCeiling | None = None,
 ) -> dict[str, Any]:
-    """The content of metrics.json (schema ``medrewardbench.metrics/2``)."""
+    """The content of metrics.json (schema ``medrewardbench.metrics/2``).
+
+    Args:
+        runs: the runs described.
+        metrics_by_run: each run's point estimates.
+        leaderboard: the ranked rows.
+        human: the human ceiling, when the data has per-annotator labels: each leaderboard entry
+            then carries ``vs_annotators`` and the document a ``human`` entry (the human row's
+            points per column, the annotators, and how the targets are defined).
+
+    Returns:
+        The document.
+    """
     datasets = sorted({(r.dataset_name, r.data_hash, r.n_cases) for r in runs})
+    extra: dict[str, Any] = {}
+    if human is not None:
+        extra["human"] = {
+            "label": human.label,
+            "annotators": list(human.annotators),
+            "n_cases": human.n_cases,
+            "vs_annotators": human.human.to_json(lambda e: number(e.point)),
+            "targets": human.targets,
+        }
     return {
+        **extra,
         "schema": METRICS_SCHEMA,
         "datasets": [{"name": n, "data_hash": h, "n_cases": c} for n, h, c in datasets],
         "leaderboard": [leaderboard_entry(row) for row in leaderboard],

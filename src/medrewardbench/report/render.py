@@ -35,6 +35,7 @@ from medrewardbench.metrics.results import (
     number,
 )
 from medrewardbench.report.html import CaseGallery, CaseView, JudgeMistake, OrderOutcome, thumbnail_data_uri
+from medrewardbench.report.human import human_long_rows
 from medrewardbench.store import Store, StoredJudgment
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,9 @@ def analysis_csv_rows(analysis: Analysis) -> list[dict[str, Any]]:
 
     Returns:
         Rows with the keys of :data:`CSV_COLUMNS` (missing values are None); the pooled column's
-        dimension is ``all``.
+        dimension is ``all``. With a human ceiling, its rows follow those of the runs
+        (:func:`~medrewardbench.report.human.human_long_rows`: ``judge`` is empty and ``label``
+        names the judge, the human row, the annotator or ``annotators``).
     """
     rows: list[dict[str, Any]] = []
     for run in analysis.runs:
@@ -221,6 +224,8 @@ def analysis_csv_rows(analysis: Analysis) -> list[dict[str, Any]]:
             for group, table in grouped.groups.items():
                 add("accuracy", table, field=field_name, group=group)
             add("macro_accuracy", grouped.macro, field=field_name)
+    if analysis.human is not None:
+        rows += [{"judge": None, "order": None, **row} for row in human_long_rows(analysis.human)]
     return rows
 
 
@@ -353,8 +358,10 @@ def _case_view(
 
 
 def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dimension: str = "overall") -> CaseGallery:
-    """The cases judges got wrong, with raw outputs from the stores and texts and images re-loaded
-    from the runs' data source (``RunRecord.dataset_source``).
+    """The cases judges got wrong, with raw outputs, texts and images.
+
+    Raw outputs come from the stores; texts and images are re-loaded from the runs' data source
+    (``RunRecord.dataset_source``).
 
     If the source cannot be loaded (moved, in-memory, offline Hub), the cases are shown without
     question, answers and image, and the section says why.

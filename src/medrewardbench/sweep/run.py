@@ -670,7 +670,7 @@ def _finish(
         files["metrics_json"] = out / "metrics.json"
         files["metrics_csv"] = out / "metrics.csv"
         write_judgments_jsonl(store, all_runs, files["judgments"])
-        write_metrics_json(metrics_document(all_runs, metrics, points.leaderboard), files["metrics_json"])
+        write_metrics_json(metrics_document(all_runs, metrics, points.leaderboard, points.human), files["metrics_json"])
         write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
         if options.report and not interrupted and sweep_runs:
             analysis = _report(config, out, [run.run_id for run in sweep_runs], fields, files, sink)

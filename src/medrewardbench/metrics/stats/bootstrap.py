@@ -110,6 +110,7 @@ class StrataLayout:
 
     @property
     def n_cases(self) -> int:
+        """How many cases the layout orders."""
         return int(self.order.size)
 
 
