@@ -616,14 +616,17 @@ class Store:
             rows_at_a_time: rows per block.
 
         Yields:
-            Lists of ``(position, swapped, failed, verdict per dimension...)``: the case's position,
-            1 for the swapped order, 1 for a judgment that failed as a whole, then 1, 2 or 0 (no
-            verdict) per dimension in :data:`~medrewardbench.dimensions.DIMENSIONS` order.
+            Lists of ``(position, swapped, failed, verdict per dimension..., prompt_tokens,
+            completion_tokens, latency_s)``: the case's position, 1 for the swapped order, 1 for a
+            judgment that failed as a whole, then 1, 2 or 0 (no verdict) per dimension in
+            :data:`~medrewardbench.dimensions.DIMENSIONS` order, then the usage (0 when unknown),
+            so that one pass gives what :meth:`usage` sums.
         """
         verdicts = ", ".join(f"coalesce(json_extract(j.verdicts_json, '$.{d}'), 0)" for d in DIMENSIONS)
         marks = ",".join("?" * len(run.orders))
         cursor = self._db.execute(
-            f"""SELECT c.position, j.order_ = 'swapped', j.failure IS NOT NULL, {verdicts}
+            f"""SELECT c.position, j.order_ = 'swapped', j.failure IS NOT NULL, {verdicts},
+                       coalesce(j.prompt_tokens, 0), coalesce(j.completion_tokens, 0), coalesce(j.latency_s, 0.0)
                 FROM cases c JOIN judgments j
                   ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
                 WHERE c.data_hash = ? AND j.order_ IN ({marks})""",

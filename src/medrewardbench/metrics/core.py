@@ -12,6 +12,7 @@ are not counted at all.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -215,13 +216,20 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         raise ValueError(f"the case table is of data {cases.data_hash[:12]}, the run of {run.data_hash[:12]}")
     n, d = cases.n_cases, len(DIMENSIONS)
     verdicts = np.full((n, 2, d), NOT_RUN, dtype=np.int8)
+    prompt_tokens = completion_tokens = 0
+    latencies: list[float] = []
     for block in store.iter_verdict_rows(run):
-        rows = np.array(block, dtype=np.int64).reshape(-1, 3 + d)
+        table = np.array(block, dtype=np.float64).reshape(-1, 6 + d)  # small integers and token counts: exact
+        rows = table[:, : 3 + d].astype(np.int64)
+        prompt_tokens += int(table[:, 3 + d].astype(np.int64).sum())
+        completion_tokens += int(table[:, 4 + d].astype(np.int64).sum())
+        latencies.append(math.fsum(table[:, 5 + d].tolist()))
         positions, orders = rows[:, 0], rows[:, 1]
         if cases.position_index is not None:
             positions = cases.position_index[positions]
         values = np.where(rows[:, 2:3] == 1, FAILED, rows[:, 3:])  # a failed request has no verdict
         verdicts[positions, orders] = values.astype(np.int8)
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": math.fsum(latencies)}
     return RunData(
         run_id=run.run_id,
         judge_spec=run.judge_spec,
@@ -233,7 +241,7 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         groups=cases.groups,
         orders=run.orders,
         failures=store.failure_counts(run),
-        usage=store.usage(run),
+        usage=usage,
         config=run.config,
         metadata=run.metadata,
         ratings=cases.ratings,
