@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -313,6 +313,45 @@ def _read_selected(
             return
         kept += 1
         yield case
+
+
+def find_cases(
+    source: str,
+    case_ids: Iterable[str],
+    *,
+    allow_external_images: bool = False,
+    image_roots: Sequence[str | Path] | None = None,
+) -> dict[str, Case]:
+    """Some cases of a source, by id, in one reading of it (nothing else is kept).
+
+    For showing a few cases of a large source (the report's gallery): rows with problems are
+    skipped, not reported, and an id given twice yields its first valid row.
+
+    Args:
+        source: see the module docstring.
+        case_ids: the ids wanted.
+        allow_external_images: accept image paths outside the data's directory.
+        image_roots: further directories image paths may point into.
+
+    Returns:
+        case id -> case, for the wanted ids the source has.
+
+    Raises:
+        DataError: the source cannot be opened at all.
+    """
+    wanted = set(case_ids)
+    reader = open_source(source, allow_external_images=allow_external_images, image_roots=image_roots)
+    sink = LoadResult(name=reader.name, source=source)
+    found: dict[str, Case] = {}
+    for case, _location, _warnings in reader.read(sink, IdTracker.hashing(), None):
+        if case.case_id in wanted and case.case_id not in found:
+            found[case.case_id] = case
+            if len(found) == len(wanted):
+                break
+        sink.errors.clear()  # problems are not the caller's concern here: never let them pile up
+        sink.warnings.clear()
+        sink.rejected_images.clear()
+    return found
 
 
 def load_benchmark(

@@ -391,10 +391,9 @@ def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dim
     if bundles and wanted:
         source = bundles[0].record.dataset_source
         try:
-            from medrewardbench.data import load_benchmark
+            from medrewardbench.data.sources import find_cases
 
-            benchmark = load_benchmark(source, strict=False)
-            cases = {c.case_id: c for c in benchmark if c.case_id in wanted}  # read a chunk at a time
+            cases = find_cases(source, wanted)  # one reading of the source, keeping only these cases
         except (MedRewardBenchError, OSError, ValueError) as exc:
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             notes.append(
