@@ -609,23 +609,28 @@ class Store:
                 )
 
     def iter_verdict_rows(self, run: RunRecord, rows_at_a_time: int = 65_536) -> Iterator[list[tuple[int, ...]]]:
-        """A run's verdicts as small integers, a block of rows at a time (what metrics read).
+        """A run's verdicts packed into small integers, a block of rows at a time (what metrics read).
+
+        Few columns per row, so that millions of judgments cross into Python quickly.
 
         Args:
             run: the run.
             rows_at_a_time: rows per block.
 
         Yields:
-            Lists of ``(position, swapped, failed, verdict per dimension..., prompt_tokens,
-            completion_tokens, latency_s)``: the case's position, 1 for the swapped order, 1 for a
-            judgment that failed as a whole, then 1, 2 or 0 (no verdict) per dimension in
-            :data:`~medrewardbench.dimensions.DIMENSIONS` order, then the usage (0 when unknown),
-            so that one pass gives what :meth:`usage` sums.
+            Lists of ``(key, code, prompt_tokens, completion_tokens, latency_s)``: ``key`` is the
+            case's position times 2, plus 1 for the swapped order; ``code`` is 1 for a judgment that
+            failed as a whole, plus 2 times the verdicts in base 3 (the ``d``-th dimension of
+            :data:`~medrewardbench.dimensions.DIMENSIONS` times ``3**d``; each 1, 2 or 0 for no
+            verdict); then the usage (0 when unknown), so that one pass gives what :meth:`usage`
+            sums.
         """
-        verdicts = ", ".join(f"coalesce(json_extract(j.verdicts_json, '$.{d}'), 0)" for d in DIMENSIONS)
+        packed = " + ".join(
+            f"{3**d} * coalesce(json_extract(j.verdicts_json, '$.{dim}'), 0)" for d, dim in enumerate(DIMENSIONS)
+        )
         marks = ",".join("?" * len(run.orders))
         cursor = self._db.execute(
-            f"""SELECT c.position, j.order_ = 'swapped', j.failure IS NOT NULL, {verdicts},
+            f"""SELECT c.position * 2 + (j.order_ = 'swapped'), (j.failure IS NOT NULL) + 2 * ({packed}),
                        coalesce(j.prompt_tokens, 0), coalesce(j.completion_tokens, 0), coalesce(j.latency_s, 0.0)
                 FROM cases c JOIN judgments j
                   ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?

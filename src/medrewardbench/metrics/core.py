@@ -218,16 +218,18 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
     verdicts = np.full((n, 2, d), NOT_RUN, dtype=np.int8)
     prompt_tokens = completion_tokens = 0
     latencies: list[float] = []
+    powers = 3 ** np.arange(d, dtype=np.int64)
     for block in store.iter_verdict_rows(run):
-        table = np.array(block, dtype=np.float64).reshape(-1, 6 + d)  # small integers and token counts: exact
-        rows = table[:, : 3 + d].astype(np.int64)
-        prompt_tokens += int(table[:, 3 + d].astype(np.int64).sum())
-        completion_tokens += int(table[:, 4 + d].astype(np.int64).sum())
-        latencies.append(math.fsum(table[:, 5 + d].tolist()))
-        positions, orders = rows[:, 0], rows[:, 1]
+        table = np.array(block, dtype=np.float64).reshape(-1, 5)  # small integers and token counts: exact
+        key, code = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
+        prompt_tokens += int(table[:, 2].astype(np.int64).sum())
+        completion_tokens += int(table[:, 3].astype(np.int64).sum())
+        latencies.append(math.fsum(table[:, 4].tolist()))
+        positions, orders = key // 2, key % 2
         if cases.position_index is not None:
             positions = cases.position_index[positions]
-        values = np.where(rows[:, 2:3] == 1, FAILED, rows[:, 3:])  # a failed request has no verdict
+        packed = (code // 2)[:, None] // powers[None, :] % 3  # (rows, dims): 1, 2 or 0 (no verdict)
+        values = np.where((code % 2 == 1)[:, None], FAILED, packed)  # a failed request has no verdict
         verdicts[positions, orders] = values.astype(np.int8)
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": math.fsum(latencies)}
     return RunData(
