@@ -365,11 +365,11 @@ def _add_totals(
         sums.by_length[k] += (values * mask).sum(axis=1)
     if pairwise and plan.n_judges:
         n_judges, n_cases = plan.n_judges, correct.shape[1]
-        right = correct.reshape(n_judges, n_cases * 2, plan.n_dims).astype(np.float64)
-        count = counted.reshape(n_judges, n_cases * 2, plan.n_dims).astype(np.float64)
-        for d in range(plan.n_dims):
-            sums.mcnemar_b[d] += np.rint(right[:, :, d] @ (count[:, :, d] - right[:, :, d]).T).astype(np.int64)
-            sums.n_pairs[d] += np.rint(count[:, :, d] @ count[:, :, d].T).astype(np.int64)
+        # (D, J, requests), contiguous: one batched product per sum rather than one per dimension
+        right = np.ascontiguousarray(correct.reshape(n_judges, n_cases * 2, plan.n_dims).transpose(2, 0, 1), np.float64)
+        count = np.ascontiguousarray(counted.reshape(n_judges, n_cases * 2, plan.n_dims).transpose(2, 0, 1), np.float64)
+        sums.mcnemar_b += np.rint(np.matmul(right, (count - right).transpose(0, 2, 1))).astype(np.int64)
+        sums.n_pairs += np.rint(np.matmul(count, count.transpose(0, 2, 1))).astype(np.int64)
 
 
 def _with_pooled(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
