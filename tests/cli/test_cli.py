@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app
+from medrewardbench.errors import install_command
 from medrewardbench.judges import BASELINE_SPECS
 
 runner = CliRunner()
@@ -163,4 +164,4 @@ def test_a_missing_extra_is_named_in_full(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setitem(__import__("sys").modules, "openai", None)  # as if the api extra were not installed
     code, output = run_cli("eval", "--judge", "api:gpt-4o", "--limit", "1", "--out", str(tmp_path))
     assert code == 2
-    assert "pip install 'medrewardbench[api]'" in output.replace("\n", "")
+    assert install_command("api") in output.replace("\n", "")

@@ -16,7 +16,6 @@ from typing import Any
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.errors import require
 from medrewardbench.images import load_image
 from medrewardbench.metrics.results import Analysis, LeaderboardRow, PairwiseComparison
 from medrewardbench.report import plots
@@ -455,7 +454,7 @@ def render_html(
     Returns:
         A complete HTML document that loads nothing from the network.
     """
-    jinja2: Any = require("jinja2", "report", "The HTML report")
+    import jinja2  # a core dependency, imported here to keep the command line quick to start
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.errors import require
 from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
 
 SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length")
@@ -92,7 +91,7 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
     Returns:
         The path written.
     """
-    openpyxl: Any = require("openpyxl", "report", "The spreadsheet report")
+    import openpyxl  # a core dependency, imported here to keep the command line quick to start
     from openpyxl.styles import Font
 
     bold = Font(bold=True)
