@@ -25,6 +25,7 @@ def _columns(path: Path, table: str) -> list[str]:
 
 def test_an_existing_store_gets_every_migration_once_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "medrewardbench.sqlite"
+    monkeypatch.setattr(store_module, "MIGRATIONS", ())
     with Store(path) as store:  # a store of the base layout, as older versions wrote it
         assert store.applied_migrations() == []
     monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA)
@@ -64,8 +65,11 @@ def _open_with_extra(path: str, barrier: multiprocessing.synchronize.Barrier) ->
     Store(path).close()
 
 
-def test_processes_opening_one_store_together_apply_each_migration_once(tmp_path: Path) -> None:
+def test_processes_opening_one_store_together_apply_each_migration_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "medrewardbench.sqlite"
+    monkeypatch.setattr(store_module, "MIGRATIONS", ())  # the base layout; the workers add EXTRA
     Store(path).close()
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(6)

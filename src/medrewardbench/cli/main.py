@@ -12,6 +12,7 @@ from medrewardbench.cli.eval import eval_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
 from medrewardbench.cli.serve import serve_command
+from medrewardbench.cli.support import plain_help
 from medrewardbench.cli.train import register_commands as register_training_commands
 from medrewardbench.cli.validate import validate_command
 
@@ -34,6 +35,7 @@ app.command("serve")(serve_command)
 app.add_typer(annotate_app, name="annotate")
 app.add_typer(build_app, name="build")
 register_training_commands(app)
+plain_help(app)  # last: every command and group added above gets click-style help pages
 
 
 def main() -> None:

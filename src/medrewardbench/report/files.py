@@ -16,6 +16,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TextIO
 
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import METRICS_SCHEMA, AccuracyCell, ColumnTable, LeaderboardRow, RunMetrics, number
 from medrewardbench.store import RunRecord, Store
@@ -101,12 +102,27 @@ def metrics_document(
     runs: Sequence[RunRecord],
     metrics_by_run: Mapping[str, RunMetrics],
     leaderboard: Sequence[LeaderboardRow],
+    labels: Mapping[str, LabelProvenance] | None = None,
 ) -> dict[str, Any]:
-    """The content of metrics.json (schema ``medrewardbench.metrics/2``)."""
+    """The content of metrics.json (schema ``medrewardbench.metrics/2``).
+
+    Args:
+        runs: the runs described.
+        metrics_by_run: run id -> its metrics.
+        leaderboard: the ranked rows.
+        labels: data fingerprint -> where its labels come from (unknown when missing).
+
+    Returns:
+        The document.
+    """
     datasets = sorted({(r.dataset_name, r.data_hash, r.n_cases) for r in runs})
+    provenance = labels or {}
     return {
         "schema": METRICS_SCHEMA,
-        "datasets": [{"name": n, "data_hash": h, "n_cases": c} for n, h, c in datasets],
+        "datasets": [
+            {"name": n, "data_hash": h, "n_cases": c, "labels": provenance.get(h, UNKNOWN_LABELS).to_json()}
+            for n, h, c in datasets
+        ],
         "leaderboard": [leaderboard_entry(row) for row in leaderboard],
         "runs": [
             {

@@ -4,8 +4,8 @@ Reference layout: one sheet per judge (named after it, at most 31 characters), o
 system with the columns ``modality``, ``model`` and ``{dimension}_acc`` for the six dimensions,
 values as fractions. This writer keeps that layout, adds an ``all_acc`` column (the pooled score)
 and ``n_cases``, and closes each judge sheet with an ``all`` row (every case) and a ``macro`` row
-(mean over organ systems). Three more sheets follow the leaderboard: ``leaderboard`` (first),
-``pairwise`` and ``position_length``.
+(mean over organ systems). More sheets: ``leaderboard`` (first), then after the judges ``pairwise``,
+``position_length`` and ``about`` (the data set, where its labels come from, what the numbers mean).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
+from medrewardbench.report.format import METRIC
 
-SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length")
+SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "about")
 MAX_SHEET_NAME = 31
 _FORBIDDEN = re.compile(r"[\[\]:*?/\\]")
 FRACTION = "0.0000"
@@ -187,13 +188,13 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         "longer_preference",
         "longer_preference_low",
         "longer_preference_high",
-        "expert_longer_rate",
-        "accuracy_expert_longer",
-        "n_expert_longer",
-        "accuracy_expert_shorter",
-        "n_expert_shorter",
+        "labels_longer_rate",
+        "agreement_labels_longer",
+        "n_labels_longer",
+        "agreement_labels_shorter",
+        "n_labels_shorter",
         "coherence_overall_accuracy",
-        "expert_coherence_overall_accuracy",
+        "labels_coherence_overall_accuracy",
     ]
     position.append(position_columns)
     for run in ordered:
@@ -229,6 +230,27 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         )
     _style_header(position, bold, [34] + [14] * (len(position_columns) - 1))
     _format_columns(position, 2, [*range(2, 16), 17, 19, 20], PERCENT)
+
+    about = workbook.create_sheet("about")
+    for key, value in (
+        ("dataset", dataset.name or ""),
+        ("data_fingerprint", dataset.data_hash),
+        ("cases", dataset.n_cases),
+        ("labels", dataset.labels.banner()),
+        ("labels_kind", dataset.labels.kind),
+        ("metric", f"{METRIC}: the share of judgments naming the labelled winner; failures count as wrong"),
+        ("columns", "{dimension}_acc: the metric on that dimension (the reference layout's names); all_acc: pooled"),
+        (
+            "intervals",
+            f"{round(100 * analysis.settings.confidence)} % case bootstrap, "
+            f"{analysis.settings.n_resamples} resamples, seed {analysis.settings.seed}",
+        ),
+    ):
+        about.append([key, value])
+    about.column_dimensions["A"].width = 18
+    about.column_dimensions["B"].width = 120
+    for cell in about["A"]:
+        cell.font = bold
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
