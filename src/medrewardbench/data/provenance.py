@@ -32,6 +32,7 @@ practitioners, as its paper describes). ``eval --labels`` overrides all of these
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ __all__ = [
     "card_path",
     "parse_labels_option",
     "read_dataset_card",
+    "write_dataset_card",
 ]
 
 CARD_FILENAME = "dataset.json"
@@ -123,6 +125,10 @@ class LabelProvenance:
         text = self.text().rstrip(".")
         caveat = self.caveat()
         return f"Labels: {text}." + (f" {caveat}" if caveat else "")
+
+    def card_labels(self) -> dict[str, Any]:
+        """The ``labels`` object of a dataset card that declares this provenance."""
+        return {"provenance": self.text(), "kind": self.kind, "raters": self.raters}
 
     def to_json(self) -> dict[str, Any]:
         """``{"kind", "raters", "description", "declared_by", "text"}`` (``text`` is :meth:`text`)."""
@@ -321,3 +327,20 @@ def parse_labels_option(value: str) -> LabelProvenance:
             )
         raters = int(count)
     return LabelProvenance(kind, raters, description.strip(), "--labels")
+
+
+def write_dataset_card(directory: str | Path, name: str, labels: LabelProvenance) -> Path:
+    """Write a minimal dataset card (name and labels) into a directory, beside data written there.
+
+    Args:
+        directory: where the data file is.
+        name: the data set's name.
+        labels: where its labels come from.
+
+    Returns:
+        The card's path.
+    """
+    path = Path(directory) / CARD_FILENAME
+    payload = {"name": name, "labels": labels.card_labels()}
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path

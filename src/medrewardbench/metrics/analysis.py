@@ -118,6 +118,31 @@ def group_by_data(bundles: Sequence[LoadedRun]) -> list[DataSet]:
     ]
 
 
+def resolve_group_fields(dataset: DataSet, fields: Sequence[str]) -> list[str]:
+    """Check ``--by`` fields against the stored cases of a data set (``metadata.site`` is ``site``).
+
+    Args:
+        dataset: the runs of one data set.
+        fields: field names as given.
+
+    Returns:
+        The field names as stored, each once, ``organ_system`` first.
+
+    Raises:
+        ValueError: a field that no stored case has a value for (the message lists those there are).
+    """
+    names = list(dict.fromkeys([STRATA, *(f.strip().removeprefix("metadata.") for f in fields)]))
+    groups = dataset.runs[0].data.groups
+    available = sorted(f for f, values in groups.items() if any(v != "unknown" for v in values))
+    missing = [name for name in names if name != STRATA and name not in available]
+    if missing:
+        raise ValueError(
+            f"--by {', '.join(map(repr, missing))}: no case of {dataset.name} ({dataset.data_hash[:12]}) has a value "
+            f"for it; fields with values: {', '.join(available) or '(none)'}"
+        )
+    return names
+
+
 def select_data(datasets: Sequence[DataSet], wanted: str | None) -> list[DataSet]:
     """The data sets a ``--data`` value names: a fingerprint prefix (at least 4 characters) or a name.
 

@@ -134,6 +134,7 @@ def load_cv_bundles(folder: str | Path) -> list[LoadedRun]:
         "spec": label,
         "method": report.get("method"),
         "base_model": report.get("base_model"),
+        "adapter": f"one per fold ({len(folds)}: {root}/fold-*/model)",
         "folds": fold_judges,
         "hyperparameters": report.get("hyperparameters", {}),
     }

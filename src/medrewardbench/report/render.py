@@ -30,6 +30,7 @@ from medrewardbench.metrics.analysis import (
     group_by_data,
     judge_labels,
     load_run_bundles,
+    resolve_group_fields,
     select_data,
     select_wrong_cases,
 )
@@ -575,8 +576,9 @@ def _write_report(
     case_dimension: str,
     title: str,
 ) -> RenderedReport:
+    fields = resolve_group_fields(dataset, group_fields)
     analysis = analyze_dataset(
-        dataset, confidence=confidence, n_resamples=n_resamples, seed=seed, group_fields=group_fields, alpha=alpha
+        dataset, confidence=confidence, n_resamples=n_resamples, seed=seed, group_fields=fields, alpha=alpha
     )
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -645,7 +647,7 @@ def render_reports(
         One :class:`RenderedReport` per data set, in the order found.
 
     Raises:
-        ValueError: an unknown format.
+        ValueError: an unknown format, or a ``group_fields`` entry no case has a value for.
         StoreError: no runs, unknown judges, or ``data`` names no data set.
     """
     unknown = [f for f in formats if f not in FORMATS]
