@@ -60,7 +60,13 @@ LoraTargetsOpt = Annotated[
 PrecisionOpt = Annotated[str | None, typer.Option("--precision", help="auto | bf16 | fp16 | fp32")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N")]
 CheckpointingOpt = Annotated[
-    bool | None, typer.Option("--gradient-checkpointing/--no-gradient-checkpointing", help="save memory")
+    str | None,
+    typer.Option(
+        "--gradient-checkpointing",
+        metavar="on|off",
+        help="recompute activations to save memory",
+        show_default="off, or the config file's",
+    ),
 ]
 OrdersOpt = Annotated[str | None, typer.Option("--orders", help="both (order augmentation) | original | swapped")]
 TemplateOpt = Annotated[str | None, typer.Option("--template", help="pairwise | pairwise-cot | FILE (SFT/DPO)")]
@@ -75,8 +81,20 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
 
 
+_SWITCH = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
 def build_config(method: str | None, config_file: Path | None, **flags: Any) -> TrainConfig:
-    """Defaults, then the YAML file (with its ``method`` section), then the flags that were given."""
+    """Defaults, then the YAML file (with its ``method`` section), then the flags that were given.
+
+    Raises:
+        ValueError: ``--gradient-checkpointing`` is neither on nor off.
+    """
+    switch = flags.get("gradient_checkpointing")
+    if isinstance(switch, str):
+        if switch.strip().lower() not in _SWITCH:
+            raise ValueError(f"--gradient-checkpointing takes on or off, got {switch!r}")
+        flags["gradient_checkpointing"] = _SWITCH[switch.strip().lower()]
     config = TrainConfig.from_yaml(config_file, method) if config_file is not None else TrainConfig()
     return config.with_overrides(**flags)
 
