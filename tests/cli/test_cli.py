@@ -104,7 +104,7 @@ def test_limit_orders_organs_and_group_by(tmp_path: Path) -> None:
     run = metrics["runs"][0]["metrics"]
     assert run["n_cases"] == 4 and run["orders"] == ["original"]
     assert set(run["by"]) == {"organ_system", "department"}
-    assert "accuracy by department" in output
+    assert "agreement with the labels (%) by department" in output
     assert len((tmp_path / "judgments.jsonl").read_text().splitlines()) == 4
     header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
     assert header.startswith("run_id,judge,scope,group_field,group,order,dimension,n,correct")

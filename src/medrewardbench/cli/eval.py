@@ -320,7 +320,7 @@ def eval_command(
         if not quiet:
             _print_results(result, benchmark.name, group_by)
         _print_other_data(result)
-        _print_failures([h for h in result.health if h.all_failed or not quiet or _too_many(h, max_failure_rate)])
+        _print_failures(result.health)  # also with --quiet: failures are never silent
     except KeyboardInterrupt:  # everything is stored and written already
         raise typer.Exit(EXIT_INTERRUPTED) from None
     every_request_failed = result.failed_judges

@@ -127,14 +127,30 @@ def _value_name(annotation: Any) -> str:
 
 
 class _PlainArgument(typer.core.TyperArgument):
-    """An argument whose help shows its kind of value in capitals, not typer's ``<list[path]>``."""
+    """An argument shown as click shows it: ``RUN_DIR...`` in the usage line, its kind of value
+    (``PATH``) beside it, not typer's ``{runs}...`` and ``<list[path]>``."""
+
+    def _name(self) -> str:
+        name = self.metavar or self.name.upper()
+        return name if self.nargs == 1 or name.endswith("...") else name + "..."
 
     def display_type_rich(self, ctx: Any) -> str | None:
-        return self.metavar or _value_name(self.type_descriptor.annotation)
+        return _value_name(self.type_descriptor.annotation)
+
+    def _rich_display_name(self) -> str:
+        return self._name()
+
+    def _usage_display_name(self) -> str:
+        return self._name() if self.required else f"[{self._name()}]"
 
 
 def _plain_params(params: list[Any]) -> None:
     for param in params:
+        if getattr(param, "_plain_help", False):
+            continue
+        param._plain_help = True
+        if param.help:
+            param.help = escape(param.help)  # help is plain text: "hf:OWNER/NAME[@REV]" is no markup tag
         if isinstance(param, typer.core.TyperOption) and param.metavar is None:
             # a flag is shown as the flag alone; a value as its kind (a metavar given in the code wins)
             param.metavar = "" if param.is_flag else _value_name(param.type_descriptor.annotation)
