@@ -152,3 +152,16 @@ def test_report_and_eval_take_by_with_or_without_the_metadata_prefix(tmp_path: P
     assert set(json.loads((out / "analysis.json").read_text())["runs"][0]["groups"]) == {"organ_system", "site"}
     code, output = cli("report", str(out), "--by", "hospital", "--format", "json", "--bootstrap", "200")
     assert code == 2 and "'hospital'" in output
+
+
+def test_the_demo_s_illustrative_labels_are_stated_in_every_report_file(results: Path, tmp_path: Path) -> None:
+    code, output = cli("report", str(results), "--out", str(tmp_path), "--bootstrap", "200")
+    assert code == 0, output
+    assert "Labels: illustrative" in output
+    notice = "illustrative, written by the medrewardbench authors for the demo, not by medical experts"
+    assert notice in (tmp_path / "report.md").read_text()
+    assert notice in (tmp_path / "report.html").read_text()
+    labels = json.loads((tmp_path / "analysis.json").read_text())["dataset"]["labels"]
+    assert labels["kind"] == "illustrative" and labels["text"] == notice
+    html = (tmp_path / "report.html").read_text()
+    assert "agree with the medical experts" not in html and "Experts&#39; winner" not in html
