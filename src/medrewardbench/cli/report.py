@@ -142,12 +142,8 @@ def leaderboard_command(
 
 
 def compare_command(
-    run_a: Annotated[
-        str, typer.Argument(metavar="A", help="a run directory, or a judge spec / run id in --results")
-    ],
-    run_b: Annotated[
-        str, typer.Argument(metavar="B", help="a run directory, or a judge spec / run id in --results")
-    ],
+    run_a: Annotated[str, typer.Argument(metavar="A", help="a run directory, or a judge spec / run id in --results")],
+    run_b: Annotated[str, typer.Argument(metavar="B", help="a run directory, or a judge spec / run id in --results")],
     results: Annotated[
         Path, typer.Option("--results", metavar="DIR", help="where to look up specs and run ids")
     ] = Path("results"),
