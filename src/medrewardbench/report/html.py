@@ -284,11 +284,12 @@ def _context(
         [optional(r.score.point) for r in board],
         [optional(r.score.low) for r in board],
         [optional(r.score.high) for r in board],
-        title=f"{METRIC.capitalize()}, all six dimensions ({round(100 * settings.confidence)} % intervals)",
+        title=f"Score: {METRIC}, all six dimensions ({round(100 * settings.confidence)} % intervals)",
         groups=[r.tier or 0 for r in board],
         reference=0.5,
         reference_label="chance",
         width=900,
+        axis=f"{METRIC}, %",
     )
 
     dimension_rows = [
@@ -310,10 +311,11 @@ def _context(
                 [optional(r.accuracy[d].point) for r in ordered],
                 [optional(r.accuracy[d].low) for r in ordered],
                 [optional(r.accuracy[d].high) for r in ordered],
-                title=f"{d.capitalize()}: {METRIC}",
+                title=d.capitalize(),
                 highlight=[r.is_baseline for r in ordered],
                 reference=0.5,
                 reference_label="chance",
+                axis=f"{METRIC}, %",
             ),
         }
         for d in DIMENSIONS
@@ -376,6 +378,7 @@ def _context(
         reference_label="no preference",
         domain=(0.0, 1.0),
         width=900,
+        axis="picks of the response shown first, %",
     )
 
     length_rows = [
@@ -397,6 +400,7 @@ def _context(
         first_label="labelled winner longer",
         second_label="labelled winner shorter",
         width=900,
+        axis=f"{METRIC}, %",
     )
 
     failures = [

@@ -174,7 +174,7 @@ def heatmap(
                 ink, content = text_colour_on(fill), pct(value)
             tip = f"{label}, {col_labels[c]}: {content} %" + ("" if n is None else f" of {n}")
             tip += " (few: read with care)" if muted else ""
-            opacity = ' fill-opacity="0.28" stroke="#888" stroke-dasharray="3 2"' if muted else ""
+            opacity = ' fill-opacity="0.4" stroke="#777" stroke-dasharray="3 2"' if muted else ""
             parts.append(
                 f'<g class="cell{" small-n" if muted else ""}"><title>{escape(tip)}</title>'
                 f'<rect x="{x + 1:.1f}" y="{y + 1:.1f}" width="{cell_width - 2}" height="{cell_height - 2}" '
@@ -232,6 +232,7 @@ def interval_bars(
     reference_label: str = "",
     width: int = 590,
     row_height: int = 18,
+    axis: str = "percent",
 ) -> str:
     """Horizontal bars (0-100 %) with interval whiskers and the value printed after each bar.
 
@@ -246,6 +247,7 @@ def interval_bars(
         reference_label: its label.
         width: total width in pixels.
         row_height: pixels per bar.
+        axis: the title of the value axis.
 
     Returns:
         The ``<svg>`` element.
@@ -311,7 +313,7 @@ def interval_bars(
         )
         if reference_label:
             parts.append(_text(xr + 3, top - 6, reference_label, size=10, fill=ORANGE))
-    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 3))
+    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 3, axis))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -329,6 +331,7 @@ def forest(
     width: int = 640,
     row_height: int = 20,
     domain: tuple[float, float] | None = None,
+    axis: str = "percent",
 ) -> str:
     """Point estimates with interval lines, one row each; alternating bands mark ``groups`` (tiers).
 
@@ -345,6 +348,7 @@ def forest(
         width: total width.
         row_height: pixels per row.
         domain: the x range; by default it is fitted to the intervals (padded, within [0, 1]).
+        axis: the title of the value axis.
 
     Returns:
         The ``<svg>`` element.
@@ -413,7 +417,7 @@ def forest(
             parts.append(
                 _text(width - 4, ym + 4, f"tier {groups[i]}" if groups[i] else "–", size=11, anchor="end", fill=GREY)
             )
-    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4))
+    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4, axis))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -428,6 +432,7 @@ def dumbbell(
     second_label: str,
     width: int = 640,
     row_height: int = 20,
+    axis: str = "percent",
 ) -> str:
     """Two values per row joined by a line: a circle (first, blue) and a square (second, orange).
 
@@ -442,6 +447,7 @@ def dumbbell(
         second_label: legend text of the second series.
         width: total width.
         row_height: pixels per row.
+        axis: the title of the value axis.
 
     Returns:
         The ``<svg>`` element.
@@ -480,6 +486,6 @@ def dumbbell(
                 f'<circle cx="{sx(a):.1f}" cy="{ym - 2:.1f}" r="4.5" fill="{BLUE}" stroke="#fff" stroke-width="1"/>'
             )
         parts.append(_text(x1 + 8, ym + 4, f"{pct(a)} / {pct(b)}", size=11, fill="#333"))
-    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4))
+    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4, axis))
     parts.append("</svg>")
     return "".join(parts)
