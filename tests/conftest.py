@@ -23,4 +23,5 @@ pytest_plugins = [
     "helpers.runs",
     "helpers.annotate",
     "helpers.build",
+    "helpers.sweep",
 ]

@@ -71,3 +71,34 @@ def test_pip_install_dot_then_eval_report_and_a_missing_extra_in_a_fresh_venv(tm
     missing = run(tool, "eval", "--judge", "api:gpt-4o", "--limit", "1", "--out", "api-results")
     assert missing.returncode == 2
     assert f"pip install '{source}[api]'" in " ".join(missing.stderr.split()), missing.stderr
+
+
+def _code_blocks(text: str) -> list[list[str]]:
+    import re
+
+    return [block.strip().splitlines() for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+
+
+def test_the_readme_first_screen_has_the_two_set_up_commands_then_the_first_steps() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    first_screen, _, rest = readme.partition("## First steps")
+    assert rest, "a 'First steps' section follows the first screen"
+    [setup] = _code_blocks(first_screen)  # exactly one code block there, with exactly two commands
+    assert len(setup) == 2
+    assert setup[0].endswith("pip install . && medrewardbench eval") and setup[1].endswith("&& pytest")
+    steps = _code_blocks(rest)[0]  # report and the HTML come right after the first eval
+    assert [line.split()[1] for line in steps] == ["report", "leaderboard", "compare"]
+    for command in ("'.[api]'", "'.[hf]'", "'.[train]'", "'.[serve,hf]'"):  # beside the examples needing them
+        assert f"pip install {command}" in readme or f"pip install -c constraints.txt {command}" in readme, command
+    assert "pip install '.[api]'" in readme and "pip install 'medrewardbench[api]'" in readme
+
+
+def test_the_readme_says_what_a_new_user_trips_over() -> None:
+    readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
+    assert "`modality_type` holds the organ system**" in readme
+    assert "`Accuracy`, `Comprehensiveness`, `over_all`" in readme  # accepted human_answer key spellings
+    assert "`--by site` and `--by metadata.site` are the same field" in readme
+    assert "Shepp-Logan CT phantom" in readme and "pydicom" in readme and "scikit-image" in readme
+    assert "eval --judge 'hf:tiny-qwen#constrained'" in readme
+    assert "A random-weight model writes random tokens" in readme
+    assert "medrewardbench report runs/cv-rm" in readme and "p = 2.9e-70" not in readme

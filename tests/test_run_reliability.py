@@ -35,7 +35,7 @@ from medrewardbench.errors import JudgeSpecError, OutputDirError, OutputLockedEr
 from medrewardbench.judges.api import check_api_settings
 from medrewardbench.outdir import LOCK_FILENAME, OutputLock, check_output_dir
 from medrewardbench.secrets import REDACTED, install_log_scrubber, register_secret, scrub, scrub_value
-from medrewardbench.store import Store
+from medrewardbench.store import MIGRATIONS, Store
 from medrewardbench.testing.openai_server import OpenAIServer, RecordedRequest
 
 SRC = Path(medrewardbench.__file__).resolve().parents[1]
@@ -633,7 +633,8 @@ def test_many_processes_opening_a_brand_new_store_together_all_succeed(tmp_path:
         assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outcomes]
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            assert conn.execute("SELECT COUNT(*) FROM meta").fetchone()[0] == 1
+            # the schema version, and each named migration once
+            assert conn.execute("SELECT COUNT(*) FROM meta").fetchone()[0] == 1 + len(MIGRATIONS)
 
 
 # --------------------------------------------------------- 15. the text files cover every run

@@ -1,4 +1,5 @@
 import sqlite3
+from dataclasses import replace
 
 import pytest
 from helpers.cases import make_benchmark
@@ -80,3 +81,29 @@ def test_a_file_that_is_not_a_store_is_refused(tmp_path) -> None:  # type: ignor
     bad.write_bytes(b"this is not sqlite at all" * 100)
     with pytest.raises(StoreError, match="not a usable results store"):
         Store(bad)
+
+
+def test_per_annotator_labels_are_stored_with_the_cases(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from medrewardbench.cases import Annotation
+    from medrewardbench.data.benchmark import Benchmark
+
+    bench = make_benchmark(3)
+    panel = (
+        Annotation("dr_a", {"overall": 1, "accuracy": 2}, order_shown="swapped", seconds=41.5),
+        Annotation("dr_b", {"overall": 2}),
+    )
+    annotated = Benchmark(bench.name, bench.source, (replace(bench.cases[0], annotations=panel), *bench.cases[1:]))
+    # like case metadata, annotations stay out of the data fingerprint: a store keeps the latest ones
+    assert annotated.data_hash() == bench.data_hash()
+    run = _run(annotated)
+    with Store.in_dir(tmp_path) as store:
+        store.register_run(run, annotated.cases, annotated.data_hash())
+        stored = store.cases(run.data_hash)
+    assert stored[0].annotations == panel
+    assert [c.annotations for c in stored[1:]] == [(), ()]
+    with sqlite3.connect(tmp_path / "medrewardbench.sqlite") as db:
+        raw = [r[0] for r in db.execute("SELECT annotations_json FROM cases ORDER BY position")]
+    assert raw[1:] == [None, None] and '"annotator": "dr_a"' in raw[0]
+    with Store.in_dir(tmp_path) as store:  # a later eval of the same data without annotations clears them
+        store.register_run(run, bench.cases, bench.data_hash())
+        assert [c.annotations for c in store.cases(run.data_hash)] == [(), (), ()]

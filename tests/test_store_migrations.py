@@ -12,7 +12,10 @@ from medrewardbench import store as store_module
 from medrewardbench.errors import StoreError
 from medrewardbench.store import MIGRATION_PREFIX, Store
 
+SHIPPED = store_module.MIGRATIONS
+SHIPPED_NAMES = [name for name, _ in SHIPPED]
 EXTRA = (
+    *SHIPPED,
     ("test_0001_notes", ("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)",)),
     ("test_0002_note_author", ("ALTER TABLE notes ADD COLUMN author TEXT",)),
 )
@@ -30,10 +33,10 @@ def test_an_existing_store_gets_every_migration_once_in_order(tmp_path: Path, mo
         assert store.applied_migrations() == []
     monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA)
     with Store(path) as store:
-        assert store.applied_migrations() == ["test_0001_notes", "test_0002_note_author"]
+        assert store.applied_migrations() == [*SHIPPED_NAMES, "test_0001_notes", "test_0002_note_author"]
     assert _columns(path, "notes") == ["id", "text", "author"]
     with Store(path) as store:  # opening again changes nothing (an ALTER applied twice would raise)
-        assert store.applied_migrations() == ["test_0001_notes", "test_0002_note_author"]
+        assert store.applied_migrations() == [*SHIPPED_NAMES, "test_0001_notes", "test_0002_note_author"]
 
 
 def test_a_store_with_a_migration_this_version_does_not_know_is_refused(
@@ -42,7 +45,7 @@ def test_a_store_with_a_migration_this_version_does_not_know_is_refused(
     path = tmp_path / "medrewardbench.sqlite"
     monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA)
     Store(path).close()
-    monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA[:1])
+    monkeypatch.setattr(store_module, "MIGRATIONS", EXTRA[:-1])
     with pytest.raises(StoreError, match="written by a newer medrewardbench.*test_0002_note_author"):
         Store(path)
 
@@ -81,4 +84,43 @@ def test_processes_opening_one_store_together_apply_each_migration_once(
     assert [worker.exitcode for worker in workers] == [0] * 6
     with sqlite3.connect(path) as db:
         marks = [row[0] for row in db.execute("SELECT key FROM meta WHERE key LIKE ?", (MIGRATION_PREFIX + "%",))]
-    assert marks == [MIGRATION_PREFIX + "test_0001_notes", MIGRATION_PREFIX + "test_0002_note_author"]
+    assert marks == [MIGRATION_PREFIX + name for name in [*SHIPPED_NAMES, "test_0001_notes", "test_0002_note_author"]]
+
+
+def test_a_store_from_before_per_annotator_labels_reads_its_cases_without_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "medrewardbench.sqlite"
+    before = SHIPPED[: SHIPPED_NAMES.index("cases_annotations")]  # and so before every later migration
+    monkeypatch.setattr(store_module, "MIGRATIONS", before)
+    with Store(path):  # the layout an older version wrote, with one case row in it
+        pass
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO cases(data_hash, position, case_id, case_hash, labels_json, groups_json, len_1, len_2) "
+            "VALUES ('d', 0, 'c1', 'h', '{\"overall\": 1}', '{}', 3, 4)"
+        )
+    assert "annotations_json" not in _columns(path, "cases")
+    monkeypatch.setattr(store_module, "MIGRATIONS", SHIPPED)
+    with Store(path) as store:
+        assert store.applied_migrations() == SHIPPED_NAMES  # the missing ones, in their order
+        [case] = store.cases("d")
+    assert "annotations_json" in _columns(path, "cases")
+    assert case.case_id == "c1" and case.labels == {"overall": 1} and case.annotations == ()
+
+
+def test_label_provenance_comes_after_the_per_annotator_labels_and_a_store_without_it_reads_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert SHIPPED_NAMES.index("label_provenance") > SHIPPED_NAMES.index("cases_annotations")
+    path = tmp_path / "medrewardbench.sqlite"
+    before = SHIPPED[: SHIPPED_NAMES.index("label_provenance")]  # a store with annotations, no provenance yet
+    monkeypatch.setattr(store_module, "MIGRATIONS", before)
+    with Store(path) as store:
+        assert store.applied_migrations() == SHIPPED_NAMES[: len(before)]
+    assert "annotations_json" in _columns(path, "cases") and _columns(path, "label_provenance") == []
+    monkeypatch.setattr(store_module, "MIGRATIONS", SHIPPED)
+    with Store(path) as store:
+        assert store.applied_migrations() == SHIPPED_NAMES
+        assert store.label_provenance("d").kind == "unknown"  # nothing declared before the table existed
+    assert _columns(path, "label_provenance") == ["data_hash", "kind", "raters", "description", "declared_by"]

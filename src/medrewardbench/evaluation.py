@@ -359,7 +359,8 @@ def _write_outputs(
     }
     write_judgments_jsonl(store, all_runs, files["judgments"])
     write_metrics_json(
-        metrics_document(all_runs, metrics, analysis.leaderboard, {data_hash: labels}), files["metrics_json"]
+        metrics_document(all_runs, metrics, analysis.leaderboard, analysis.human, labels={data_hash: labels}),
+        files["metrics_json"],
     )
     write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
     health = tuple(_health(r, data[r.run_id]) for r in runs)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case
+from medrewardbench.cases import Annotation, Case
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
 from medrewardbench.errors import StoreError
@@ -32,6 +32,7 @@ __all__ = [
     "MIGRATION_PREFIX",
     "SCHEMA_VERSION",
     "STORE_FILENAME",
+    "BatchSubmission",
     "RunRecord",
     "Store",
     "StoredCase",
@@ -49,6 +50,38 @@ SCHEMA_VERSION = 1
 """The base layout (``_SCHEMA``). Later changes are named migrations (:data:`MIGRATIONS`)."""
 
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "batch_api_batches",
+        (
+            # one row per request file submitted to a provider's Batch API (``sweep --batch-api``):
+            # written before the batch is created, so that a killed process finds it and never
+            # submits the same requests twice
+            """CREATE TABLE batch_api_batches (
+                submission_id TEXT PRIMARY KEY,
+                judge_fingerprint TEXT NOT NULL,
+                run_id TEXT NOT NULL,
+                base_url TEXT,
+                request_file TEXT NOT NULL,
+                request_keys_json TEXT NOT NULL,
+                input_file_id TEXT,
+                batch_id TEXT UNIQUE,
+                status TEXT NOT NULL,
+                output_file_id TEXT,
+                error_file_id TEXT,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL
+            )""",
+            "CREATE INDEX batch_api_batches_by_judge ON batch_api_batches (judge_fingerprint, status)",
+        ),
+    ),
+    (
+        "cases_annotations",
+        (
+            # each case's per-annotator labels (canonical ``annotations`` objects, JSON; NULL when the
+            # data has none), so that reports computed from stored runs show the human ceiling
+            "ALTER TABLE cases ADD COLUMN annotations_json TEXT",
+        ),
+    ),
     (
         # where each data set's labels come from (medrewardbench.data.provenance), per data fingerprint
         "label_provenance",
@@ -140,6 +173,40 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class BatchSubmission:
+    """One request file sent to a provider's Batch API, as the ``batch_api_batches`` table keeps it.
+
+    Attributes:
+        submission_id: the local id, made before anything is uploaded.
+        judge_fingerprint: the judge configuration whose requests the file holds.
+        run_id: the run they belong to.
+        base_url: the endpoint (no credentials).
+        request_file: the request JSONL written beside the results.
+        request_keys: ``(case_id, order, case_hash)`` of every request in the file, in file order.
+        input_file_id: the provider's id of the uploaded file (None until uploaded).
+        batch_id: the provider's batch id (None until the batch is created).
+        status: ``uploading`` (recorded before the upload), ``uploaded`` (file uploaded, batch not
+            known to be created), a provider status
+            (``validating``, ``in_progress``, ``finalizing``, ``completed``, ``failed``, ``expired``,
+            ``cancelling``, ``cancelled``), ``ingested`` (its answers are stored), or ``abandoned``
+            (given up before its batch was created).
+        output_file_id, error_file_id: the provider's result files, once known.
+    """
+
+    submission_id: str
+    judge_fingerprint: str
+    run_id: str
+    base_url: str | None
+    request_file: str
+    request_keys: tuple[tuple[str, str, str], ...]
+    input_file_id: str | None
+    batch_id: str | None
+    status: str
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+
+
+@dataclass(frozen=True)
 class StoredCase:
     """What the store keeps of a case: enough for metrics without reloading the data."""
 
@@ -149,6 +216,8 @@ class StoredCase:
     groups: dict[str, str]
     len_1: int
     len_2: int
+    annotations: tuple[Annotation, ...] = ()
+    """the per-annotator labels the case was registered with (empty when the data has none)"""
 
 
 @dataclass(frozen=True)
@@ -226,6 +295,7 @@ class Store:
                 json.dumps(case.grouping_metadata(), sort_keys=True, ensure_ascii=False),
                 len(case.response_1),
                 len(case.response_2),
+                _annotations_json(case.annotations),
             )
             for position, case in enumerate(cases)
         ]
@@ -253,7 +323,7 @@ class Store:
             )
             db.executemany(
                 """INSERT OR REPLACE INTO cases(data_hash, position, case_id, case_hash, labels_json,
-                       groups_json, len_1, len_2) VALUES (?,?,?,?,?,?,?,?)""",
+                       groups_json, len_1, len_2, annotations_json) VALUES (?,?,?,?,?,?,?,?,?)""",
                 case_rows,
             )
 
@@ -327,13 +397,22 @@ class Store:
         return _run_from_row(row)
 
     def cases(self, data_hash: str) -> list[StoredCase]:
+        """The cases registered for one data set, in case order, with their per-annotator labels."""
         rows = self._db.execute(
-            """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2 FROM cases
+            """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2, annotations_json FROM cases
                WHERE data_hash=? ORDER BY position""",
             (data_hash,),
         ).fetchall()
         return [
-            StoredCase(r[0], r[1], {k: int(v) for k, v in json.loads(r[2]).items()}, json.loads(r[3]), r[4], r[5])  # type: ignore[misc]
+            StoredCase(
+                r[0],
+                r[1],
+                {k: int(v) for k, v in json.loads(r[2]).items()},  # type: ignore[misc]
+                json.loads(r[3]),
+                r[4],
+                r[5],
+                _annotations_from_json(r[6]),
+            )
             for r in rows
         ]
 
@@ -433,6 +512,107 @@ class Store:
             )
         return out
 
+    def update_run_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        """Replace a run's metadata (facts that do not change outputs, such as its cost).
+
+        Args:
+            run_id: the run.
+            metadata: the new metadata (JSON-serialisable; secrets are scrubbed).
+
+        Raises:
+            StoreError: no such run.
+        """
+        text = _scrubbed_json(json.dumps(dict(metadata), sort_keys=True, default=str))
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE runs SET metadata_json=?, updated_at=? WHERE run_id=?", (text, time.time(), run_id)
+            )
+        if cursor.rowcount == 0:
+            raise StoreError(f"{self.path}: no run {run_id!r}")
+
+    # ---- Batch API submissions ------------------------------------------------------------
+    def add_batch_submission(self, submission: BatchSubmission) -> None:
+        """Record a request file sent (or about to be sent) to a Batch API; committed at once."""
+        now = time.time()
+        with self._transaction() as db:
+            db.execute(
+                """INSERT INTO batch_api_batches(submission_id, judge_fingerprint, run_id, base_url,
+                       request_file, request_keys_json, input_file_id, batch_id, status, output_file_id,
+                       error_file_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    submission.submission_id,
+                    submission.judge_fingerprint,
+                    submission.run_id,
+                    submission.base_url,
+                    submission.request_file,
+                    json.dumps([list(key) for key in submission.request_keys]),
+                    submission.input_file_id,
+                    submission.batch_id,
+                    submission.status,
+                    submission.output_file_id,
+                    submission.error_file_id,
+                    now,
+                    now,
+                ),
+            )
+
+    def update_batch_submission(self, submission_id: str, **changes: str | None) -> None:
+        """Change some of ``batch_id``, ``input_file_id``, ``status``, ``output_file_id``, ``error_file_id``.
+
+        Raises:
+            ValueError: another field is named.
+            StoreError: no such submission.
+        """
+        allowed = {"batch_id", "input_file_id", "status", "output_file_id", "error_file_id"}
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise ValueError(f"cannot change {', '.join(unknown)} of a batch submission")
+        if not changes:
+            return
+        names = sorted(changes)
+        assignments = ", ".join(f"{name}=?" for name in names)
+        with self._transaction() as db:
+            cursor = db.execute(
+                f"UPDATE batch_api_batches SET {assignments}, updated_at=? WHERE submission_id=?",
+                (*(changes[name] for name in names), time.time(), submission_id),
+            )
+        if cursor.rowcount == 0:
+            raise StoreError(f"{self.path}: no batch submission {submission_id!r}")
+
+    def batch_submissions(self, judge_fingerprint: str, *, open_only: bool = False) -> list[BatchSubmission]:
+        """The Batch API submissions of a judge configuration, oldest first.
+
+        Args:
+            judge_fingerprint: the judge.
+            open_only: leave out those whose answers are stored (``ingested``) and those given up
+                before anything was submitted (``abandoned``).
+
+        Returns:
+            The submissions.
+        """
+        query = """SELECT submission_id, judge_fingerprint, run_id, base_url, request_file, request_keys_json,
+                          input_file_id, batch_id, status, output_file_id, error_file_id
+                   FROM batch_api_batches WHERE judge_fingerprint=?"""
+        if open_only:
+            query += " AND status NOT IN ('ingested', 'abandoned')"
+        rows = self._db.execute(query + " ORDER BY created_at, submission_id", (judge_fingerprint,)).fetchall()
+        return [
+            BatchSubmission(
+                submission_id=r[0],
+                judge_fingerprint=r[1],
+                run_id=r[2],
+                base_url=r[3],
+                request_file=r[4],
+                request_keys=tuple((str(k[0]), str(k[1]), str(k[2])) for k in json.loads(r[5])),
+                input_file_id=r[6],
+                batch_id=r[7],
+                status=r[8],
+                output_file_id=r[9],
+                error_file_id=r[10],
+            )
+            for r in rows
+        ]
+
     def count_judgments(self, judge_fingerprint: str) -> int:
         row = self._db.execute(
             "SELECT COUNT(*) FROM judgments WHERE judge_fingerprint=?", (judge_fingerprint,)
@@ -486,6 +666,38 @@ def find_stores(paths: Sequence[str | Path]) -> list[Path]:
         else:
             raise StoreError(f"{p}: no such run directory or store file")
     return found
+
+
+def _annotations_json(annotations: Sequence[Annotation]) -> str | None:
+    """A case's annotations as stored: canonical ``annotations`` objects (labels as 1/2), or NULL."""
+    if not annotations:
+        return None
+    records = []
+    for annotation in annotations:
+        record: dict[str, Any] = {
+            "annotator": annotation.annotator,
+            "labels": {d: int(annotation.labels[d]) for d in DIMENSIONS if d in annotation.labels},
+        }
+        if annotation.order_shown is not None:
+            record["order_shown"] = annotation.order_shown
+        if annotation.seconds is not None:
+            record["seconds"] = annotation.seconds
+        records.append(record)
+    return json.dumps(records, ensure_ascii=False, sort_keys=True)
+
+
+def _annotations_from_json(text: str | None) -> tuple[Annotation, ...]:
+    if not text:
+        return ()
+    return tuple(
+        Annotation(
+            annotator=str(record["annotator"]),
+            labels={str(d): int(v) for d, v in record["labels"].items()},  # type: ignore[misc]
+            order_shown=record.get("order_shown"),
+            seconds=record.get("seconds"),
+        )
+        for record in json.loads(text)
+    )
 
 
 def as_jsonable(mapping: Mapping[str, Any]) -> dict[str, Any]:

@@ -119,6 +119,9 @@ class Browser:
 
 def keyboard_login(page: Any, base: str, name: str) -> None:
     page.goto(f"{base}/login")
+    # Chromium applies autofocus at its next rendering step, after the load event:
+    # typing before then loses keys on a busy machine.
+    wait_until(page, "document.activeElement && document.activeElement.id === 'username'")
     page.keyboard.type(name)
     page.keyboard.press("Tab")
     page.keyboard.type(PASSWORD)
@@ -136,6 +139,7 @@ def wait_until(page: Any, expression: str, timeout: float = 10.0) -> None:
 
 def label_queue(page: Any, name: str, screenshot: Path | None) -> int:
     """Label every case of the queue with the keyboard; returns how many pages were submitted."""
+    wait_until(page, "document.activeElement && document.activeElement.tagName === 'BUTTON'")
     with page.expect_navigation():
         page.keyboard.press("Enter")  # the Start button has the focus
     page.wait_for_selector("#case-form")
@@ -192,7 +196,7 @@ def test_three_doctors_label_by_keyboard_and_the_admin_exports_for_eval(site: tu
             for name in DISAGREE:
                 page = browser.page(base)
                 keyboard_login(page, base, name)
-                assert page.url.endswith("/queue")
+                assert page.url.endswith("/queue"), page.inner_text("body")[:400]
                 total = int(re.search(r"0 of (\d+) done", page.inner_text("#progress-text")).group(1))  # type: ignore[union-attr]
                 submitted = label_queue(page, name, case_shot if name == "alice" else None)
                 assert submitted == total
@@ -267,6 +271,7 @@ def test_a_doctor_screens_questions_by_keyboard(tmp_path: Path) -> None:
             try:
                 page = browser.page(base)
                 keyboard_login(page, base, "alice")
+                wait_until(page, "document.activeElement && document.activeElement.tagName === 'BUTTON'")
                 with page.expect_navigation():
                     page.keyboard.press("Enter")
                 decisions = {}

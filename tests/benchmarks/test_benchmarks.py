@@ -134,3 +134,19 @@ def test_annotate_benchmark_prints_submit_latency_and_no_lost_labels_after_kill_
     kill = re.search(r"kill -9 after (\d+) acknowledged submits: lost (\d+) \(.*?: (\d+) lost of (\d+)\)", out)
     assert kill is not None, out
     assert int(kill.group(1)) >= 36 and kill.group(2) == "0" and kill.group(3) == "0" and kill.group(4) == "72"
+
+
+@pytest.mark.slow
+def test_sweep_benchmark_times_the_local_and_the_ray_path_and_finds_identical_judgments(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    out = run_script("bench_sweep.py", "--quick", "--workdir", str(tmp_path), timeout=300)
+    assert "4 API judges x 12 cases x 2 orders = 96 requests" in out, out
+    local = float(re.search(r"^local sweep:\s+([\d.]+) s", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    ray_s = float(re.search(r"^ray sweep:\s+([\d.]+) s", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    overhead = re.search(r"^ray overhead:\s+([+-][\d.]+) s\s+= ([+-][\d.]+) % of the local sweep", out, re.MULTILINE)
+    assert overhead is not None, out
+    assert float(overhead.group(1)) == pytest.approx(ray_s - local, abs=0.02)
+    assert float(overhead.group(2)) == pytest.approx((ray_s - local) / local * 100, rel=0.02, abs=0.5)
+    assert re.search(r"^\s+workers up after:\s+[\d.]+ s\s+\(4 actors started and described\)", out, re.MULTILINE), out
+    assert "judgments.jsonl identical: yes" in out
+    assert (tmp_path / "local" / "judgments.jsonl").read_bytes() == (tmp_path / "ray" / "judgments.jsonl").read_bytes()

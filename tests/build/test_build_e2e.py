@@ -4,7 +4,8 @@ Two differently shaped sources (a JSONL file with its own column names and relat
 parquet data set with Hugging Face Image structs in a fake local Hub cache), a difficulty filter
 with a tiny local transformers model and an API model on the local test server, a pool of three
 generators, pairs, three annotators' labels, both exports, and ``medrewardbench eval`` in a real
-subprocess. The same seed gives byte-identical pairs and exports.
+subprocess, whose report and ``leaderboard`` show the human-ceiling row. The same seed gives
+byte-identical pairs and exports.
 """
 
 from __future__ import annotations
@@ -137,6 +138,26 @@ def test_from_two_sources_to_a_labelled_set_that_eval_reads(
     assert metrics["datasets"][0]["n_cases"] == len(pairs)
     longer = next(r for r in metrics["runs"] if r["judge"] == "baseline:longer")["metrics"]
     assert longer["requests"]["failed"] == 0 and 0.0 <= longer["dimensions"]["overall"]["accuracy"] <= 1.0
+
+    # 9. the report of that eval shows the human ceiling, from the store alone
+    result = runner.invoke(app, ["report", str(results), "--out", str(tmp_path / "report"), "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    report = (tmp_path / "report" / "report.md").read_text("utf-8")
+    human_row = next(line for line in report.splitlines() if "*human (leave-one-out)*" in line)
+    assert human_row.startswith("| – | not a judge |") and "## Human ceiling" in report
+    human = json.loads((tmp_path / "report" / "analysis.json").read_text("utf-8"))["human"]
+    assert human["annotators"] == ["dr_lindqvist", "dr_moreau", "dr_okafor"] and human["n_cases"] == len(pairs)
+    # dr_moreau always dissents on overall and comprehensiveness: there the other two agree with each
+    # other (one target: dr_moreau against them, wrong) while each of them faces a 1-1 tie (no target);
+    # on the four other dimensions all three agree (three targets, all right): 12 of 14 per case
+    assert human["human"]["overall"]["point"] == 0.0 and human["human"]["overall"]["n"] == len(pairs)
+    assert human["human"]["accuracy"]["point"] == 1.0
+    assert human["human"]["all"]["point"] == round(12 / 14, 6) and human["human"]["all"]["n"] == 14 * len(pairs)
+    assert {j["label"] for j in human["judges"]} == {"baseline:longer", "baseline:random"}
+    result = runner.invoke(app, ["leaderboard", str(results), "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "human (leave-one-out)" in line)
+    assert "not a judge" in row
     # and nothing the project or the exports hold carries the API key
     written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".parquet")
     assert FAKE_API_KEY.encode() not in written

@@ -128,3 +128,40 @@ def test_load_benchmark_sees_every_case() -> None:
         pytest.skip("medrewardbench.data.load_benchmark is not available")
     benchmark = load_benchmark("demo")
     assert len(benchmark.cases) == len(_cases())
+
+
+RATERS = ("illustrative-rater-1", "illustrative-rater-2", "illustrative-rater-3")
+
+
+def test_three_illustrative_raters_whose_majority_is_the_label_on_every_dimension() -> None:
+    from medrewardbench.data.annotations import strict_majority
+
+    dissents: Counter[str] = Counter()
+    for case in _cases():
+        annotations = case["annotations"]
+        assert tuple(a["annotator"] for a in annotations) == RATERS, case["id"]
+        for dim in DIMENSIONS:
+            votes = [a["labels"][dim] for a in annotations]
+            assert strict_majority(votes) == case["labels"][dim], (case["id"], dim, votes)
+            dissents[dim] += sum(vote != case["labels"][dim] for vote in votes)
+    # some realistic disagreement: on every dimension, more on the softer ones than on accuracy
+    assert all(dissents[dim] >= 1 for dim in DIMENSIONS), dissents
+    assert dissents["creativity"] > dissents["accuracy"]
+    assert 0.05 <= sum(dissents.values()) / (len(_cases()) * len(DIMENSIONS)) <= 0.35
+
+
+def test_the_notice_says_the_raters_are_illustrative_too() -> None:
+    notice = _document()["notice"]
+    assert "per-annotator labels are illustrative" in notice and "made-up raters" in notice
+    assert "illustrative-rater-1" in notice
+
+
+def test_the_loaded_demo_carries_the_raters_and_keeps_its_labels() -> None:
+    from medrewardbench.data import load_benchmark
+
+    benchmark = load_benchmark("demo")
+    assert not [w for w in benchmark.warnings if "majority" in str(w)]
+    by_id = {case["id"]: case for case in _cases()}
+    for case in benchmark.cases:
+        assert tuple(a.annotator for a in case.annotations) == RATERS
+        assert dict(case.labels) == by_id[case.case_id]["labels"]

@@ -337,8 +337,9 @@ def test_analysis_is_json_ready_and_round_trips(tiny: Analysis) -> None:
     document = tiny.to_json()
     text = json.dumps(document, allow_nan=False)
     assert "NaN" not in text
-    assert set(document) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise"}
-    assert document["schema"] == "medrewardbench.analysis/1"
+    assert set(document) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise", "human"}
+    assert document["schema"] == "medrewardbench.analysis/2"
+    assert document["human"] is None and all(row["vs_annotators"] is None for row in document["leaderboard"])
     assert all(v is None or not math.isnan(v) for v in document["runs"][0]["failure_rate"].values())
     # NaN -> null -> NaN: the record read back equals the one written, and writes the same document
     broken = tiny.run("test:broken")
@@ -348,6 +349,13 @@ def test_analysis_is_json_ready_and_round_trips(tiny: Analysis) -> None:
     assert back.to_json() == document
     assert Analysis.from_json(back.to_json()) == back
     assert [r.label for r in back.ranked_runs()] == [row.label for row in tiny.leaderboard]
+    # a version 1 file (no human ceiling, no vs_annotators) still reads
+    old = json.loads(text)
+    old["schema"] = "medrewardbench.analysis/1"
+    del old["human"]
+    for row in old["leaderboard"]:
+        del row["vs_annotators"]
+    assert Analysis.from_json(old) == tiny
 
 
 def test_point_estimates_only() -> None:

@@ -12,14 +12,19 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import ResultsFormatError
 from medrewardbench.metrics.results import (
     COLUMNS,
+    HUMAN_LABEL,
     POOLED,
     AccuracyCell,
     Analysis,
+    AnnotatorAgreement,
     ColumnTable,
     DimensionTable,
     Estimate,
+    HumanCeiling,
+    JudgeVsAnnotators,
     LeaderboardRow,
     PairwiseComparison,
+    PanelAgreement,
     PositionCell,
     RequestCounts,
     RunMetrics,
@@ -136,7 +141,45 @@ def test_a_leaderboard_row_without_tests_round_trips() -> None:
     )
     written = through_json(row.to_json())
     assert written["tier"] is None and written["longer_preference"] is None
+    assert written["vs_annotators"] is None
     assert LeaderboardRow.from_json(written) == row
+    with_ceiling = LeaderboardRow.from_json(
+        {**written, "vs_annotators": {"point": 0.6, "low": 0.5, "high": 0.7, "n": 90}}
+    )
+    assert with_ceiling.vs_annotators == Estimate(0.6, 0.5, 0.7, 90)
+    assert LeaderboardRow.from_json(through_json(with_ceiling.to_json())) == with_ceiling
+
+
+def _column(point: float, n: int = 10) -> ColumnTable[Estimate]:
+    return ColumnTable.of([Estimate(point, fixed(point - 0.1), fixed(point + 0.1), n)] * 6 + [Estimate(point, n=6 * n)])
+
+
+def test_the_human_ceiling_records_round_trip_undefined_values_included() -> None:
+    undefined = ColumnTable.of([Estimate(math.nan, n=0)] * 7)  # a group where everybody agreed: no kappa
+    panel = PanelAgreement(
+        n_cases=12, percent_agreement=_column(0.9), fleiss_kappa=_column(0.7), krippendorff_alpha=_column(0.71)
+    )
+    single = PanelAgreement(
+        n_cases=1, percent_agreement=_column(1.0, 1), fleiss_kappa=undefined, krippendorff_alpha=undefined
+    )
+    human = HumanCeiling(
+        annotators=("dr_a", "dr_b", "dr_c"),
+        n_cases=12,
+        n_annotations=36,
+        agreement=panel,
+        by_group={"brain": panel, "lung": single},
+        human=_column(0.88),
+        annotators_vs_others=(AnnotatorAgreement("dr_a", 12, _column(0.9)), AnnotatorAgreement("dr_b", 11, undefined)),
+        judges=(JudgeVsAnnotators("api:gpt", "run-1", False, _column(0.8), _column(-0.08)),),
+    )
+    written = through_json(human.to_json())
+    assert written["label"] == HUMAN_LABEL and written["group_field"] == "organ_system"
+    assert written["by_group"]["lung"]["fleiss_kappa"]["overall"]["point"] is None
+    back = HumanCeiling.from_json(written)
+    assert back == human and math.isnan(back.by_group["lung"].fleiss_kappa.pooled.point)
+    assert back.judge("api:gpt") == human.judges[0] and back.judge("nobody") is None
+    for record in (panel, human.annotators_vs_others[0], human.judges[0]):
+        assert type(record).from_json(through_json(record.to_json())) == record
 
 
 def test_run_metrics_round_trip_and_derive_their_ratios_from_counts() -> None:
@@ -172,7 +215,7 @@ def test_run_metrics_round_trip_and_derive_their_ratios_from_counts() -> None:
 
 
 def test_documents_of_another_schema_are_refused() -> None:
-    with pytest.raises(ResultsFormatError, match="expected schema 'medrewardbench.analysis/1'"):
+    with pytest.raises(ResultsFormatError, match="expected schema 'medrewardbench.analysis/2'"):
         Analysis.from_json({"schema": "medrewardbench.metrics/2"})
     settings = Settings(confidence=0.95, n_resamples=100, seed=0, alpha=0.05, group_fields=("organ_system",))
     written = settings.to_json()

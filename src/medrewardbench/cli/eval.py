@@ -424,7 +424,9 @@ def _print_results(result: EvaluationResult, benchmark_name: str, by: Sequence[s
             for analysed in result.analysis.runs:
                 if analysed.run_id in this_call:
                     console.print(group_table(analysed, field))
-    console.print(leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}"))
+    console.print(
+        leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}", human=result.analysis.human)
+    )
     failed = sum(s.failed for s in result.summaries)
     console.print(
         f"Results in {result.out_dir}/ (store {result.files['store'].name}, judgments.jsonl, metrics.json, "
@@ -433,6 +435,11 @@ def _print_results(result: EvaluationResult, benchmark_name: str, by: Sequence[s
         highlight=False,
     )
     console.print(labels_banner(result.labels))
+    if result.analysis.human is not None and result.labels.kind == "illustrative":
+        console.print(
+            "[dim]The annotators behind the human (leave-one-out) row are illustrative too (on the demo: three "
+            "made-up raters), not real annotators.[/]"
+        )
     console.print(
         f"Next: medrewardbench report {result.out_dir} (report.md, report.html with intervals and the cases judged "
         f"wrong, report.xlsx); medrewardbench leaderboard {result.out_dir}",

@@ -15,6 +15,7 @@ from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
 from medrewardbench.cli.serve import serve_command
 from medrewardbench.cli.support import plain_help
+from medrewardbench.cli.sweep import sweep_command
 from medrewardbench.cli.train import register_commands as register_training_commands
 from medrewardbench.cli.validate import validate_command
 
@@ -34,6 +35,7 @@ app.command("leaderboard")(leaderboard_command)
 app.command("compare")(compare_command)
 app.command("import-reference")(import_reference_command)
 app.command("serve")(serve_command)
+app.command("sweep")(sweep_command)
 app.add_typer(annotate_app, name="annotate")
 app.add_typer(build_app, name="build")
 register_training_commands(app)

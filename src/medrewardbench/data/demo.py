@@ -6,7 +6,9 @@ The cases live in ``medrewardbench/data/demo_cases.json``::
 
 with images given as ``{"builtin": "pydicom:CT_small.dcm"}`` or ``{"builtin": "skimage:retina"}``.
 Its labels were not written by medical experts: every case carries the notice in its metadata
-under ``"label_note"``.
+under ``"label_note"``. Its per-annotator labels (three made-up raters, ``illustrative-rater-1``
+to ``-3``, whose strict majority equals the labels on every dimension) are illustrative as well:
+they give the human-ceiling tables something to show.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ logger = logging.getLogger(__name__)
 DEMO_RESOURCE = "demo_cases.json"
 """The demo file's name inside the ``medrewardbench.data`` package."""
 DEMO_NOTICE = (
-    "Demo data: real public images shipped by pydicom and scikit-image, with questions, responses "
-    "and labels written for illustration, not by medical experts. Use it to try the tools; "
-    "its accuracies say nothing about a judge's clinical quality."
+    "Demo data: real public images shipped by pydicom and scikit-image, with questions, responses, "
+    "labels and per-annotator labels (made-up raters) written for illustration, not by medical experts. "
+    "Use it to try the tools; its accuracies say nothing about a judge's clinical quality."
 )
 """Shown wherever demo results appear; the demo file's own ``notice`` takes precedence."""
 LABEL_NOTE_KEY = "label_note"

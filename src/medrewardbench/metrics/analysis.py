@@ -30,6 +30,8 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.core import RunData, load_run_data, request_counts
+from medrewardbench.metrics.cost import recorded_cost
+from medrewardbench.metrics.human import JudgeInput, has_annotations, human_ceiling
 from medrewardbench.metrics.results import (
     COLUMNS,
     POOLED,
@@ -41,6 +43,7 @@ from medrewardbench.metrics.results import (
     DimensionTable,
     Estimate,
     GroupBreakdown,
+    HumanCeiling,
     LeaderboardRow,
     LengthBias,
     PairwiseComparison,
@@ -223,7 +226,9 @@ def check_same_data(runs: Sequence[RunData]) -> None:
     Raises:
         StoreError: no runs, or runs whose data fingerprints (``data_hash``) differ; the message
             names every run with its fingerprint. Also when runs with one fingerprint disagree on
-            their cases or labels (a damaged store).
+            their cases or labels (a damaged store), or their stores hold different per-annotator
+            labels (the fingerprint leaves annotations out, like case metadata; runs without any
+            are accepted).
     """
     if not runs:
         raise StoreError("no runs to report on")
@@ -243,6 +248,35 @@ def check_same_data(runs: Sequence[RunData]) -> None:
                 f"runs {first.run_id} and {run.run_id} share data fingerprint {first.data_hash[:12]} "
                 "but list different cases or labels; the store is inconsistent"
             )
+    annotated = [(run, run.ratings) for run in runs if run.ratings is not None]
+    for run, ratings in annotated[1:]:
+        reference, reference_ratings = annotated[0]
+        if run.annotators != reference.annotators or not np.array_equal(ratings, reference_ratings):
+            raise StoreError(
+                f"runs {reference.run_id} and {run.run_id} were made on the same data (fingerprint "
+                f"{first.data_hash[:12]}) but their stores hold different per-annotator labels: the "
+                "annotations changed between the two evals; run eval again on the current data in each "
+                "output directory"
+            )
+
+
+def annotation_ratings(runs: Sequence[RunData]) -> tuple[npt.NDArray[np.int8], tuple[str, ...]] | None:
+    """The per-annotator labels of the runs' data, from the first run whose store holds them.
+
+    Runs on one data fingerprint share their annotations (:func:`check_same_data` refuses runs whose
+    stores disagree); a run stored before the store kept annotations has none and takes them from
+    the others.
+
+    Args:
+        runs: runs on the same data.
+
+    Returns:
+        ``(ratings, annotators)``, or None when no run's store holds a rating.
+    """
+    for run in runs:
+        if run.ratings is not None and has_annotations(run.ratings):
+            return run.ratings, run.annotators
+    return None
 
 
 def _flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -292,11 +326,12 @@ def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def judge_labels(runs: Sequence[RunData]) -> list[str]:
-    """Display names: the judge spec, and where one spec has several runs, what differs between them.
+    """Display names: the judge spec, and where one spec has several runs, what tells them apart.
 
-    Two runs of ``api:gpt-4o`` with seeds 1 and 2 are ``api:gpt-4o (seed 1)`` and
-    ``api:gpt-4o (seed 2)``; runs whose configurations are equal (they differ in nothing that
-    changes an output) fall back to a short run id.
+    A sweep's entry names them when it gave them names (``api:gpt-4o [cheap]``); otherwise what
+    differs in their configurations: two runs of ``api:gpt-4o`` with seeds 1 and 2 are
+    ``api:gpt-4o (seed 1)`` and ``api:gpt-4o (seed 2)``; runs whose configurations are equal (they
+    differ in nothing that changes an output) fall back to a short run id.
 
     Args:
         runs: the runs.
@@ -313,6 +348,11 @@ def judge_labels(runs: Sequence[RunData]) -> list[str]:
             continue
         differing = config_differences([runs[i].config for i in members])[:3]
         for i in members:
+            # a sweep names its entries: two entries of one spec read by their names
+            entry = runs[i].metadata.get("sweep_entry")
+            if isinstance(entry, str) and entry and entry != spec:
+                labels[i] = f"{spec} [{entry}]"
+                continue
             flat = _flat_config(runs[i].config)
             if differing:
                 what = ", ".join(
@@ -618,8 +658,11 @@ def _tiers(
     return [ColumnTable.of([int(tiers[index]) for tiers in per_column]) for index in range(len(run_results))]
 
 
-def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
-    """The runs ranked by score (ties by label), with tiers when the runs carry them."""
+def _leaderboard(run_results: Sequence[RunAnalysis], human: HumanCeiling | None = None) -> list[LeaderboardRow]:
+    """The runs ranked by score (ties by label), with tiers when the runs carry them, and each
+    judge's agreement with the annotators' leave-one-out majorities when there is a human ceiling."""
+    costs = [recorded_cost(run.metadata) for run in run_results]
+    vs_annotators = {j.label: j.agreement.pooled for j in human.judges} if human is not None else {}
     rows = [
         LeaderboardRow(
             rank=0,
@@ -638,8 +681,11 @@ def _leaderboard(run_results: Sequence[RunAnalysis]) -> list[LeaderboardRow]:
             first_position_rate=run.position.first_position_rate.pooled.point,
             longer_preference=run.length.longer_preference.pooled.point,
             kappa_overall=run.agreement.kappa["overall"].point,
+            cost_usd=math.nan if cost is None else fixed(cost.usd),
+            cost_per_1000_cases=math.nan if cost is None else fixed(cost.per_1000_cases),
+            vs_annotators=vs_annotators.get(run.label),
         )
-        for run in run_results
+        for run, cost in zip(run_results, costs, strict=True)
     ]
     rows.sort(key=lambda row: (-(row.score.point if row.score.defined else -1.0), row.label))
     return [replace(row, rank=rank) for rank, row in enumerate(rows, start=1)]
@@ -705,8 +751,10 @@ def analyze(
     Returns:
         The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
         the leaderboard ranked by score with tiers, and every pair of judges per column
-        (McNemar and paired bootstrap, Holm-adjusted). Fractions are in [0, 1]; undefined values
-        are NaN.
+        (McNemar and paired bootstrap, Holm-adjusted); when the cases carry per-annotator labels,
+        also the human ceiling (:mod:`medrewardbench.metrics.human`, intervals from the same
+        weight matrix) and each leaderboard row's agreement with the annotators. Fractions are in
+        [0, 1]; undefined values are NaN.
 
     Raises:
         StoreError: no runs, or runs made on different data.
@@ -741,12 +789,24 @@ def analyze(
         group_fields=tuple(fields),
         **({} if n_resamples else {"interval": "none (point estimates only)"}),
     )
+    human = None
+    panel = annotation_ratings(runs)
+    if panel is not None:
+        judges = [
+            JudgeInput(name, run.run_id, is_baseline(run.judge_spec), run.verdicts)
+            for run, name in zip(runs, names, strict=True)
+        ]
+        ratings, annotators = panel
+        human = human_ceiling(
+            ratings, annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
+        )
     return Analysis(
         settings=settings,
         dataset=_dataset_section(first, label_matrix, groups, dataset_name, labels),
         runs=tuple(run_results),
-        leaderboard=tuple(_leaderboard(run_results)),
+        leaderboard=tuple(_leaderboard(run_results, human)),
         pairwise=PairwiseTests(judges=tuple(names), comparisons=tuple(records)),
+        human=human,
     )
 
 

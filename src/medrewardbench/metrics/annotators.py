@@ -23,8 +23,9 @@ Krippendorff's reliability data with missing values) and small hand-computed cas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -51,7 +52,45 @@ __all__ = [
     "majority_vote",
     "pairwise_agreement",
     "pairwise_agreement_matrix",
+    "ratings_from_annotations",
 ]
+
+
+class _Labelled(Protocol):
+    """What :func:`ratings_from_annotations` reads of an annotation (a :class:`~medrewardbench.cases.Annotation`)."""
+
+    @property
+    def annotator(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, int]: ...
+
+
+def ratings_from_annotations(
+    annotations: Sequence[Iterable[_Labelled]], dimensions: Sequence[str]
+) -> tuple[npt.NDArray[np.int8], tuple[str, ...]]:
+    """The ratings array of a set of cases from their per-annotator labels.
+
+    Args:
+        annotations: per case, its annotations (each with ``annotator`` and ``labels``, a mapping
+            from dimension to 1 or 2).
+        dimensions: the dimensions, in the order of the last axis.
+
+    Returns:
+        ``(ratings, annotators)``: int8 ``(n_cases, n_annotators, n_dims)`` with :data:`MISSING`
+        where an annotator gave no label, and the annotator names (sorted) along axis 1.
+    """
+    per_case = [list(case) for case in annotations]
+    names = tuple(sorted({a.annotator for case in per_case for a in case}))
+    column = {name: i for i, name in enumerate(names)}
+    ratings = np.full((len(per_case), len(names), len(dimensions)), MISSING, dtype=np.int8)
+    for i, case in enumerate(per_case):
+        for annotation in case:
+            for d, dimension in enumerate(dimensions):
+                value = annotation.labels.get(dimension)
+                if value is not None:
+                    ratings[i, column[annotation.annotator], d] = value
+    return ratings, names
 
 
 def as_ratings(ratings: npt.ArrayLike, missing: int = MISSING) -> IntArray:

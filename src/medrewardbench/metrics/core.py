@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.metrics import stats
+from medrewardbench.metrics.annotators import ratings_from_annotations
 from medrewardbench.metrics.results import (
     COLUMNS,
     STRATA,
@@ -54,6 +55,10 @@ class RunData:
     usage: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    ratings: npt.NDArray[np.int8] | None = None
+    """per-annotator labels (n_cases, n_annotators, n_dims), 0 where none; None when the data has none"""
+    annotators: tuple[str, ...] = ()
+    """the annotator of each column of ``ratings``"""
 
     @property
     def n_cases(self) -> int:
@@ -76,6 +81,8 @@ class RunData:
             usage=self.usage,
             config=self.config,
             metadata=self.metadata,
+            ratings=None if self.ratings is None else self.ratings[idx],
+            annotators=self.annotators,
         )
 
 
@@ -111,6 +118,7 @@ def load_run_data(store: Store, run: RunRecord) -> RunData:
             failures[key] = failures.get(key, 0) + 1
     group_fields = sorted({k for c in cases for k in c.groups})
     groups = {f: tuple(c.groups.get(f, "unknown") for c in cases) for f in group_fields}
+    ratings, annotators = ratings_from_annotations([c.annotations for c in cases], DIMENSIONS)
     return RunData(
         run_id=run.run_id,
         judge_spec=run.judge_spec,
@@ -125,6 +133,8 @@ def load_run_data(store: Store, run: RunRecord) -> RunData:
         usage=summed_usage(judgments),
         config=run.config,
         metadata=run.metadata,
+        ratings=ratings if annotators else None,
+        annotators=annotators,
     )
 
 

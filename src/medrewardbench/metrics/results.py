@@ -16,7 +16,8 @@ mean of the six dimensions when every case is labelled on all six. Files call th
 
 Two documents are written from these records:
 
-* ``analysis.json`` (:data:`SCHEMA`, written by ``report``): :class:`Analysis`.
+* ``analysis.json`` (:data:`SCHEMA`, written by ``report``): :class:`Analysis`, with the human
+  ceiling (:class:`HumanCeiling`) when the data has per-annotator labels.
 * ``metrics.json`` (:data:`METRICS_SCHEMA`, written by ``eval``): per run the counts behind the
   point estimates (:class:`RunMetrics`) and the leaderboard (:class:`LeaderboardRow`).
 """
@@ -32,8 +33,13 @@ from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import ResultsFormatError
 
-SCHEMA = "medrewardbench.analysis/1"
-"""Schema of ``analysis.json`` (:class:`Analysis`)."""
+SCHEMA = "medrewardbench.analysis/2"
+"""Schema of ``analysis.json`` (:class:`Analysis`). Version 2 added the human ceiling
+(:class:`HumanCeiling`, ``LeaderboardRow.vs_annotators``)."""
+READABLE_SCHEMAS: tuple[str, ...] = (SCHEMA, "medrewardbench.analysis/1")
+"""``analysis.json`` schemas this version reads (version 1 files have no human ceiling)."""
+HUMAN_LABEL = "human (leave-one-out)"
+"""How reports name the human-ceiling row: each annotator against the majority of the others."""
 METRICS_SCHEMA = "medrewardbench.metrics/2"
 """Schema of eval's ``metrics.json``."""
 POOLED = "all"
@@ -154,9 +160,9 @@ def _failures_in_order(failures: Mapping[str, Any]) -> dict[str, int]:
     return dict(sorted(((str(k), int(v)) for k, v in failures.items()), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _require(data: Mapping[str, Any], expected: str, what: str) -> None:
+def _require(data: Mapping[str, Any], expected: str, what: str, also: Sequence[str] = ()) -> None:
     found = data.get("schema")
-    if found != expected:
+    if found != expected and found not in also:
         raise ResultsFormatError(f"{what}: expected schema {expected!r}, found {found!r}")
 
 
@@ -533,6 +539,18 @@ class LeaderboardRow:
     first_position_rate: float
     longer_preference: float
     kappa_overall: float
+    cost_usd: float = math.nan
+    """dollars the run's stored judgments cost (NaN: no price known); recorded by ``sweep``"""
+    cost_per_1000_cases: float = math.nan
+    """dollars per 1,000 cases judged in every order (NaN: no price known)"""
+    vs_annotators: Estimate | None = None
+    """agreement with the annotators' leave-one-out majorities, all dimensions pooled (the number to
+    set beside the :data:`HUMAN_LABEL` row); None when the data has no per-annotator labels"""
+
+    @property
+    def has_cost(self) -> bool:
+        """Whether a cost was recorded for the run."""
+        return not math.isnan(self.cost_usd)
 
     def to_json(self) -> dict[str, Any]:
         """The row as written to ``analysis.json``."""
@@ -553,6 +571,9 @@ class LeaderboardRow:
             "first_position_rate": number(self.first_position_rate),
             "longer_preference": number(self.longer_preference),
             "kappa_overall": number(self.kappa_overall),
+            "cost_usd": number(self.cost_usd),
+            "cost_per_1000_cases": number(self.cost_per_1000_cases),
+            "vs_annotators": None if self.vs_annotators is None else self.vs_annotators.to_json(),
         }
 
     @classmethod
@@ -576,6 +597,9 @@ class LeaderboardRow:
             first_position_rate=real(data["first_position_rate"]),
             longer_preference=real(data["longer_preference"]),
             kappa_overall=real(data["kappa_overall"]),
+            cost_usd=real(data.get("cost_usd")),
+            cost_per_1000_cases=real(data.get("cost_per_1000_cases")),
+            vs_annotators=None if data.get("vs_annotators") is None else Estimate.from_json(data["vs_annotators"]),
         )
 
 
@@ -752,6 +776,179 @@ class PairwiseTests:
         )
 
 
+# --------------------------------------------------------------------------------------------
+# The human ceiling
+# --------------------------------------------------------------------------------------------
+
+LOO_DEFINITION = (
+    "for every case, every annotator who labelled it and every dimension, the target is the strict majority of "
+    "the other annotators' labels (with two annotators, the other one's label); where the others have no strict "
+    "majority (a tie) there is no target and nothing is counted. An annotator scores 1 when their own label equals "
+    "the target; a judge scores 1 per order it was run in when its verdict equals the target (failures count wrong). "
+    "Every figure is correct over counted, summed over cases, annotators and dimensions"
+)
+"""How judges and annotators are scored against the leave-one-out majorities (written into the file)."""
+
+
+@dataclass(frozen=True)
+class PanelAgreement:
+    """Agreement between the annotators on one set of cases, per dimension and pooled.
+
+    Every estimate's ``n`` is the number of items with at least two ratings (cases, or
+    (case, dimension) items for the pooled column, where every labelled dimension of a case is
+    one item).
+    """
+
+    n_cases: int
+    """cases with at least two annotations"""
+    percent_agreement: ColumnTable[Estimate]
+    """agreeing annotator pairs over all annotator pairs on the same item"""
+    fleiss_kappa: ColumnTable[Estimate]
+    krippendorff_alpha: ColumnTable[Estimate]
+    """nominal, missing ratings allowed"""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"n_cases", "percent_agreement", "fleiss_kappa", "krippendorff_alpha"}``."""
+        return {
+            "n_cases": self.n_cases,
+            "percent_agreement": _estimates_to_json(self.percent_agreement),
+            "fleiss_kappa": _estimates_to_json(self.fleiss_kappa),
+            "krippendorff_alpha": _estimates_to_json(self.krippendorff_alpha),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PanelAgreement:
+        """Read :meth:`to_json` output."""
+        return cls(
+            n_cases=int(data["n_cases"]),
+            percent_agreement=_estimates_from_json(data["percent_agreement"]),
+            fleiss_kappa=_estimates_from_json(data["fleiss_kappa"]),
+            krippendorff_alpha=_estimates_from_json(data["krippendorff_alpha"]),
+        )
+
+
+@dataclass(frozen=True)
+class AnnotatorAgreement:
+    """One annotator against the leave-one-out majority of the other annotators."""
+
+    annotator: str
+    n_cases: int
+    """cases this annotator labelled"""
+    vs_others: ColumnTable[Estimate]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"annotator", "n_cases", "vs_others"}``."""
+        return {"annotator": self.annotator, "n_cases": self.n_cases, "vs_others": _estimates_to_json(self.vs_others)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AnnotatorAgreement:
+        """Read :meth:`to_json` output."""
+        return cls(str(data["annotator"]), int(data["n_cases"]), _estimates_from_json(data["vs_others"]))
+
+
+@dataclass(frozen=True)
+class JudgeVsAnnotators:
+    """One judge against the same leave-one-out majorities the annotators are measured against."""
+
+    label: str
+    run_id: str
+    is_baseline: bool
+    agreement: ColumnTable[Estimate]
+    """share of (target, order) pairs where the judge's verdict equals the target"""
+    gap: ColumnTable[Estimate]
+    """``agreement`` minus the :data:`HUMAN_LABEL` row, paired (same cases in every resample); a gap
+    whose interval holds 0 cannot tell the judge from an annotator"""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"label", "run_id", "is_baseline", "agreement", "gap"}``."""
+        return {
+            "label": self.label,
+            "run_id": self.run_id,
+            "is_baseline": self.is_baseline,
+            "agreement": _estimates_to_json(self.agreement),
+            "gap": _estimates_to_json(self.gap),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JudgeVsAnnotators:
+        """Read :meth:`to_json` output."""
+        return cls(
+            label=str(data["label"]),
+            run_id=str(data["run_id"]),
+            is_baseline=bool(data["is_baseline"]),
+            agreement=_estimates_from_json(data["agreement"]),
+            gap=_estimates_from_json(data["gap"]),
+        )
+
+
+@dataclass(frozen=True)
+class HumanCeiling:
+    """How well the annotators agree with each other, and every judge measured the same way.
+
+    Present in an :class:`Analysis` whenever the cases carry per-annotator labels. ``human`` is
+    the :data:`HUMAN_LABEL` row: every annotator against the majority of the *others*, pooled over
+    annotators; ``judges`` puts each judge against exactly the same targets (see
+    :data:`LOO_DEFINITION`), so a judge whose agreement reaches ``human`` agrees with the annotators
+    as often as one of them does. Intervals come from the analysis' one case-bootstrap weight
+    matrix (NaN without resamples).
+    """
+
+    annotators: tuple[str, ...]
+    n_cases: int
+    """cases with at least one annotation"""
+    n_annotations: int
+    """(case, annotator) pairs"""
+    agreement: PanelAgreement
+    """between the annotators, over every case"""
+    by_group: Mapping[str, PanelAgreement]
+    """group of :attr:`group_field` -> agreement between the annotators on its cases, groups sorted"""
+    human: ColumnTable[Estimate]
+    """the :data:`HUMAN_LABEL` row"""
+    annotators_vs_others: tuple[AnnotatorAgreement, ...]
+    judges: tuple[JudgeVsAnnotators, ...]
+    """in the order of the analysis' runs"""
+    group_field: str = STRATA
+    label: str = HUMAN_LABEL
+    targets: str = LOO_DEFINITION
+
+    def judge(self, label: str) -> JudgeVsAnnotators | None:
+        """The judge with this label, or None."""
+        return next((j for j in self.judges if j.label == label), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``human`` section of ``analysis.json``."""
+        return {
+            "label": self.label,
+            "targets": self.targets,
+            "annotators": list(self.annotators),
+            "n_cases": self.n_cases,
+            "n_annotations": self.n_annotations,
+            "agreement": self.agreement.to_json(),
+            "group_field": self.group_field,
+            "by_group": {name: panel.to_json() for name, panel in self.by_group.items()},
+            "human": _estimates_to_json(self.human),
+            "annotators_vs_others": [a.to_json() for a in self.annotators_vs_others],
+            "judges": [j.to_json() for j in self.judges],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HumanCeiling:
+        """Read :meth:`to_json` output."""
+        return cls(
+            annotators=tuple(str(a) for a in data["annotators"]),
+            n_cases=int(data["n_cases"]),
+            n_annotations=int(data["n_annotations"]),
+            agreement=PanelAgreement.from_json(data["agreement"]),
+            by_group={str(g): PanelAgreement.from_json(p) for g, p in sorted(data["by_group"].items())},
+            human=_estimates_from_json(data["human"]),
+            annotators_vs_others=tuple(AnnotatorAgreement.from_json(a) for a in data["annotators_vs_others"]),
+            judges=tuple(JudgeVsAnnotators.from_json(j) for j in data["judges"]),
+            group_field=str(data["group_field"]),
+            label=str(data["label"]),
+            targets=str(data["targets"]),
+        )
+
+
 @dataclass(frozen=True)
 class DatasetSummary:
     """The data every run of an analysis was made on."""
@@ -869,6 +1066,8 @@ class Analysis:
     leaderboard: tuple[LeaderboardRow, ...]
     """ranked by score"""
     pairwise: PairwiseTests
+    human: HumanCeiling | None = None
+    """the human ceiling, when the data has per-annotator labels"""
     schema: str = field(default=SCHEMA)
 
     def run(self, key: str) -> RunAnalysis:
@@ -903,6 +1102,7 @@ class Analysis:
             "runs": [run.to_json() for run in self.runs],
             "leaderboard": [row.to_json() for row in self.leaderboard],
             "pairwise": self.pairwise.to_json(),
+            "human": None if self.human is None else self.human.to_json(),
         }
 
     @classmethod
@@ -912,7 +1112,7 @@ class Analysis:
         Raises:
             ResultsFormatError: the document is not an analysis of this schema.
         """
-        _require(data, SCHEMA, "analysis")
+        _require(data, SCHEMA, "analysis", also=READABLE_SCHEMAS)
         settings = Settings.from_json(data["settings"])
         return cls(
             settings=settings,
@@ -920,6 +1120,7 @@ class Analysis:
             runs=tuple(RunAnalysis.from_json(run, settings.group_fields) for run in data["runs"]),
             leaderboard=tuple(LeaderboardRow.from_json(row) for row in data["leaderboard"]),
             pairwise=PairwiseTests.from_json(data["pairwise"]),
+            human=None if data.get("human") is None else HumanCeiling.from_json(data["human"]),
         )
 
 

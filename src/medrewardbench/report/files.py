@@ -18,7 +18,15 @@ from typing import Any, TextIO
 
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.metrics.results import METRICS_SCHEMA, AccuracyCell, ColumnTable, LeaderboardRow, RunMetrics, number
+from medrewardbench.metrics.results import (
+    METRICS_SCHEMA,
+    AccuracyCell,
+    ColumnTable,
+    HumanCeiling,
+    LeaderboardRow,
+    RunMetrics,
+    number,
+)
 from medrewardbench.store import RunRecord, Store
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -95,6 +103,12 @@ def leaderboard_entry(row: LeaderboardRow) -> dict[str, Any]:
         "failure_rate": number(row.failure_rate),
         "consistency": number(row.consistency),
         "first_position_rate": number(row.first_position_rate),
+        **(
+            {"cost_usd": number(row.cost_usd), "cost_per_1000_cases": number(row.cost_per_1000_cases)}
+            if row.has_cost
+            else {}
+        ),
+        **({} if row.vs_annotators is None else {"vs_annotators": number(row.vs_annotators.point)}),
     }
 
 
@@ -102,14 +116,18 @@ def metrics_document(
     runs: Sequence[RunRecord],
     metrics_by_run: Mapping[str, RunMetrics],
     leaderboard: Sequence[LeaderboardRow],
+    human: HumanCeiling | None = None,
     labels: Mapping[str, LabelProvenance] | None = None,
 ) -> dict[str, Any]:
     """The content of metrics.json (schema ``medrewardbench.metrics/2``).
 
     Args:
         runs: the runs described.
-        metrics_by_run: run id -> its metrics.
+        metrics_by_run: each run's point estimates.
         leaderboard: the ranked rows.
+        human: the human ceiling, when the data has per-annotator labels: each leaderboard entry
+            then carries ``vs_annotators`` and the document a ``human`` entry (the human row's
+            points per column, the annotators, and how the targets are defined).
         labels: data fingerprint -> where its labels come from (unknown when missing).
 
     Returns:
@@ -117,7 +135,17 @@ def metrics_document(
     """
     datasets = sorted({(r.dataset_name, r.data_hash, r.n_cases) for r in runs})
     provenance = labels or {}
+    extra: dict[str, Any] = {}
+    if human is not None:
+        extra["human"] = {
+            "label": human.label,
+            "annotators": list(human.annotators),
+            "n_cases": human.n_cases,
+            "vs_annotators": human.human.to_json(lambda e: number(e.point)),
+            "targets": human.targets,
+        }
     return {
+        **extra,
         "schema": METRICS_SCHEMA,
         "datasets": [
             {"name": n, "data_hash": h, "n_cases": c, "labels": provenance.get(h, UNKNOWN_LABELS).to_json()}

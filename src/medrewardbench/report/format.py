@@ -167,3 +167,20 @@ def p_value(value: float | None, *, resamples: int | None = None, blank: str = M
         return blank
     floor = max(P_FLOOR, 1.0 / resamples) if resamples else P_FLOOR
     return f"<{floor:.2g}" if value < floor else f"{value:.3f}"
+
+
+def dollars(value: float | None, *, blank: str = MISSING) -> str:
+    """Dollars with cents, and more digits below a cent: ``12.3456 -> "$12.35"``, ``0.00042 -> "$0.00042"``.
+
+    Args:
+        value: dollars, None or NaN.
+        blank: what to print for a missing value.
+
+    Returns:
+        The text.
+    """
+    if value is None or missing(value):
+        return blank
+    if value == 0 or abs(value) >= 0.01:
+        return f"${value:,.2f}"
+    return f"${value:.2g}"

@@ -19,12 +19,20 @@ from typing import Any
 from medrewardbench.cases import ImageRef
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.images import dicom_display, is_dicom, load_image
-from medrewardbench.metrics.results import Analysis, LeaderboardRow, PairwiseComparison, RunAnalysis
+from medrewardbench.metrics.results import (
+    Analysis,
+    Estimate,
+    HumanCeiling,
+    LeaderboardRow,
+    PairwiseComparison,
+    RunAnalysis,
+)
 from medrewardbench.report import plots
 from medrewardbench.report.format import (
     METRIC,
     coefficient,
     coefficient_estimate,
+    dollars,
     estimate,
     optional,
     p_value,
@@ -265,6 +273,9 @@ def _context(
             "longer": percent(row.longer_preference),
             "band": (row.tier or 0) % 2 == 0,
             "orders": ", ".join(run.orders),
+            "cost": dollars(row.cost_usd),
+            "cost_per_1000": dollars(row.cost_per_1000_cases),
+            "vs_annotators": estimate(row.vs_annotators),
         }
         for row, run in zip(board, ordered, strict=True)
     ]
@@ -425,6 +436,7 @@ def _context(
         "short": SHORT,
         "leaderboard": leaderboard,
         "configuration": _configuration_rows(ordered, run_dates),
+        "with_cost": any(row.has_cost for row in board),
         "forest": forest,
         "dimension_rows": dimension_rows,
         "dimension_bars": dimension_bars,
@@ -446,6 +458,85 @@ def _context(
         "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
         "gallery": None if gallery is None else _gallery_context(gallery, labels),
+        "human": None if analysis.human is None else _human_context(analysis.human, board, settings.confidence),
+    }
+
+
+def _human_context(human: HumanCeiling, board: Sequence[LeaderboardRow], confidence: float) -> dict[str, Any]:
+    """The human-ceiling section: judges and annotators against the leave-one-out majorities, and
+    the agreement between annotators per dimension and organ system."""
+    judges = []
+    entries: list[tuple[str, Estimate]] = [(human.label, human.human.pooled)]
+    for row in board:
+        judge = human.judge(row.label)
+        if judge is None:
+            continue
+        entries.append((("◆ " if row.is_baseline else "") + row.label, judge.agreement.pooled))
+        judges.append(
+            {
+                "label": row.label,
+                "is_baseline": row.is_baseline,
+                "all": estimate(judge.agreement.pooled),
+                "gap": estimate(judge.gap.pooled, signed=True),
+                "dims": [percent(e.point) for _, e in judge.agreement.dimensions.items()],
+            }
+        )
+    panel = human.agreement
+    dimension_rows = [
+        {
+            "name": "all (pooled)" if column == "all" else column,
+            "n": panel.percent_agreement[column].n,
+            "percent": estimate(panel.percent_agreement[column]),
+            "kappa": coefficient_estimate(panel.fleiss_kappa[column]),
+            "alpha": coefficient_estimate(panel.krippendorff_alpha[column]),
+        }
+        for column, _ in panel.percent_agreement.columns()
+    ]
+    group_rows = [
+        {
+            "name": group,
+            "cases": agreement.n_cases,
+            "percent": estimate(agreement.percent_agreement.pooled),
+            "kappa": coefficient_estimate(agreement.fleiss_kappa.pooled),
+            "alpha": coefficient_estimate(agreement.krippendorff_alpha.pooled),
+            "kappa_dims": [coefficient(e.point) for _, e in agreement.fleiss_kappa.dimensions.items()],
+        }
+        for group, agreement in human.by_group.items()
+    ]
+    annotator_rows = [
+        {
+            "name": a.annotator,
+            "cases": a.n_cases,
+            "all": estimate(a.vs_others.pooled),
+            "dims": [percent(e.point) for _, e in a.vs_others.dimensions.items()],
+        }
+        for a in human.annotators_vs_others
+    ]
+    ceiling = human.human.pooled
+    plot = plots.forest(
+        [label for label, _ in entries],
+        [optional(e.point) for _, e in entries],
+        [optional(e.low) for _, e in entries],
+        [optional(e.high) for _, e in entries],
+        title=f"Agreement with the annotators' leave-one-out majorities ({round(100 * confidence)} % intervals)",
+        reference=optional(ceiling.point),
+        reference_label=human.label,
+        width=900,
+    )
+    return {
+        "label": human.label,
+        "annotators": human.annotators,
+        "n_annotators": len(human.annotators),
+        "n_cases": human.n_cases,
+        "n_annotations": human.n_annotations,
+        "row": estimate(ceiling),
+        "row_dims": [percent(e.point) for _, e in human.human.dimensions.items()],
+        "judges": judges,
+        "dimension_rows": dimension_rows,
+        "group_field": human.group_field.replace("_", " "),
+        "group_rows": group_rows,
+        "annotator_rows": annotator_rows,
+        "plot": plot,
     }
 
 
@@ -636,6 +727,8 @@ def render_html(
         item["svg"] = markup(item["svg"])
     for item in context["heatmaps"]:
         item["svg"] = markup(item["svg"])
+    if context["human"] is not None:
+        context["human"]["plot"] = markup(context["human"]["plot"])
     context["css"] = markup((TEMPLATES / "report.css").read_text("utf-8"))
     context["script"] = markup((TEMPLATES / "report.js").read_text("utf-8"))
     return str(template.render(**context))

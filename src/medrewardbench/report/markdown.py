@@ -8,8 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, number
-from medrewardbench.report.format import METRIC, coefficient, estimate, p_value, percent
+from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, HumanCeiling, LeaderboardRow, number
+from medrewardbench.report.format import (
+    METRIC,
+    coefficient,
+    coefficient_estimate,
+    dollars,
+    estimate,
+    p_value,
+    percent,
+)
 
 MAX_PAIRS_LISTED = 60
 
@@ -103,6 +111,8 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "",
     ]
     rows = []
+    with_cost = any(row.has_cost for row in board)
+    human = analysis.human
     for row in board:
         label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
         rows.append(
@@ -116,8 +126,13 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
                 percent(row.failure_rate),
                 percent(row.consistency),
                 percent(row.first_position_rate),
+                *([dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []),
+                *([estimate(row.vs_annotators)] if human is not None else []),
             ]
         )
+    if human is not None:
+        blank = ["–"] * (6 + (2 if with_cost else 0))
+        rows.append(["–", "not a judge", f"*{_esc(human.label)}*", *blank, estimate(human.human.pooled)])
     out += _table(
         [
             "#",
@@ -129,10 +144,39 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             "Failed",
             "Consistent",
             "1st pos.",
+            *(["Cost", "$ per 1,000 cases"] if with_cost else []),
+            *([f"Vs annotators [{conf} % CI]"] if human is not None else []),
         ],
         rows,
-        [True, True, False, True, True, True, True, True, True],
+        [
+            True,
+            True,
+            False,
+            True,
+            True,
+            True,
+            True,
+            True,
+            True,
+            *([True, True] if with_cost else []),
+            *([True] if human is not None else []),
+        ],
     )
+    if human is not None:
+        out += [
+            "",
+            f"*{_esc(human.label)}* is not a judge and is not ranked: it is each annotator against the majority of the "
+            "other annotators. **Vs annotators** puts every judge against exactly those majorities; a judge that "
+            f"reaches the *{_esc(human.label)}* row agrees with the annotators as often as one of them does "
+            "(see [Human ceiling](#human-ceiling)).",
+        ]
+    if with_cost:
+        out += [
+            "",
+            "Cost: what the run's stored judgments cost at the prices the sweep was given (dollars per million "
+            "input and output tokens; Batch API answers at batch prices); a jury costs what its members cost. "
+            "Per 1,000 cases: per case judged in every order.",
+        ]
 
     out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
     out += _table(
@@ -264,6 +308,9 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         if len(significant) > len(listed):
             out.append(f"\n…and {len(significant) - len(listed)} more.")
 
+    if human is not None:
+        out += _human_section(human, board, conf)
+
     failing = [r for r in ordered if r.failures]
     if failing:
         out += ["", "## Failures", ""]
@@ -281,3 +328,110 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         )
     out.append("")
     return "\n".join(out)
+
+
+def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: int) -> list[str]:
+    """The human ceiling: judges and annotators against the leave-one-out majorities, and the
+    agreement between annotators per dimension and organ system."""
+    names = ", ".join(_esc(a) for a in human.annotators)
+    out = [
+        "",
+        "## Human ceiling",
+        "",
+        f"{len(human.annotators)} annotators ({names}) labelled {human.n_cases} cases ({human.n_annotations} "
+        "annotations). For every case, annotator and dimension, the *target* is the strict majority of the **other** "
+        "annotators' labels (with two annotators, the other one's label); where the others tie there is no target "
+        f"and nothing is counted. *{_esc(human.label)}*: how often an annotator's own label equals that target. "
+        "**Vs annotators**: how often a judge's verdict equals the same targets (every order it judged counts, "
+        "failures count wrong). **Gap**: judge minus human in points, paired on the same resamples; a gap whose "
+        "interval includes 0 cannot tell the judge from an annotator.",
+        "",
+    ]
+    rows = [
+        [
+            f"*{_esc(human.label)}*",
+            estimate(human.human.pooled),
+            "",
+            *[percent(e.point) for _, e in human.human.dimensions.items()],
+        ]
+    ]
+    for row in board:
+        judge = human.judge(row.label)
+        if judge is None:
+            continue
+        label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
+        rows.append(
+            [
+                label,
+                estimate(judge.agreement.pooled),
+                estimate(judge.gap.pooled, signed=True),
+                *[percent(e.point) for _, e in judge.agreement.dimensions.items()],
+            ]
+        )
+    out += _table(
+        [
+            "Against the leave-one-out majorities",
+            f"All dimensions [{conf} % CI]",
+            "Gap to human (points)",
+            *[d.capitalize() for d in DIMENSIONS],
+        ],
+        rows,
+    )
+
+    panel = human.agreement
+    out += [
+        "",
+        "### Agreement between annotators",
+        "",
+        "Pairwise agreement: agreeing annotator pairs over all pairs on the same case. Fleiss' κ and Krippendorff's α "
+        "correct it for chance (0 = chance, 1 = perfect). *n*: cases with at least two labels (for *all*, "
+        "(case, dimension) items).",
+        "",
+    ]
+    dimension_rows = [
+        [
+            "all (pooled)" if column == "all" else column,
+            panel.percent_agreement[column].n,
+            estimate(panel.percent_agreement[column]),
+            coefficient_estimate(panel.fleiss_kappa[column]),
+            coefficient_estimate(panel.krippendorff_alpha[column]),
+        ]
+        for column, _ in panel.percent_agreement.columns()
+    ]
+    out += _table(
+        ["Dimension", "n", f"Pairwise agreement [{conf} % CI]", "Fleiss' κ", "Krippendorff's α"], dimension_rows
+    )
+
+    field = human.group_field.replace("_", " ")
+    out += ["", f"### Agreement between annotators by {field}", "", "All dimensions pooled; κ per dimension after."]
+    out.append("")
+    group_rows = [
+        [
+            _esc(group),
+            agreement.n_cases,
+            estimate(agreement.percent_agreement.pooled),
+            coefficient_estimate(agreement.fleiss_kappa.pooled),
+            coefficient_estimate(agreement.krippendorff_alpha.pooled),
+            *[coefficient(e.point) for _, e in agreement.fleiss_kappa.dimensions.items()],
+        ]
+        for group, agreement in human.by_group.items()
+    ]
+    out += _table(
+        [field, "cases", "Pairwise agreement", "Fleiss' κ", "Krippendorff's α", *[f"κ {d}" for d in DIMENSIONS]],
+        group_rows,
+    )
+
+    out += ["", "### Each annotator against the others", ""]
+    out += _table(
+        ["Annotator", "cases", f"All dimensions [{conf} % CI]", *[d.capitalize() for d in DIMENSIONS]],
+        [
+            [
+                _esc(a.annotator),
+                a.n_cases,
+                estimate(a.vs_others.pooled),
+                *[percent(e.point) for _, e in a.vs_others.dimensions.items()],
+            ]
+            for a in human.annotators_vs_others
+        ],
+    )
+    return out

@@ -46,6 +46,7 @@ from medrewardbench.metrics.results import (
     number,
 )
 from medrewardbench.report.html import CaseGallery, CaseView, JudgePicks, OrderOutcome, case_image
+from medrewardbench.report.human import human_long_rows
 from medrewardbench.store import Store, StoredJudgment
 
 log = logging.getLogger(__name__)
@@ -264,7 +265,9 @@ def analysis_csv_rows(analysis: Analysis) -> list[dict[str, Any]]:
 
     Returns:
         Rows with the keys of :data:`CSV_COLUMNS` (missing values are None); the pooled column's
-        dimension is ``all``.
+        dimension is ``all``. With a human ceiling, its rows follow those of the runs
+        (:func:`~medrewardbench.report.human.human_long_rows`: ``judge`` is empty and ``label``
+        names the judge, the human row, the annotator or ``annotators``).
     """
     rows: list[dict[str, Any]] = []
     for run in analysis.runs:
@@ -321,6 +324,8 @@ def analysis_csv_rows(analysis: Analysis) -> list[dict[str, Any]]:
             for group, table in grouped.groups.items():
                 add("accuracy", table, field=field_name, group=group)
             add("macro_accuracy", grouped.macro, field=field_name)
+    if analysis.human is not None:
+        rows += [{"judge": None, "order": None, **row} for row in human_long_rows(analysis.human)]
     return rows
 
 

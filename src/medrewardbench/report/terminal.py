@@ -13,8 +13,17 @@ from rich.text import Text
 
 from medrewardbench.data.provenance import LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, LeaderboardRow, RunAnalysis
-from medrewardbench.report.format import METRIC, coefficient, estimate, fraction, p_value, percent
+from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, HumanCeiling, LeaderboardRow, RunAnalysis
+from medrewardbench.report.format import (
+    METRIC,
+    MISSING,
+    coefficient,
+    dollars,
+    estimate,
+    fraction,
+    p_value,
+    percent,
+)
 from medrewardbench.safe_text import terminal_safe
 
 _SHORT = {
@@ -31,6 +40,13 @@ POSITION_NOTE = (
     "consist. = same winner in both orders; 1st-pos = share of picks of the answer shown first "
     "(50 = no position bias); both pooled over the six dimensions"
 )
+HUMAN_NOTE = (
+    "vs annot. = agreement with the majority of the other annotators, each annotator left out in turn (all "
+    "dimensions pooled); {label} = each annotator against that same majority: not a judge, not ranked"
+)
+"""Caption text for the human-ceiling column and row (``{label}`` is the row's name)."""
+NOT_A_JUDGE = "not a judge"
+"""What the human-ceiling row shows where a judge's score would be."""
 
 
 def plain(value: object) -> Text:
@@ -49,8 +65,20 @@ def _title(text: str) -> Text:
     return Text(terminal_safe(text, keep_newlines=False), style="table.title")
 
 
-def leaderboard_table(rows: Sequence[LeaderboardRow], title: str = "Leaderboard") -> Table:
-    """Ranked judges: the score, each dimension, failures and position measures (in %)."""
+def leaderboard_table(
+    rows: Sequence[LeaderboardRow], title: str = "Leaderboard", human: HumanCeiling | None = None
+) -> Table:
+    """Ranked judges: the score, each dimension, failures and position measures (in %).
+
+    Args:
+        rows: the leaderboard rows, ranked.
+        title: the table title.
+        human: the analysis' human ceiling: adds each judge's agreement with the annotators'
+            leave-one-out majorities and, apart from the judges, the human (leave-one-out) row.
+
+    Returns:
+        The table.
+    """
     table = Table(title=_title(title), title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("judge")
@@ -60,6 +88,8 @@ def leaderboard_table(rows: Sequence[LeaderboardRow], title: str = "Leaderboard"
     table.add_column("fail", justify="right")
     table.add_column("consist.", justify="right")
     table.add_column("1st-pos", justify="right")
+    if human is not None:
+        table.add_column("vs annot.", justify="right")
     for row in rows:
         table.add_row(
             str(row.rank),
@@ -69,11 +99,17 @@ def leaderboard_table(rows: Sequence[LeaderboardRow], title: str = "Leaderboard"
             percent(row.failure_rate),
             percent(row.consistency),
             percent(row.first_position_rate),
+            *([percent(None if row.vs_annotators is None else row.vs_annotators.point)] if human is not None else []),
         )
     table.caption = (
         f"{METRIC} in %, failures counted wrong; score = all six dimensions pooled; acc ... overall = the six "
         f"dimensions; {POSITION_NOTE}"
     )
+    if human is not None:
+        table.add_section()
+        blanks = [MISSING] * (len(DIMENSIONS) + 3)
+        table.add_row("–", plain(human.label), NOT_A_JUDGE, *blanks, percent(human.human.pooled.point), style="italic")
+        table.caption += "; " + HUMAN_NOTE.format(label=human.label)
     return table
 
 
@@ -152,8 +188,17 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
     table.add_column("consist.", justify="right")
     table.add_column("1st-pos", justify="right")
     table.add_column("kappa", justify="right")
+    with_cost = any(row.has_cost for row in analysis.leaderboard)
+    if with_cost:
+        table.add_column("cost", justify="right")
+        table.add_column("$/1k cases", justify="right")
+    human = analysis.human
+    if human is not None:
+        table.add_column(f"vs annot. [{ci}% CI]", justify="right")
     for row in analysis.leaderboard:
         label = row.label + (" (baseline)" if row.is_baseline else "")
+        costs = [dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []
+        vs_annotators = [estimate(row.vs_annotators)] if human is not None else []
         table.add_row(
             str(row.rank),
             "" if row.tier is None else str(row.tier),
@@ -165,11 +210,22 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
             percent(row.consistency),
             percent(row.first_position_rate),
             coefficient(row.kappa_overall),
+            *costs,
+            *vs_annotators,
         )
     table.caption = (
         f"score = {METRIC} (%) over all six dimensions pooled, failures counted wrong; judges sharing a tier are not "
         f"significantly different from that tier's leader (paired bootstrap, Holm-corrected); {POSITION_NOTE}"
     )
+    if with_cost:
+        table.caption += "; cost = the run's stored judgments at the sweep's prices, $/1k cases per case judged"
+    if human is not None:
+        table.add_section()
+        blanks = [MISSING] * (6 + (2 if with_cost else 0))
+        table.add_row(
+            "–", MISSING, plain(human.label), NOT_A_JUDGE, *blanks, estimate(human.human.pooled), style="italic"
+        )
+        table.caption += "; " + HUMAN_NOTE.format(label=human.label)
     return table
 
 

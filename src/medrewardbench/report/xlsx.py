@@ -5,7 +5,11 @@ system with the columns ``modality``, ``model`` and ``{dimension}_acc`` for the 
 values as fractions. This writer keeps that layout, adds an ``all_acc`` column (the pooled score)
 and ``n_cases``, and closes each judge sheet with an ``all`` row (every case) and a ``macro`` row
 (mean over organ systems). More sheets: ``leaderboard`` (first), then after the judges ``pairwise``,
-``position_length`` and ``about`` (the data set, where its labels come from, what the numbers mean).
+``position_length``, ``human_ceiling`` and ``about`` (the data set, where its labels come from,
+what the numbers mean). When the data has per-annotator labels, the leaderboard gains
+``vs_annotators`` columns and, below the judges, the ``human (leave-one-out)`` row (not a judge,
+not ranked), and the ``human_ceiling`` sheet holds every number of the human ceiling in long format
+(it is absent otherwise).
 """
 
 from __future__ import annotations
@@ -19,8 +23,22 @@ from typing import Any
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
 from medrewardbench.report.format import METRIC
+from medrewardbench.report.human import human_long_rows
 
-SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "about")
+SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "about")
+HUMAN_COLUMNS: tuple[str, ...] = (
+    "label",
+    "run_id",
+    "metric",
+    "dimension",
+    "group_field",
+    "group",
+    "point",
+    "low",
+    "high",
+    "n",
+)
+"""Columns of the ``human_ceiling`` sheet."""
 MAX_SHEET_NAME = 31
 _FORBIDDEN = re.compile(r"[\[\]:*?/\\]")
 FRACTION = "0.0000"
@@ -121,9 +139,22 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         "first_position_rate",
         "longer_preference",
         "kappa_overall",
+        "cost_usd",
+        "cost_per_1000_cases",
     ]
+    human = analysis.human
+    if human is not None:
+        header += ["vs_annotators", "vs_annotators_low", "vs_annotators_high"]
     sheet.append(header)
     for row in board:
+        vs = row.vs_annotators
+        vs_cells = (
+            []
+            if human is None
+            else [None, None, None]
+            if vs is None
+            else [number(vs.point), number(vs.low), number(vs.high)]
+        )
         sheet.append(
             [
                 row.rank,
@@ -143,10 +174,21 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
                 number(row.first_position_rate),
                 number(row.longer_preference),
                 number(row.kappa_overall),
+                number(row.cost_usd),
+                number(row.cost_per_1000_cases),
+                *vs_cells,
             ]
         )
+    if human is not None:
+        ceiling = human.human.pooled
+        sheet.append([])
+        sheet.append(
+            [None, None, human.label, "not a judge: each annotator against the majority of the others"]
+            + [None] * (len(header) - 7)
+            + [number(ceiling.point), number(ceiling.low), number(ceiling.high)]
+        )
     _style_header(sheet, bold, [6, 5, 34, 30, 9] + [11] * (len(header) - 5))
-    _format_columns(sheet, 2, [*range(6, 16), *range(22, 27)], PERCENT)
+    _format_columns(sheet, 2, [*range(6, 16), *range(22, 27), *(range(30, 33) if human is not None else ())], PERCENT)
 
     names = sheet_names([r.label for r in ordered])
     for name, run in zip(names, ordered, strict=True):
@@ -231,6 +273,12 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
     _style_header(position, bold, [34] + [14] * (len(position_columns) - 1))
     _format_columns(position, 2, [*range(2, 16), 17, 19, 20], PERCENT)
 
+    if human is not None:
+        human_sheet = workbook.create_sheet("human_ceiling")
+        human_sheet.append(list(HUMAN_COLUMNS))
+        for record in human_long_rows(human):
+            human_sheet.append([record[c] for c in HUMAN_COLUMNS])
+        _style_header(human_sheet, bold, [34, 30, 30, 18, 14, 22, 10, 10, 10, 8])
     about = workbook.create_sheet("about")
     for key, value in (
         ("dataset", dataset.name or ""),

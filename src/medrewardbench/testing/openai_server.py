@@ -1,11 +1,14 @@
 """A real, local OpenAI-compatible HTTP server for tests and benchmarks.
 
-The server speaks enough of the Chat Completions API for the API judge: ``POST /v1/chat/completions``
-and ``GET /v1/models``. It runs FastAPI under uvicorn on ``127.0.0.1`` in a background thread (the
-package's one :class:`~medrewardbench.background_server.BackgroundServer`, which the model server of
-:mod:`medrewardbench.serve` uses too), so a test talks to it over real sockets through the official
-``openai`` client. Its behaviour is set at
-run time through a thread-safe :class:`ServerControl`:
+The server speaks enough of the Chat Completions API for the API judge: ``POST
+/v1/chat/completions`` and ``GET /v1/models``, and of the Batch API for ``sweep --batch-api``:
+``/v1/files`` and ``/v1/batches`` (see :mod:`medrewardbench.testing.openai_batches`; batches are
+answered with the same logic as live requests, answer mode included, and ``control.batches`` sets
+their delay and failures). It runs FastAPI under uvicorn on ``127.0.0.1`` in a background thread
+(the package's one :class:`~medrewardbench.background_server.BackgroundServer`, which the model
+server of :mod:`medrewardbench.serve` uses too), so a test talks to it over real sockets through the
+official ``openai`` client. Its behaviour is set at run time through a thread-safe
+:class:`ServerControl`:
 
 * **outputs**: a queue of scripted answers, then a responder ``callable(request_json) -> text``
   (to answer per request), then a default answer (a valid verdict JSON naming ``"A"`` everywhere),
@@ -69,6 +72,7 @@ from typing import Any
 from medrewardbench.background_server import BackgroundServer, http_implementation
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
+from medrewardbench.testing.openai_batches import BatchState, add_batch_routes
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +221,8 @@ class ServerControl:
         self._records: collections.deque[RecordedRequest] = collections.deque(maxlen=max_records)
         self._counters: collections.Counter[str] = collections.Counter()
         self._ids = itertools.count(1)
+        self.batches = BatchState()
+        """The files and batches of the Batch API routes, and their knobs."""
         self._reset_locked()
 
     def _reset_locked(self) -> None:
@@ -237,9 +243,10 @@ class ServerControl:
         self._counters.clear()
 
     def reset(self) -> None:
-        """Back to the defaults: no latency, no faults, default output, nothing recorded."""
+        """Back to the defaults: no latency, no faults, default output, nothing recorded, no batch."""
         with self._lock:
             self._reset_locked()
+        self.batches.reset()
 
     # outputs -----------------------------------------------------------------------------
     def script(self, *outputs: str) -> None:
@@ -364,6 +371,10 @@ class ServerControl:
             return dict(self._counters)
 
     # used by the server ----------------------------------------------------------------
+    def _rejects_response_format(self) -> bool:
+        with self._lock:
+            return self._reject_response_format
+
     def _draw(self) -> tuple[str | None, float, float, str | None, bool]:
         """The fault and latency for one request, plus the current timeout, Retry-After, reject flag."""
         with self._lock:
@@ -476,6 +487,77 @@ async def _wait_for_disconnect(receive: Callable[[], Any], seconds: float) -> bo
             return True
 
 
+def _refusal(control: ServerControl, body: dict[str, Any] | None, reject_format: bool) -> tuple[int, bytes] | None:
+    """The 400 answer to a request the server refuses (invalid body or response_format), or None."""
+    problem = _validate(body)
+    if problem is not None:
+        control._count("bad_request")
+        return 400, _error_body(problem, "invalid_request_error")
+    assert body is not None
+    if "response_format" in body:
+        if reject_format:
+            control._count("rejected_response_format")
+            return 400, _error_body(
+                "response_format of type 'json_schema' is not supported by this model",
+                "invalid_request_error",
+                param="response_format",
+                code="unsupported_parameter",
+            )
+        format_problem = _validate_response_format(body["response_format"])
+        if format_problem is not None:
+            control._count("bad_request")
+            return 400, _error_body(format_problem, "invalid_request_error", param="response_format")
+    return None
+
+
+def _completion(
+    control: ServerControl, body: dict[str, Any], text: str, completion_id: int, *, with_choices: bool = True
+) -> dict[str, Any]:
+    """A chat completion answering ``text``, with usage; counted as ``ok`` (or ``missing_choices``)."""
+    usage = {
+        "prompt_tokens": _prompt_tokens(body),
+        "completion_tokens": len(text.split()),
+    }
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    payload: dict[str, Any] = {
+        "id": f"chatcmpl-{completion_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(body.get("model")),
+        "system_fingerprint": "medrewardbench-test",
+        "usage": usage,
+    }
+    if not with_choices:
+        control._count("missing_choices")
+        return payload
+    control._count("ok")
+    payload["choices"] = [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+    ]
+    return payload
+
+
+def _batch_answer(control: ServerControl, body: Any) -> tuple[int, dict[str, Any]]:
+    """One Batch API request answered with the live route's logic (no latency, no HTTP faults)."""
+    parsed = body if isinstance(body, dict) else None
+    refused = _refusal(control, parsed, control._rejects_response_format())
+    if refused is not None:
+        return refused[0], json.loads(refused[1])
+    assert parsed is not None
+    try:
+        text = control._next_output(parsed)
+    except Exception as exc:  # a test's responder failed: that request fails, the batch goes on
+        logger.exception("the responder raised")
+        control._count("responder_error")
+        return 500, json.loads(_error_body(f"responder failed: {exc!r}", "server_error"))
+    return 200, _completion(control, parsed, text, control._next_id())
+
+
 def create_app(control: ServerControl) -> Any:
     """The ASGI application: FastAPI routes wrapped so that a fault can abort the connection.
 
@@ -546,27 +628,10 @@ def create_app(control: ServerControl) -> Any:
                 400,
             )
 
-        problem = _validate(body)
-        if problem is not None:
-            control._count("bad_request")
-            return json_response(_error_body(problem, "invalid_request_error"), 400)
+        refused = _refusal(control, body, reject_format)
+        if refused is not None:
+            return json_response(refused[1], refused[0])
         assert body is not None
-        if "response_format" in body:
-            if reject_format:
-                control._count("rejected_response_format")
-                return json_response(
-                    _error_body(
-                        "response_format of type 'json_schema' is not supported by this model",
-                        "invalid_request_error",
-                        param="response_format",
-                        code="unsupported_parameter",
-                    ),
-                    400,
-                )
-            format_problem = _validate_response_format(body["response_format"])
-            if format_problem is not None:
-                control._count("bad_request")
-                return json_response(_error_body(format_problem, "invalid_request_error", param="response_format"), 400)
 
         completion_id = control._next_id()
         if fault == "malformed_json":
@@ -578,32 +643,7 @@ def create_app(control: ServerControl) -> Any:
             logger.exception("the responder raised")
             control._count("responder_error")
             return json_response(_error_body(f"responder failed: {exc!r}", "server_error"), 500)
-        text += echo
-        usage = {
-            "prompt_tokens": _prompt_tokens(body),
-            "completion_tokens": len(text.split()),
-        }
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        payload: dict[str, Any] = {
-            "id": f"chatcmpl-{completion_id}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": str(body.get("model")),
-            "system_fingerprint": "medrewardbench-test",
-            "usage": usage,
-        }
-        if fault == "missing_choices":
-            control._count("missing_choices")
-        else:
-            control._count("ok")
-            payload["choices"] = [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                    "logprobs": None,
-                }
-            ]
+        payload = _completion(control, body, text + echo, completion_id, with_choices=fault != "missing_choices")
         return json_response(json.dumps(payload).encode())
 
     async def stats(request: Request) -> Response:
@@ -614,6 +654,12 @@ def create_app(control: ServerControl) -> Any:
     app.add_route(STATS_PATH, stats, methods=["GET"])
     app.add_route("/v1/models", list_models, methods=["GET"])
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    add_batch_routes(
+        app,
+        control.batches,
+        answer=lambda body: _batch_answer(control, body),
+        record=lambda request, body: control._record(_record_of(request, body, None)),
+    )
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":

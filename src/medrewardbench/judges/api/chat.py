@@ -19,7 +19,9 @@ and the free-text generators of ``medrewardbench build`` both need, so that neit
   run (:attr:`ChatClient.structured_fallback_reason`).
 
 A call never raises except on cancellation: it ends in a :class:`CallOutcome` holding the
-completion's text or a failure reason.
+completion's text or a failure reason. Answers that come another way (a Batch API output file) are
+read into the same :class:`CallOutcome` by the same code (:meth:`ChatClient.read_response`), from
+request lines whose bodies the same code built (:meth:`ChatClient.batch_request`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BASE_URL_ENV",
+    "CHAT_COMPLETIONS_URL",
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_CONCURRENCY",
     "PLACEHOLDER_API_KEY",
@@ -59,6 +62,8 @@ BASE_URL_ENV = "OPENAI_BASE_URL"
 PLACEHOLDER_API_KEY = "EMPTY"
 """Sent to a server given by base URL when no key is set (local servers usually accept anything)."""
 DEFAULT_CONCURRENCY = 8
+CHAT_COMPLETIONS_URL = "/v1/chat/completions"
+"""The endpoint a Batch API request line names (live calls post to ``/chat/completions`` under the base URL)."""
 MAX_REASON_CHARS = 300
 
 
@@ -240,6 +245,21 @@ class ChatClient:
             self._loop_resources = resources
         return resources
 
+    def use_base_url(self, base_url: str) -> None:
+        """Send requests to another endpoint from now on (a server started after this client was made).
+
+        The next request makes a new HTTP client for it; the key, limits and settings stay.
+
+        Args:
+            base_url: the endpoint's OpenAI-style base URL (``http://HOST:PORT/v1``).
+
+        Raises:
+            JudgeSpecError: the URL is not an http(s) URL.
+        """
+        check_api_settings(base_url, self.settings.timeout_s, self.settings.max_retries, base_url_source="base_url")
+        self.base_url = base_url
+        self._loop_resources = None
+
     def admission(self) -> asyncio.Semaphore:
         """The bound on requests in preparation or in flight in the running loop (``async with``)."""
         return self.resources().admission
@@ -352,6 +372,28 @@ class ChatClient:
             body["response_format"] = dict(response_format)
         return body
 
+    def batch_request(
+        self, custom_id: str, messages: list[dict[str, Any]], response_format: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One line of a Batch API request file: the body a live call would send now.
+
+        Args:
+            custom_id: the id that names the request in the batch's output.
+            messages: Chat Completions messages (:meth:`api_messages`).
+            response_format: a ``response_format`` to ask for; left out once the server has refused
+                one (:attr:`structured_fallback_reason`), as a live call would leave it out.
+
+        Returns:
+            ``{"custom_id", "method": "POST", "url": CHAT_COMPLETIONS_URL, "body"}``.
+        """
+        structured = response_format if self.structured_active else None
+        return {
+            "custom_id": custom_id,
+            "method": "POST",
+            "url": CHAT_COMPLETIONS_URL,
+            "body": self.request_body(messages, structured),
+        }
+
     # ---------------------------------------------------------------------------------- calls
     def _fall_back_from_structured(self, status: int, message: str) -> None:
         if self.structured_fallback_reason is None:
@@ -434,6 +476,28 @@ class ChatClient:
                 "%s: %s; retry %d of %d in %.3f s", self.spec, problem, outcome.retries, policy.max_retries, delay
             )
             await asyncio.sleep(delay)
+
+    def read_response(self, status_code: int, body: Any, *, structured: bool = False) -> CallOutcome:
+        """Read an answer that came outside a live call (a Batch API output line) as a live one.
+
+        An error status fails as a live call's non-retried error does (``HTTP <status>: <message>``);
+        a 200 answer is read by :meth:`read_completion`, as a live answer is.
+
+        Args:
+            status_code: the HTTP status the server gave the request.
+            body: the decoded response body.
+            structured: whether the request carried ``response_format``.
+
+        Returns:
+            The outcome of one attempt.
+        """
+        outcome = CallOutcome(attempts=1, structured=structured)
+        if status_code == 200:
+            return self.read_completion(body, outcome)
+        inner = body.get("error", body) if isinstance(body, dict) else body
+        message = inner.get("message") if isinstance(inner, dict) else None
+        outcome.failure = self.reason(f"HTTP {status_code}: {message or inner}")
+        return outcome
 
     def read_completion(self, payload: Any, outcome: CallOutcome) -> CallOutcome:
         """Read a Chat Completions answer into ``outcome``: text, finish reason and usage, or why not.

@@ -166,9 +166,12 @@ class ApiJudge(Judge):
     def _request_body(self, messages: list[dict[str, Any]], structured: bool) -> dict[str, Any]:
         return self.chat.request_body(messages, self._verdict_format() if structured else None)
 
-    async def _judge_one(self, request: JudgeRequest) -> JudgeResult:
-        from medrewardbench.parsing import parse_verdicts
+    def _response_format(self) -> dict[str, Any] | None:
+        """The ``response_format`` a request would carry now: None without structured output or after
+        the server refused it."""
+        return self._verdict_format() if self.settings.structured and self.chat.structured_active else None
 
+    async def _judge_one(self, request: JudgeRequest) -> JudgeResult:
         started = time.perf_counter()
         try:
             messages, _user_text = await self._messages(request)
@@ -178,8 +181,19 @@ class ApiJudge(Judge):
                 latency_s=time.perf_counter() - started,
             )
         outcome = await self._call(messages)
-        latency = time.perf_counter() - started
-        extra = outcome.extra()
+        return self._result(request, outcome, time.perf_counter() - started)
+
+    def _result(
+        self,
+        request: JudgeRequest,
+        outcome: CallOutcome,
+        latency: float | None,
+        extra: dict[str, Any] | None = None,
+    ) -> JudgeResult:
+        """A request's result from the end of its attempts: the failure, or the parsed answer."""
+        from medrewardbench.parsing import parse_verdicts
+
+        facts = {**outcome.extra(), **(extra or {})}
         if outcome.failure is not None:
             return JudgeResult.failed(
                 outcome.failure,
@@ -187,24 +201,63 @@ class ApiJudge(Judge):
                 latency_s=latency,
                 prompt_tokens=outcome.prompt_tokens,
                 completion_tokens=outcome.completion_tokens,
-                extra=extra,
+                extra=facts,
             )
-        extra["finish_reason"] = outcome.finish_reason
+        facts["finish_reason"] = outcome.finish_reason
         parsed = parse_verdicts(
             outcome.text,
             quoted=[request.response_a, request.response_b, request.case.question, *self.template.static_chunks()],
         )
-        extra["parse_method"] = parsed.method
+        facts["parse_method"] = parsed.method
         if parsed.reason:
-            extra["reason"] = parsed.reason
+            facts["reason"] = parsed.reason
         return JudgeResult.from_parse(
             parsed,
             outcome.text,
             latency_s=latency,
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
-            extra=extra,
+            extra=facts,
         )
+
+    # ------------------------------------------------------------- answers that come another way
+    async def batch_request(self, custom_id: str, request: JudgeRequest) -> dict[str, Any]:
+        """One line of a Batch API request file: the body this judge would send live for a request.
+
+        Args:
+            custom_id: the id that names the request in the batch's output.
+            request: the case and order.
+
+        Returns:
+            ``{"custom_id", "method", "url", "body"}`` (:meth:`ChatClient.batch_request`), the body
+            built by the same code as a live request's, image inline.
+
+        Raises:
+            Exception: the image cannot be read (a live request would fail with the same reason).
+        """
+        messages, _user_text = await self._messages(request)
+        return self.chat.batch_request(custom_id, messages, self._response_format())
+
+    def result_from_response(
+        self, request: JudgeRequest, status_code: int, body: Any, *, extra: dict[str, Any] | None = None
+    ) -> JudgeResult:
+        """Read an answer the server gave outside a live call (a Batch API output line) as a live one.
+
+        The answer is read by :meth:`ChatClient.read_response` and parsed as :meth:`judge_batch`
+        parses a live one: an error status is a failure ``HTTP <status>: <message>``, a completion
+        without choices or content fails as it would live, and usage is kept.
+
+        Args:
+            request: the request the answer belongs to.
+            status_code: the HTTP status the server gave the request.
+            body: the decoded response body.
+            extra: more facts to store with the result (for example the batch id).
+
+        Returns:
+            The result, with ``latency_s`` unset (a batch has no per-request latency).
+        """
+        outcome = self.chat.read_response(status_code, body, structured=self._response_format() is not None)
+        return self._result(request, outcome, None, extra)
 
     async def _call(self, messages: list[dict[str, Any]]) -> CallOutcome:
         """Send one request with retries; never raises except on cancellation."""

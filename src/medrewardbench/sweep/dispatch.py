@@ -1,0 +1,238 @@
+"""Dispatch one entry's batches to wherever its judge runs, and store every finished batch at once.
+
+The driver of a sweep is the only process that writes the store, however many processes or nodes
+judge. For each entry it plans the run as ``eval`` does (:func:`medrewardbench.runner.plan_run`:
+same fingerprints, same resume), cuts the pending requests into the judge's batches, and keeps
+``concurrency`` of them in flight through a :class:`JudgeBackend`: the judge itself in this process
+(:class:`LocalBackend`) or a Ray worker (:mod:`medrewardbench.sweep.ray_backend`). A batch's
+results are mapped to source order and committed as soon as it finishes (batches finishing in the
+same turn of the event loop share one transaction), so a kill loses only the batches in flight.
+
+Before each batch the entry's endpoint cap (if any) gives a slot and the budget (if any) must
+accept the batch's estimated cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
+from medrewardbench.metrics.cost import Price
+from medrewardbench.runner import RunPlan, to_stored
+from medrewardbench.store import Store, StoredJudgment
+from medrewardbench.sweep.budget import Budget, CostEstimator, EndpointLimits, result_cost
+from medrewardbench.sweep.errors import EntryFailed, ServerError
+from medrewardbench.sweep.progress import EntryOutcome, SweepProgress
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EntryPlan", "JudgeBackend", "LocalBackend", "StoreWriter", "batches_of", "dispatch", "judge_safely"]
+
+
+class JudgeBackend(Protocol):
+    """Where an entry's batches are judged."""
+
+    batch_size: int
+    concurrency: int
+    node: str | None
+    """The node it runs on (None: this process)."""
+
+    async def judge(self, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """One result per request, in order.
+
+        Raises:
+            ServerError, EntryFailed: the entry cannot go on (nothing of this batch is stored).
+        """
+        ...
+
+
+async def judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
+    """Judge a batch as ``eval`` does: a judge that raises fails the batch's requests instead of the run.
+
+    Errors that concern the whole entry (its server died) are raised, not stored.
+
+    Args:
+        judge: the judge.
+        batch: the requests.
+
+    Returns:
+        One result per request, with a latency (the batch's time shared) where the judge set none.
+    """
+    started = time.perf_counter()
+    try:
+        results = await judge.judge_batch(batch)
+    except (asyncio.CancelledError, ServerError, EntryFailed):
+        raise
+    except Exception as exc:  # a judge bug must not lose the rest of the run
+        log.exception("judge %s raised on a batch of %d", judge.spec, len(batch))
+        reason = f"judge error: {type(exc).__name__}: {exc}"[:500]
+        return [JudgeResult.failed(reason) for _ in batch]
+    if len(results) != len(batch):
+        reason = f"judge error: returned {len(results)} results for {len(batch)} requests"
+        return [JudgeResult.failed(reason) for _ in batch]
+    share = (time.perf_counter() - started) / max(1, len(batch))
+    return [r if r.latency_s is not None else replace(r, latency_s=share) for r in results]
+
+
+class LocalBackend:
+    """The judge itself, in this process."""
+
+    node: str | None = None
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge_ = judge
+        self.batch_size = max(1, judge.batch_size)
+        self.concurrency = max(1, judge.concurrency)
+
+    async def judge(self, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Judge the batch here (see :func:`judge_safely`)."""
+        return await judge_safely(self.judge_, batch)
+
+
+class StoreWriter:
+    """Commits finished batches; those that finish in one turn of the event loop share a transaction.
+
+    A commit per judgment costs more CPU on the event loop than the judges' own work once dozens
+    of requests are in flight. The first batch to finish in a turn waits one turn for the others,
+    then writes them all; cancellation never drops a finished batch.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pending: list[tuple[str, list[StoredJudgment]]] = []
+        self._collecting = False
+
+    async def add(self, judge_fingerprint: str, rows: list[StoredJudgment]) -> None:
+        """Queue rows of one judge configuration and commit them by the end of this loop turn."""
+        self._pending.append((judge_fingerprint, rows))
+        if self._collecting:
+            return
+        self._collecting = True
+        try:
+            await asyncio.sleep(0)
+        finally:
+            self._collecting = False
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit everything queued (one transaction per judge configuration)."""
+        pending, self._pending = self._pending, []
+        grouped: dict[str, list[StoredJudgment]] = {}
+        for fingerprint, rows in pending:
+            grouped.setdefault(fingerprint, []).extend(rows)
+        for fingerprint, rows in grouped.items():
+            self.store.write_judgments(fingerprint, rows)
+
+
+def batches_of(requests: Sequence[JudgeRequest], size: int) -> list[Sequence[JudgeRequest]]:
+    """The plan's requests cut into batches, in plan order (the same cut wherever they are judged)."""
+    size = max(1, size)
+    return [requests[start : start + size] for start in range(0, len(requests), size)]
+
+
+@dataclass
+class EntryPlan:
+    """An entry ready to dispatch: its run plan and what limits it.
+
+    Attributes:
+        name: the entry's name.
+        plan: the run's plan (requests still to judge).
+        price: its price (None: not counted against the budget).
+        estimator: estimates its batches' cost (None without a price or without a budget).
+        base_url: the endpoint its requests go to, for the endpoint caps (None: none).
+    """
+
+    name: str
+    plan: RunPlan
+    price: Price | None = None
+    estimator: CostEstimator | None = None
+    base_url: str | None = None
+
+
+async def dispatch(
+    entry: EntryPlan,
+    backend: JudgeBackend,
+    writer: StoreWriter,
+    outcome: EntryOutcome,
+    progress: SweepProgress,
+    *,
+    budget: Budget | None = None,
+    limits: EndpointLimits | None = None,
+    requests: Sequence[JudgeRequest] | None = None,
+) -> None:
+    """Judge an entry's pending requests (or ``requests``) and store each batch as it finishes.
+
+    Args:
+        entry: the entry and its plan.
+        backend: where its batches are judged.
+        writer: the store writer shared by every entry.
+        outcome: updated as batches finish (``judged``, ``failed``, ``nodes``); ``status`` becomes
+            ``budget`` when the budget stops it.
+        progress: told of every stored batch.
+        budget: the sweep's budget, if any.
+        limits: the sweep's endpoint caps, if any.
+        requests: the requests to judge instead of the plan's (Batch API requests retried live).
+
+    Raises:
+        ServerError, EntryFailed: the entry cannot go on; what finished is stored.
+    """
+    todo = list(entry.plan.requests if requests is None else requests)
+    batches: Iterator[Sequence[JudgeRequest]] = iter(batches_of(todo, backend.batch_size))
+    fingerprint = entry.plan.run.judge_fingerprint
+    dispatched = 0
+    stopped = False
+    costed = budget is not None and entry.price is not None and entry.estimator is not None
+
+    async def worker() -> None:
+        nonlocal dispatched, stopped
+        for batch in batches:  # the iterator is shared: each batch goes to exactly one worker
+            if stopped:
+                return
+            estimate = 0.0
+            if costed:
+                assert budget is not None and entry.estimator is not None
+                estimate = entry.estimator.batch(batch)
+                if not budget.try_reserve(entry.name, estimate, len(todo) - dispatched):
+                    stopped = True
+                    outcome.status = "budget"
+                    return
+            dispatched += len(batch)
+            actual = 0.0
+            try:
+                slot = limits.slot(entry.base_url) if limits is not None else contextlib.nullcontext()
+                async with slot:
+                    results = await backend.judge(batch)
+                if costed:
+                    assert entry.price is not None and entry.estimator is not None
+                    costs = [result_cost(entry.price, r) for r in results]
+                    share = estimate / max(1, len(batch))
+                    actual = sum(share if c is None else c for c in costs)
+                    entry.estimator.observe(actual, len(batch))
+            finally:
+                if costed:
+                    assert budget is not None
+                    budget.settle(estimate, actual)
+            rows = [to_stored(fingerprint, request, result) for request, result in zip(batch, results, strict=True)]
+            await writer.add(fingerprint, rows)
+            outcome.judged += len(rows)
+            outcome.failed += sum(1 for r in rows if r.failure is not None)
+            node = backend.node or "local"
+            outcome.nodes[node] = outcome.nodes.get(node, 0) + len(rows)
+            progress.advance(entry.name, len(rows), backend.node)
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, backend.concurrency))]
+    try:
+        done, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()  # the first error (a dead server, a store failure) ends the entry
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        writer.flush()
