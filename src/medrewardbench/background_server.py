@@ -34,7 +34,7 @@ __all__ = ["BackgroundServer", "http_implementation"]
 
 
 def http_implementation(choice: str) -> str:
-    """uvicorn's HTTP implementation for ``choice``: ``"auto"`` is httptools when installed, else h11.
+    """The HTTP implementation uvicorn should use for ``choice``: ``"auto"`` is httptools when installed, else h11.
 
     Args:
         choice: ``"auto"``, ``"h11"`` or ``"httptools"``.

@@ -65,10 +65,19 @@ class Case:
         return self.response_1 if winner == 1 else self.response_2
 
     def label(self, dimension: str) -> Winner | None:
+        """The expert label for one dimension, or None when the case has none for it.
+
+        Args:
+            dimension: a dimension name.
+
+        Returns:
+            The better response in source order, or None.
+        """
         return self.labels.get(dimension)
 
     @property
     def is_labeled(self) -> bool:
+        """Whether the case has an expert label for at least one dimension."""
         return any(d in self.labels for d in DIMENSIONS)
 
     def group_value(self, field_name: str) -> str:

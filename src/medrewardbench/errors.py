@@ -42,7 +42,11 @@ class DataProblem:
 
 
 class DataError(MedRewardBenchError):
-    """A data source is invalid. Carries every problem found, not only the first."""
+    """A data source is invalid. Carries every problem found, not only the first.
+
+    Args:
+        problems: every problem found (the message lists the first 50).
+    """
 
     def __init__(self, problems: Sequence[DataProblem]):
         self.problems = list(problems)
@@ -128,7 +132,13 @@ def install_command(extra: str | None = None, distribution: importlib.metadata.D
 
 
 class MissingExtraError(MedRewardBenchError, ImportError):
-    """An optional dependency is missing; the message names the extra and the command that installs it."""
+    """An optional dependency is missing; the message names the extra and the command that installs it.
+
+    Args:
+        module: the module that could not be imported.
+        extra: the pip extra that provides it.
+        purpose: what needs it.
+    """
 
     def __init__(self, module: str, extra: str, purpose: str):
         super().__init__(
@@ -156,7 +166,12 @@ class OutputDirError(MedRewardBenchError):
 
 
 class OutputLockedError(OutputDirError):
-    """Another process is working in the same output directory."""
+    """Another process is working in the same output directory.
+
+    Args:
+        pid: the process holding the lock, if known.
+        directory: the output directory.
+    """
 
     def __init__(self, pid: int | None, directory: str):
         holder = f"another medrewardbench process (pid {pid})" if pid is not None else "another medrewardbench process"

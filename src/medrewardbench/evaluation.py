@@ -18,8 +18,9 @@ from medrewardbench.errors import EvaluationInterrupted
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics.analysis import analyze
-from medrewardbench.metrics.core import NOT_RUN, RunData, load_run_data, run_metrics
+from medrewardbench.metrics.core import RunData, load_run_data, run_metrics
 from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
+from medrewardbench.metrics.stats import NOT_RUN
 from medrewardbench.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 from medrewardbench.report.files import (
     metrics_csv_rows,

@@ -280,8 +280,11 @@ class _Quoted:
 
 @functools.lru_cache(maxsize=4096)
 def _passage_info(passage: str) -> tuple[str, str, frozenset[str], bool]:
-    """Per-passage work for the copy checks, cached: judges see the same template text, and each
-    response twice (once per order), so most passages repeat across requests."""
+    """Per-passage work for the copy checks, cached.
+
+    Judges see the same template text, and each response twice (once per order), so most passages
+    repeat across requests.
+    """
     cores = frozenset(_flatten(event.core) for event in _statements(passage))
     carries = len(passage) < MIN_QUOTED_RUN and _carries_verdict(passage)
     return _compact(passage), _flatten(passage), cores, carries

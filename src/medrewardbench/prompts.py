@@ -46,6 +46,7 @@ class PromptTemplate:
 
     @property
     def sha256(self) -> str:
+        """A SHA-256 of the template file's text (enters judge fingerprints)."""
         return hashlib.sha256(self.source_text.encode("utf-8")).hexdigest()
 
     def static_chunks(self) -> tuple[str, ...]:
@@ -59,6 +60,16 @@ class PromptTemplate:
         return tuple(p.strip() for p in pieces if p.strip())
 
     def render_user_text(self, question: str, response_a: str, response_b: str) -> str:
+        """The user text with every placeholder replaced, in a single pass (responses stay as written).
+
+        Args:
+            question: the question.
+            response_a: the response shown as A.
+            response_b: the response shown as B.
+
+        Returns:
+            The rendered user text.
+        """
         values = {
             "question": question,
             "response_a": response_a,
@@ -177,6 +188,7 @@ class TextTemplate:
 
     @property
     def sha256(self) -> str:
+        """A SHA-256 of the template file's text (enters generator fingerprints)."""
         return hashlib.sha256(self.source_text.encode("utf-8")).hexdigest()
 
     def static_chunks(self) -> tuple[str, ...]:

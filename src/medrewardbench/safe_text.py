@@ -19,7 +19,7 @@ _TABLE_KEEP_NEWLINES = {**_ESCAPED, 0x0A: "\n"}
 
 
 def terminal_safe(text: str, keep_newlines: bool = True) -> str:
-    """Replace control characters by visible escapes (``ESC`` becomes the four characters ``\\x1b``).
+    r"""Replace control characters by visible escapes (``ESC`` becomes the four characters ``\x1b``).
 
     C0 and C1 control characters, DEL, line/paragraph separators and bidirectional formatting
     characters are escaped; tabs are kept, and newlines too unless ``keep_newlines`` is False.
@@ -27,7 +27,7 @@ def terminal_safe(text: str, keep_newlines: bool = True) -> str:
 
     Args:
         text: any text.
-        keep_newlines: keep ``\\n`` (multi-line messages); False escapes it (one-line records).
+        keep_newlines: keep ``\n`` (multi-line messages); False escapes it (one-line records).
 
     Returns:
         The text, unchanged when it holds nothing to escape.

@@ -115,8 +115,10 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def _replace_prefixes(text: str, value: str) -> str:
-    """Replace the value, and any run of at least its first characters (a key cut short by a
-    truncated message, ``"sk-abc..."``), wherever it occurs."""
+    """Replace the value wherever it occurs, and any run of at least its first characters.
+
+    The latter catches a key cut short by a truncated message (``"sk-abc..."``).
+    """
     head = value[:TRUNCATED_PREFIX_CHARS]
     pieces = []
     position = 0

@@ -64,7 +64,13 @@ MAX_N = 8
 
 
 class RequestError(MedRewardBenchError, ValueError):
-    """A chat completion request the server refuses (answered with a 4xx)."""
+    """A chat completion request the server refuses (answered with a 4xx).
+
+    Args:
+        message: what is wrong with the request.
+        param: the request field concerned, if any.
+        status: the HTTP status to answer with.
+    """
 
     def __init__(self, message: str, param: str | None = None, status: int = 400):
         super().__init__(message)

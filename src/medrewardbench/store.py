@@ -248,11 +248,25 @@ def make_run_id(judge_spec: str, judge_fingerprint: str, data_hash: str) -> str:
 
 
 def judgment_fingerprint(judge_fingerprint: str, case_hash: str, order: Order) -> str:
+    """The identity of one stored judgment.
+
+    Args:
+        judge_fingerprint: the judge's fingerprint.
+        case_hash: the case's hash.
+        order: the order the case was shown in.
+
+    Returns:
+        24 hex digits of a SHA-256 over the three.
+    """
     return hashlib.sha256(f"{judge_fingerprint}:{case_hash}:{order.value}".encode()).hexdigest()[:24]
 
 
 class Store:
-    """A results store in one SQLite file. Use as a context manager or call :meth:`close`."""
+    """A results store in one SQLite file. Use as a context manager or call :meth:`close`.
+
+    Args:
+        path: the SQLite file (created with its schema when missing).
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -265,9 +279,11 @@ class Store:
 
     @classmethod
     def in_dir(cls, out_dir: str | Path) -> Store:
+        """The store of an output directory (``medrewardbench.sqlite`` in it)."""
         return cls(Path(out_dir) / STORE_FILENAME)
 
     def close(self) -> None:
+        """Close the database."""
         self._db.close()
 
     def __enter__(self) -> Store:
@@ -367,6 +383,7 @@ class Store:
         )
 
     def runs(self) -> list[RunRecord]:
+        """Every run in the store, oldest first."""
         rows = self._db.execute(
             """SELECT run_id, judge_spec, judge_fingerprint, data_hash, dataset_name, dataset_source,
                       orders, config_json, metadata_json, n_cases, created_at, updated_at
@@ -386,6 +403,17 @@ class Store:
         return [run for run in self.runs() if run.data_hash == data_hash]
 
     def run(self, run_id: str) -> RunRecord:
+        """One run by its id.
+
+        Args:
+            run_id: the run id.
+
+        Returns:
+            The run.
+
+        Raises:
+            StoreError: no run has that id.
+        """
         row = self._db.execute(
             """SELECT run_id, judge_spec, judge_fingerprint, data_hash, dataset_name, dataset_source,
                       orders, config_json, metadata_json, n_cases, created_at, updated_at
@@ -469,6 +497,14 @@ class Store:
         return len(values)
 
     def delete_judgments(self, judge_fingerprint: str) -> int:
+        """Delete every judgment of one judge.
+
+        Args:
+            judge_fingerprint: the judge's fingerprint.
+
+        Returns:
+            How many judgments were deleted.
+        """
         with self._transaction() as db:
             cursor = db.execute("DELETE FROM judgments WHERE judge_fingerprint=?", (judge_fingerprint,))
         return cursor.rowcount
@@ -614,6 +650,7 @@ class Store:
         ]
 
     def count_judgments(self, judge_fingerprint: str) -> int:
+        """How many judgments one judge (by fingerprint) has in the store."""
         row = self._db.execute(
             "SELECT COUNT(*) FROM judgments WHERE judge_fingerprint=?", (judge_fingerprint,)
         ).fetchone()
@@ -701,7 +738,9 @@ def _annotations_from_json(text: str | None) -> tuple[Annotation, ...]:
 
 
 def as_jsonable(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(mapping, default=str))
+    """A copy of ``mapping`` that JSON can hold (anything else as its ``str``)."""
+    plain: dict[str, Any] = json.loads(json.dumps(mapping, default=str))
+    return plain
 
 
 def _scrubbed_json(text: str) -> str:

@@ -68,6 +68,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        """Store ``value`` in UTC; a naive datetime is taken to be UTC already."""
         if value is None:
             return None
         if value.tzinfo is None:
@@ -75,6 +76,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(timezone.utc)
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        """Read ``value`` back as a timezone-aware UTC datetime."""
         if value is None:
             return None
         return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)

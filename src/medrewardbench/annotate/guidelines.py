@@ -124,4 +124,5 @@ def render_markdown(markdown: str) -> str:
     """
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").render(markdown)
+    html: str = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").render(markdown)
+    return html

@@ -97,7 +97,12 @@ class LoginRefused(InvalidInput):
 
 
 class RateLimited(AnnotateError):
-    """Too many failed logins; ``retry_after`` seconds until the next attempt is allowed."""
+    """Too many failed logins; ``retry_after`` seconds until the next attempt is allowed.
+
+    Args:
+        message: what happened, for the caller.
+        retry_after: seconds until the next attempt is allowed.
+    """
 
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)

@@ -187,6 +187,7 @@ class ApiTextGenerator(TextGenerator):
         self.concurrency = self.chat.concurrency
 
     def config(self) -> dict[str, Any]:
+        """Model, public endpoint, template and sampling settings: everything that can change an answer."""
         from medrewardbench.judges.api.chat import public_url
 
         return {
@@ -203,9 +204,11 @@ class ApiTextGenerator(TextGenerator):
         }
 
     def metadata(self) -> dict[str, Any]:
+        """The chat client's facts (endpoint, HTTP backend, retries); they do not change answers."""
         return self.chat.metadata()
 
     async def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Answer each request through the chat client, as many at once as its admission allows."""
         if len(requests) == 1:
             return [await self._admitted(requests[0])]
         return list(await asyncio.gather(*(self._admitted(r) for r in requests)))
@@ -249,6 +252,7 @@ class ApiTextGenerator(TextGenerator):
         )
 
     async def aclose(self) -> None:
+        """Close the chat client."""
         await self.chat.aclose()
 
 
@@ -274,6 +278,7 @@ class HFTextGenerator(TextGenerator):
         self.batch_size = max(1, batch_size)
 
     def config(self) -> dict[str, Any]:
+        """Model, revision, adapter, template and decoding settings: everything that can change an answer."""
         from medrewardbench.models.identity import adapter_sha256, resolve_model_name
 
         adapter = self.generator.adapter
@@ -292,6 +297,7 @@ class HFTextGenerator(TextGenerator):
         }
 
     def metadata(self) -> dict[str, Any]:
+        """Device, parameter count, model class and batch size."""
         return {
             "device": self.generator.device,
             "parameter_count": self.generator.parameter_count(),
@@ -300,6 +306,7 @@ class HFTextGenerator(TextGenerator):
         }
 
     async def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Load the images and generate the whole batch in one call; a bad image fails its request only."""
         from medrewardbench.images import load_image
 
         results: list[GenerationResult | None] = [None] * len(requests)

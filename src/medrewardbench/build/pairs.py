@@ -1,4 +1,4 @@
-"""``build pairs``: two responses per question from different generators, seeded, as canonical cases.
+r"""``build pairs``: two responses per question from different generators, seeded, as canonical cases.
 
 For every kept question (every question when no filter ran), in import order:
 
@@ -6,7 +6,7 @@ For every kept question (every question when no filter ran), in import order:
    empty answers left out. Every two answers from different generators (different specs: two
    configurations of one spec, say at two temperatures, never form a pair) form a candidate pair,
    unless they are **duplicates**: equal after normalisation (Unicode NFKC, lower case, only the
-   words kept: ``[\\w]+`` runs joined by single spaces), or **near duplicates**: the Jaccard
+   words kept: ``[\w]+`` runs joined by single spaces), or **near duplicates**: the Jaccard
    similarity of their sets of word 3-shingles (every run of three consecutive normalised words;
    a text of fewer words is one shingle) is at least :data:`NEAR_DUPLICATE_JACCARD` (0.8). A
    question with no candidate left gets no pair (counted).
@@ -104,7 +104,8 @@ def jaccard(a: set[tuple[str, ...]], b: set[tuple[str, ...]]) -> float:
     """The Jaccard similarity of two sets of shingles.
 
     Args:
-        a, b: the sets.
+        a: one set.
+        b: the other.
 
     Returns:
         ``|a & b| / |a | b|`` (1.0 for two empty sets).
@@ -117,7 +118,8 @@ def is_duplicate(a: str, b: str, threshold: float = NEAR_DUPLICATE_JACCARD) -> b
     """Whether two answers are equal after normalisation, or near duplicates (see the module docstring).
 
     Args:
-        a, b: the answers.
+        a: one answer.
+        b: the other.
         threshold: the shingle Jaccard similarity from which they are near duplicates.
 
     Returns:
@@ -211,7 +213,8 @@ def pair_case(
         question: the question.
         image: its image.
         pair_id: the pair's id.
-        first, second: (generator fingerprint, spec, text) of response_1 and response_2.
+        first: (generator fingerprint, spec, text) of response_1.
+        second: the same for response_2.
         seed: the sampling seed, recorded in the metadata.
 
     Returns:

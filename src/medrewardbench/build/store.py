@@ -293,6 +293,7 @@ class BuildStore:
         self._db = open_database(self.path, _SCHEMA, SCHEMA_VERSION, MIGRATIONS, what="build project store")
 
     def close(self) -> None:
+        """Close the database."""
         self._db.close()
 
     def __enter__(self) -> BuildStore:
@@ -328,6 +329,7 @@ class BuildStore:
 
     # --------------------------------------------------------------------------------- sources
     def source_names(self) -> list[str]:
+        """The names of the imported sources, in import order."""
         return [r[0] for r in self._db.execute("SELECT name FROM sources ORDER BY imported_at, name")]
 
     def sources(self) -> list[dict[str, Any]]:
@@ -360,7 +362,7 @@ class BuildStore:
 
     # ------------------------------------------------------------------------------- questions
     def question_ids_taken(self, qids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-        """qid -> (source, source_id, content_hash) for those of ``qids`` the project has."""
+        """The (source, source_id, content_hash) of each of ``qids`` the project has, by qid."""
         out: dict[str, tuple[str, str, str]] = {}
         for start in range(0, len(qids), 500):
             part = list(qids[start : start + 500])
@@ -515,10 +517,18 @@ class BuildStore:
             )
 
     def generator_specs(self) -> dict[str, str]:
-        """fingerprint -> spec of every generator registered."""
+        """The spec of every generator registered, by fingerprint."""
         return {r[0]: r[1] for r in self._db.execute("SELECT fingerprint, spec FROM generators")}
 
     def generator_config(self, fingerprint: str) -> dict[str, Any]:
+        """The configuration a generator was registered with.
+
+        Args:
+            fingerprint: the generator's fingerprint.
+
+        Returns:
+            Its configuration, or an empty dict for an unknown generator.
+        """
         row = self._db.execute("SELECT config_json FROM generators WHERE fingerprint=?", (fingerprint,)).fetchone()
         return {} if row is None else dict(json.loads(row[0]))
 
@@ -646,6 +656,14 @@ class BuildStore:
         return len(values)
 
     def delete_gradings(self, grader_fp: str) -> int:
+        """Delete every grading made by one grader and commit.
+
+        Args:
+            grader_fp: the grader's fingerprint.
+
+        Returns:
+            How many gradings were deleted.
+        """
         with self.transaction() as db:
             cursor = db.execute("DELETE FROM gradings WHERE grader_fp=?", (grader_fp,))
         return cursor.rowcount
@@ -669,8 +687,10 @@ class BuildStore:
         return (fp, json.loads(row[0])) if row is not None else None
 
     def write_decisions(self, rows: Iterable[tuple[str, str, bool, bool, int, int, str, Any]]) -> None:
-        """Replace the decisions of some questions and commit: (qid, filter_fp, kept, scored, correct, failed,
-        reason, evidence)."""
+        """Replace the decisions of some questions and commit.
+
+        Each row is (qid, filter_fp, kept, scored, correct, failed, reason, evidence).
+        """
         now = time.time()
         with self.transaction() as db:
             db.executemany(
@@ -700,6 +720,7 @@ class BuildStore:
         }
 
     def has_decisions(self) -> bool:
+        """Whether the difficulty filter has decided on any question yet."""
         return self._db.execute("SELECT 1 FROM decisions LIMIT 1").fetchone() is not None
 
     # ------------------------------------------------------------------------------------ pool
@@ -733,6 +754,7 @@ class BuildStore:
         )
 
     def count_pairs(self) -> int:
+        """How many pairs are sampled."""
         return int(self._db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0])
 
     def iter_pairs(self, *, organ: str | None = None, chunk: int = CHUNK) -> Iterator[list[StoredPair]]:
@@ -771,8 +793,10 @@ class BuildStore:
 
     # ---------------------------------------------------------------------------------- labels
     def upsert_labels(self, rows: Iterable[tuple[str, str, Mapping[str, int], str | None, float | None, str]]) -> int:
-        """Add or replace per-annotator labels (inside the caller's transaction):
-        (pair_id, annotator, labels in source order, order_shown, seconds, source file)."""
+        """Add or replace per-annotator labels (inside the caller's transaction).
+
+        Each row is (pair_id, annotator, labels in source order, order_shown, seconds, source file).
+        """
         now = time.time()
         values = [
             (pair_id, annotator, _json(dict(labels)), order, seconds, source, now)
@@ -829,6 +853,7 @@ class BuildStore:
         return out
 
     def count_labels(self) -> int:
+        """How many per-annotator labels are stored (across all pairs)."""
         return int(self._db.execute("SELECT COUNT(*) FROM labels").fetchone()[0])
 
     def orphan_labels(self) -> int:

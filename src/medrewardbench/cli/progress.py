@@ -35,7 +35,11 @@ class _RateColumn(TextColumn):
 
 
 class RichProgress(ProgressSink):
-    """Progress bars on stderr: requests judged, rate and ETA."""
+    """Progress bars on stderr: requests judged, rate and ETA.
+
+    Args:
+        enabled: False shows nothing (no bars, no stage lines).
+    """
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
@@ -54,6 +58,7 @@ class RichProgress(ProgressSink):
         self.task: TaskID | None = None
 
     def start(self, judge_spec: str, total: int, already_done: int) -> None:
+        """Add a bar for the run; the stored part counts as done but not in the rate."""
         if not self.progress.live.is_started:
             self.progress.start()
         self.task = self.progress.add_task(judge_spec, total=total, completed=already_done)
@@ -61,10 +66,12 @@ class RichProgress(ProgressSink):
         self.progress.reset(self.task, total=total, completed=already_done)
 
     def advance(self, n: int) -> None:
+        """Move the bar on by ``n`` requests."""
         if self.task is not None:
             self.progress.advance(self.task, n)
 
     def finish(self, summary: RunSummary) -> None:
+        """Write how many requests were judged and how many came from the store into the bar's label."""
         if self.task is not None:
             self.progress.update(
                 self.task,
@@ -72,16 +79,22 @@ class RichProgress(ProgressSink):
             )
 
     def stage(self, text: str) -> None:
+        """Print the stage on stderr (when progress is enabled)."""
         if self.enabled:
             err_console.print(f"{text} ...", highlight=False, markup=False)
 
     def close(self) -> None:
+        """Stop the live display, if it started."""
         if self.progress.live.is_started:
             self.progress.stop()
 
 
 class RichTrainProgress(TrainProgress):
-    """A rich progress bar per training run on stderr: steps, latest loss, elapsed time and ETA."""
+    """A rich progress bar per training run on stderr: steps, latest loss, elapsed time and ETA.
+
+    Args:
+        enabled: False shows nothing.
+    """
 
     def __init__(self, enabled: bool = True):
         self.progress = Progress(
@@ -98,20 +111,24 @@ class RichTrainProgress(TrainProgress):
         self.task: TaskID | None = None
 
     def start(self, description: str, total_steps: int) -> None:
+        """Add a bar for the training run."""
         if not self.progress.live.is_started:
             self.progress.start()
         self.task = self.progress.add_task(description, total=total_steps, loss="-")
 
     def step(self, step: int, loss: float | None) -> None:
+        """Move the bar to ``step`` and show the latest loss."""
         if self.task is not None:
             self.progress.update(self.task, completed=step, loss="-" if loss is None else f"{loss:.4f}")
 
     def finish(self, summary: dict[str, Any]) -> None:
+        """Show the final loss and let the next run add its own bar."""
         if self.task is not None:
             final = summary.get("losses", {}).get("final")
             self.progress.update(self.task, loss="-" if final is None else f"{final:.4f}")
             self.task = None
 
     def close(self) -> None:
+        """Stop the live display, if it started."""
         if self.progress.live.is_started:
             self.progress.stop()

@@ -127,8 +127,11 @@ def _value_name(annotation: Any) -> str:
 
 
 class _PlainArgument(typer.core.TyperArgument):
-    """An argument shown as click shows it: ``RUN_DIR...`` in the usage line, its kind of value
-    (``PATH``) beside it, not typer's ``{runs}...`` and ``<list[path]>``."""
+    """An argument shown as click shows it.
+
+    ``RUN_DIR...`` in the usage line and its kind of value (``PATH``) beside it, not typer's
+    ``{runs}...`` and ``<list[path]>``.
+    """
 
     def _name(self) -> str:
         name = self.metavar or self.name.upper()

@@ -352,8 +352,10 @@ _CONFIG_FLAGS: tuple[str, ...] = (
 
 
 def _config_flags(values: dict[str, Any], renamed: dict[str, str] | None = None) -> dict[str, Any]:
-    """The TrainConfig fields among a command's parameters (typer needs the parameters spelled out,
-    so each command passes ``locals()`` here instead of repeating the list).
+    """The TrainConfig fields among a command's parameters.
+
+    Typer needs the parameters spelled out, so each command passes ``locals()`` here instead of
+    repeating the list.
 
     Args:
         values: the command's parameters.

@@ -79,7 +79,12 @@ next to the data by ``build export``; never read as cases."""
 
 
 class ProblemSink:
-    """Collects :class:`DataProblem` records for one file, filling in the file name."""
+    """Collects :class:`DataProblem` records for one file, filling in the file name.
+
+    Args:
+        file: the file name written into every problem.
+        problems: a list to append to (shared with the caller); a new one when None.
+    """
 
     def __init__(self, file: str, problems: list[DataProblem] | None = None):
         self.file = file

@@ -134,7 +134,7 @@ def dataset_snapshot(
             it), or the repository or revision does not exist.
     """
     from huggingface_hub import snapshot_download
-    from huggingface_hub.utils import HfHubHTTPError, LocalEntryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     offline = hf_offline()
     where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")

@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import BinaryIO
 
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from medrewardbench.errors import ImageError
 from medrewardbench.images.dicom import decode_dicom, dicom_dimensions, looks_like_dicom, read_dicom
@@ -81,7 +81,8 @@ def image_size(ref: ImageRef) -> tuple[int, int]:
     try:
         handle = open_image_file(source, what) if isinstance(source, Path) else io.BytesIO(source)
         with handle, Image.open(handle) as image:
-            return image.size
+            width, height = image.size
+            return int(width), int(height)
     except ImageError:
         raise
     except Image.DecompressionBombError as exc:
@@ -124,7 +125,7 @@ def _decode_pil(source: Path | BinaryIO, what: str) -> Image.Image:
         raise
     except Image.DecompressionBombError as exc:
         raise ImageError(f"{what}: refused as a possible decompression bomb ({exc})") from exc
-    except Image.UnidentifiedImageError as exc:
+    except UnidentifiedImageError as exc:
         raise ImageError(f"{what}: not a recognised image format") from exc
     except Exception as exc:
         # PIL's plugins raise OSError, SyntaxError, ValueError, EOFError, struct.error and more

@@ -96,7 +96,7 @@ def dicom_display(ref: ImageRef) -> DicomDisplay:
     Raises:
         ImageError: not DICOM, or the pixel data cannot be decoded.
     """
-    from pydicom.pixels import apply_modality_lut
+    from pydicom.pixels.processing import apply_modality_lut
 
     what = ref.describe()
     ds, frame, photometric, index = _dicom_frame_for(ref, what)
@@ -283,7 +283,7 @@ def decode_dicom(source: Path | bytes, what: str) -> Image.Image:
 
 def _decode_dicom_frame(ds: Dataset, index: int, what: str) -> tuple[np.ndarray, str]:
     """Decode one frame; returns the array and its photometric interpretation after decoding."""
-    from pydicom.pixels import get_decoder
+    from pydicom.pixels.decoders.base import get_decoder
 
     syntax = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
     if syntax is None:
@@ -321,7 +321,7 @@ def _render_frame(
     if frame.ndim != 3 or frame.shape[2] != 3:
         raise ImageError(f"unexpected {photometric or 'unknown'} pixel array of shape {frame.shape}")
     if photometric in ("YBR_FULL", "YBR_FULL_422"):
-        from pydicom.pixels import convert_color_space
+        from pydicom.pixels.processing import convert_color_space
 
         frame = convert_color_space(frame, photometric, "RGB")
     elif photometric not in ("RGB", "YBR_RCT", "YBR_ICT"):
@@ -329,14 +329,15 @@ def _render_frame(
         raise ImageError(f"photometric interpretation {photometric!r} is not supported")
     bits = int(ds.get("BitsStored") or 8)
     if frame.dtype == np.uint8 or bits <= 8:
-        return np.clip(frame, 0, 255).astype(np.uint8)
+        clipped: np.ndarray = np.clip(frame, 0, 255).astype(np.uint8)
+        return clipped
     return scale_to_uint8(frame.astype(np.float64), 0.0, float(2**bits - 1))
 
 
 def _render_monochrome(
     frame: np.ndarray, ds: Dataset, index: int, invert: bool, window_override: tuple[float, float] | None = None
 ) -> np.ndarray:
-    from pydicom.pixels import apply_modality_lut, apply_voi
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi
 
     view = _frame_view(ds, index)
     values = apply_modality_lut(frame, view)
@@ -458,7 +459,7 @@ def _apply_window(values: np.ndarray, center: float, width: float, function: str
 
 def _voi_lut_range(view: Dataset) -> tuple[float, float]:
     """Output range of the first VOI LUT: the extent of its entries (some declare 16 bits, use 12)."""
-    from pydicom.pixels import apply_voi
+    from pydicom.pixels.processing import apply_voi
 
     item = view.VOILUTSequence[0]
     entries, first_map = int(item.LUTDescriptor[0]) or 2**16, int(item.LUTDescriptor[1])
@@ -467,7 +468,7 @@ def _voi_lut_range(view: Dataset) -> tuple[float, float]:
 
 
 def _render_palette(frame: np.ndarray, ds: Dataset) -> np.ndarray:
-    from pydicom.pixels import apply_color_lut
+    from pydicom.pixels.processing import apply_color_lut
 
     rgb = apply_color_lut(frame, ds)
     if rgb.dtype == np.uint8:

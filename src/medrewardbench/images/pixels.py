@@ -39,7 +39,8 @@ def unit_scale(values: np.ndarray, low: float, high: float) -> np.ndarray:
     if high <= low:
         return np.zeros(values.shape, dtype=np.float64)
     scaled = (np.nan_to_num(values, nan=low) - low) / (high - low)
-    return np.clip(scaled, 0.0, 1.0)
+    clipped: np.ndarray = np.clip(scaled, 0.0, 1.0)
+    return clipped
 
 
 def scale_to_uint8(values: np.ndarray, low: float, high: float) -> np.ndarray:

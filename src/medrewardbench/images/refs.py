@@ -53,18 +53,22 @@ class ImageRef:
 
     @classmethod
     def from_path(cls, path: str | Path) -> ImageRef:
+        """A reference to an image file on disk."""
         return cls("path", str(path))
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "") -> ImageRef:
+        """A reference to encoded image bytes held in memory (``name``: the original file name, if any)."""
         return cls("bytes", name, data)
 
     @classmethod
     def builtin(cls, name: str) -> ImageRef:
+        """A reference to an image an installed package ships (see :data:`BUILTIN_IMAGES`)."""
         return cls("builtin", name)
 
     @classmethod
     def empty(cls) -> ImageRef:
+        """No image: the case is text only."""
         return cls("none")
 
     def raw_bytes(self) -> bytes:

@@ -66,6 +66,16 @@ class JudgeResult:
 
     @classmethod
     def failed(cls, reason: str, raw_output: str | None = None, **kwargs: Any) -> JudgeResult:
+        """A result that records a failure and no verdicts.
+
+        Args:
+            reason: why the request failed.
+            raw_output: the model's text, when there was one.
+            **kwargs: further :class:`JudgeResult` fields (latency, tokens, ...).
+
+        Returns:
+            The failed result.
+        """
         return cls(verdicts={}, raw_output=raw_output, failure=reason, **kwargs)
 
     @classmethod
@@ -80,6 +90,7 @@ class JudgeResult:
         )
 
     def missing_dimensions(self) -> list[str]:
+        """The dimensions without a verdict, in the order of :data:`DIMENSIONS`."""
         return [d for d in DIMENSIONS if d not in self.verdicts]
 
 

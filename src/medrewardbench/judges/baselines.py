@@ -26,7 +26,12 @@ BASELINE_NAMES: tuple[str, ...] = ("random", "first", "second", "longer", "short
 
 
 class BaselineJudge(Judge):
-    """A rule that needs no model. Instant, deterministic given the seed."""
+    """A rule that needs no model. Instant, deterministic given the seed.
+
+    Args:
+        rule: one of :data:`BASELINE_NAMES`.
+        seed: the seed of the ``random`` rule.
+    """
 
     kind = "baseline"
     batch_size = 512
@@ -40,15 +45,25 @@ class BaselineJudge(Judge):
         self.spec = f"baseline:{rule}"
 
     def config(self) -> dict[str, Any]:
+        """The spec, and the seed for the random baseline."""
         config: dict[str, Any] = {"spec": self.spec}
         if self.rule == "random":
             config["seed"] = self.seed
         return config
 
     def metadata(self) -> dict[str, Any]:
+        """Baselines see no image."""
         return {"sees_image": False, "baseline": True}
 
     def judge_one(self, request: JudgeRequest) -> JudgeResult:
+        """The rule's verdict on one request, the same for every dimension (random: per dimension).
+
+        Args:
+            request: the case in one order.
+
+        Returns:
+            The verdicts; for ``longer`` and ``shorter``, a failure when both responses have the same length.
+        """
         if self.rule == "random":
             verdicts = {d: _seeded_letter(self.seed, request, d) for d in DIMENSIONS}
             return JudgeResult(verdicts=verdicts, raw_output=None)
@@ -64,6 +79,7 @@ class BaselineJudge(Judge):
         return JudgeResult(verdicts=dict.fromkeys(DIMENSIONS, letter))
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Apply the rule to each request."""
         return [self.judge_one(r) for r in requests]
 
 
@@ -73,7 +89,11 @@ def _seeded_letter(seed: int, request: JudgeRequest, dimension: str) -> Position
 
 
 class InstantJudge(Judge):
-    """Answers A everywhere at once; with ``decode=True`` it decodes the image first (in a thread)."""
+    """Answers A everywhere at once; with ``decode=True`` it decodes the image first (in a thread).
+
+    Args:
+        decode: decode each image before answering.
+    """
 
     kind = "instant"
     batch_size = 64
@@ -85,9 +105,11 @@ class InstantJudge(Judge):
         self.spec = "instant:decode" if decode else "instant:"
 
     def config(self) -> dict[str, Any]:
+        """The spec only: the answer is always A."""
         return {"spec": self.spec}
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Answer A for every dimension, decoding the images first when asked to."""
         if self.decode:
             return await asyncio.to_thread(self._decode_all, requests)
         return [JudgeResult(verdicts=dict.fromkeys(DIMENSIONS, "A")) for _ in requests]

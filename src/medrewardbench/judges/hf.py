@@ -48,7 +48,17 @@ DEFAULT_BATCH_SIZE = 4
 
 
 class HFJudge(Judge):
-    """A generative judge backed by a local transformers vision-language model."""
+    """A generative judge backed by a local transformers vision-language model.
+
+    Args:
+        spec: the spec as given (``hf:PATH``).
+        generator: the loaded model.
+        template: the prompt.
+        settings: decoding settings.
+        batch_size: requests per ``generate`` call.
+        force_prefix: text appended after the generation prompt, for the model to continue.
+        constrained: allow only the verdict skeleton (see the module docstring).
+    """
 
     kind = "hf"
     needs_images = True
@@ -79,6 +89,7 @@ class HFJudge(Judge):
                 raise JudgeSpecError(str(exc)) from exc
 
     def config(self) -> dict[str, Any]:
+        """Model, revision, adapter, templates and decoding settings: everything that can change an output."""
         adapter = self.generator.adapter
         return {
             "spec": self.spec,
@@ -97,6 +108,7 @@ class HFJudge(Judge):
         }
 
     def metadata(self) -> dict[str, Any]:
+        """Device, parameter count, model and processor classes, batch size."""
         return {
             "device": self.generator.device,
             "parameter_count": self.generator.parameter_count(),
@@ -106,6 +118,7 @@ class HFJudge(Judge):
         }
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Load the images and generate the whole batch in one call; a bad image fails its request only."""
         results: list[JudgeResult | None] = [None] * len(requests)
         pending: list[int] = []
         conversations: list[list[dict[str, Any]]] = []

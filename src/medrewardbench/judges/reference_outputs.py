@@ -98,8 +98,9 @@ def output_files(path: str | Path) -> list[Path]:
 
 
 def read_outputs(files: Iterable[Path]) -> dict[str, Any]:
-    """Map ``organ/question_id`` to the last ``chosen_answer`` seen for it (later lines win,
-    as in the reference's dict-based evaluation).
+    """Map ``organ/question_id`` to the last ``chosen_answer`` seen for it.
+
+    Later lines win, as in the reference's dict-based evaluation.
 
     Raises:
         DataError: lines that are not JSON or lack question_id / modality_type, with file and row.
@@ -131,7 +132,12 @@ def read_outputs(files: Iterable[Path]) -> dict[str, Any]:
 
 
 class ReferenceOutputJudge(Judge):
-    """Replays the reference implementation's stored verdicts."""
+    """Replays the reference implementation's stored verdicts.
+
+    Args:
+        path: a JSONL output file, or a directory searched for them recursively.
+        name: the name in the spec (``reference:NAME``); the path when None.
+    """
 
     kind = "reference"
     batch_size = 1024
@@ -149,12 +155,15 @@ class ReferenceOutputJudge(Judge):
         self.content_sha256 = digest.hexdigest()
 
     def config(self) -> dict[str, Any]:
+        """The hash of the output files' contents: the outputs are the judge."""
         return {"spec": "reference", "outputs_sha256": self.content_sha256}
 
     def metadata(self) -> dict[str, Any]:
+        """The files read, and that only the original order is covered."""
         return {"files": [str(f) for f in self.files], "normalisation": "reference rules", "orders": "original"}
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Look up each case's recorded answer (original order only) and normalise it as the reference does."""
         results = []
         for request in requests:
             if request.order is not Order.ORIGINAL:

@@ -44,6 +44,7 @@ def register(kind: str, target: str) -> None:
 
 
 def known_kinds() -> list[str]:
+    """The judge kinds that can be built (the part of a spec before the colon), sorted."""
     return sorted(_BUILDERS)
 
 

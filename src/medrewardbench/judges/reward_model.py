@@ -42,7 +42,13 @@ def _finite(value: float) -> bool:
 
 
 class RewardModelJudge(Judge):
-    """Scores both responses of a request with a reward model; the higher score wins."""
+    """Scores both responses of a request with a reward model; the higher score wins.
+
+    Args:
+        spec: the spec as given (``rm:PATH``).
+        scorer: the reward model.
+        batch_size: items per scoring call.
+    """
 
     kind = "rm"
 
@@ -55,9 +61,11 @@ class RewardModelJudge(Judge):
         self._scores: dict[tuple[str, str, int], list[float]] = {}
 
     def config(self) -> dict[str, Any]:
+        """The spec and the reward model's configuration."""
         return {"spec": self.spec, "kind": "rm", **self.scorer.config()}
 
     def metadata(self) -> dict[str, Any]:
+        """The reward model's facts, plus the batch size."""
         return {**self.scorer.metadata(), "batch_size": self.batch_size}
 
     def _score_isolated(self, items: Sequence[RewardItem]) -> list[list[float] | str]:
@@ -74,6 +82,10 @@ class RewardModelJudge(Judge):
         return outcomes
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Score both responses of each case (once per case across orders) and pick the higher per head.
+
+        A batch that fails is scored again item by item, so only the culprit's requests fail.
+        """
         started = time.perf_counter()
         failures: dict[int, str] = {}
         wanted: dict[tuple[str, str, int], RewardItem] = {}

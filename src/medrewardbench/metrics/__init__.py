@@ -1,2 +1,5 @@
-"""Metrics: typed results (:mod:`.results`), runs as arrays and eval's counts (:mod:`.core`),
-statistics (:mod:`.stats`), and the report's analysis (:mod:`.analysis`)."""
+"""Metrics: typed results, runs as arrays, statistics and the report's analysis.
+
+Typed results live in :mod:`.results`, runs as arrays and eval's counts in :mod:`.core`,
+statistics in :mod:`.stats`, and the report's analysis in :mod:`.analysis`.
+"""

@@ -659,8 +659,11 @@ def _tiers(
 
 
 def _leaderboard(run_results: Sequence[RunAnalysis], human: HumanCeiling | None = None) -> list[LeaderboardRow]:
-    """The runs ranked by score (ties by label), with tiers when the runs carry them, and each
-    judge's agreement with the annotators' leave-one-out majorities when there is a human ceiling."""
+    """The runs ranked by score (ties by label), with tiers when the runs carry them.
+
+    With a human ceiling, each row also carries the judge's agreement with the annotators'
+    leave-one-out majorities.
+    """
     costs = [recorded_cost(run.metadata) for run in run_results]
     vs_annotators = {j.label: j.agreement.pooled for j in human.judges} if human is not None else {}
     rows = [

@@ -1,5 +1,7 @@
-"""Agreement between human annotators: majority vote, Fleiss' kappa, Krippendorff's alpha,
-pairwise agreement, and each annotator against the majority of the others.
+"""Agreement between human annotators.
+
+Majority vote, Fleiss' kappa, Krippendorff's alpha, pairwise agreement, and each annotator against
+the majority of the others.
 
 Every function takes a **ratings** matrix, int ``(n_items, n_raters)``: the category each rater
 gave each item, with :data:`MISSING` (0) where a rater gave none. Categories are any other
@@ -253,7 +255,7 @@ def krippendorff_alpha_nominal(ratings: npt.ArrayLike, missing: int = MISSING) -
     if expected <= 0.0:
         return float("nan")
     observed = float(np.sum(coincidences[off_diagonal]))
-    return 1.0 - (n - 1.0) * observed / expected
+    return float(1.0 - (n - 1.0) * observed / expected)
 
 
 def pairwise_agreement(ratings: npt.ArrayLike, missing: int = MISSING) -> float:

@@ -62,6 +62,7 @@ class RunData:
 
     @property
     def n_cases(self) -> int:
+        """How many cases the run covers."""
         return len(self.case_ids)
 
     def subset(self, mask: npt.NDArray[np.bool_]) -> RunData:

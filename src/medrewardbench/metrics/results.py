@@ -63,8 +63,10 @@ _DIMENSION_INDEX = {name: i for i, name in enumerate(DIMENSIONS)}
 
 
 def real(value: Any) -> float:
-    """A float for in-memory records: None and NaN become :data:`math.nan` (one object, so that
-    records holding undefined values still compare equal), numpy scalars plain floats.
+    """A float for in-memory records.
+
+    None and NaN become :data:`math.nan` (one object, so that records holding undefined values
+    still compare equal), numpy scalars plain floats.
 
     Args:
         value: a number, None or NaN.
@@ -97,8 +99,10 @@ def number(value: float) -> float | None:
 
 
 def p_number(value: float) -> float | None:
-    """A p-value as written to files: like :func:`number` from 0.001 up; below that, four
-    significant digits, so that small p-values (an exact McNemar p can be 1e-70) keep their size.
+    """A p-value as written to files.
+
+    Like :func:`number` from 0.001 up; below that, four significant digits, so that small p-values
+    (an exact McNemar p can be 1e-70) keep their size.
 
     Args:
         value: the p-value.

@@ -34,6 +34,13 @@ class VerdictConstraint:
     accepts ``A`` or ``B``. Token texts are measured in context (after an anchor token), so
     SentencePiece tokens with a leading-space marker are handled as well as byte-level BPE ones.
     Once the skeleton is complete only end-of-sequence tokens remain allowed.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        eos_token_ids: the end-of-sequence token ids (at least one).
+        prefix: text already forced after the prompt; it must be a start of the skeleton.
+        dimensions: the keys of the skeleton, in order.
+        choices: the single-character values each slot accepts.
     """
 
     def __init__(
@@ -106,6 +113,15 @@ class VerdictConstraint:
         return allowed or self.eos_token_ids
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Mask the scores of every token that would leave the verdict skeleton.
+
+        Args:
+            input_ids: the token ids so far, ``(batch, length)``.
+            scores: the next-token scores, ``(batch, vocabulary)``.
+
+        Returns:
+            The scores with ``-inf`` on every token not allowed next (only end of sequence once it ended).
+        """
         torch: Any = require("torch", "hf", "constrained decoding")
         mask = torch.full_like(scores, float("-inf"))
         for row in range(input_ids.shape[0]):

@@ -41,6 +41,7 @@ class GenerationSettings:
 
     @property
     def sampling(self) -> bool:
+        """Whether decoding samples (a temperature above zero) rather than being greedy."""
         return self.temperature > 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -110,6 +111,12 @@ class VLMGenerator:
 
     Thread-safe: calls are serialised by a lock, since a model must not run two ``generate``
     calls at once. Shared by :class:`HFJudge` and :mod:`medrewardbench.serve`.
+
+    Args:
+        model: the loaded transformers model.
+        processor: its processor (with a ``tokenizer``).
+        name: the model name or path it was loaded from.
+        adapter: the LoRA adapter loaded onto it, if any.
     """
 
     def __init__(self, model: Any, processor: Any, *, name: str, adapter: str | None = None) -> None:
@@ -135,16 +142,20 @@ class VLMGenerator:
 
     @property
     def device(self) -> str:
+        """The device of the model's parameters, e.g. ``"cuda:0"``."""
         return str(next(self.model.parameters()).device)
 
     @property
     def dtype(self) -> str:
+        """The dtype of the model's parameters, e.g. ``"bfloat16"``."""
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     def parameter_count(self) -> int:
+        """How many parameters the model has."""
         return int(sum(p.numel() for p in self.model.parameters()))
 
     def chat_template_sha256(self) -> str | None:
+        """A SHA-256 of the processor's chat template, or None when it has none."""
         template = getattr(self.processor, "chat_template", None)
         if not isinstance(template, str):
             return None

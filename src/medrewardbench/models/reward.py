@@ -1,4 +1,4 @@
-"""Reward-model networks and the image+text reward model format; judged by :mod:`medrewardbench.judges.reward_model`.
+r"""Reward-model networks and the image+text reward model format; judged by :mod:`medrewardbench.judges.reward_model`.
 
 A reward model gives each (image, question, answer) a scalar score, on its own; the response with
 the higher score wins. Two families are understood:
@@ -26,7 +26,7 @@ Reward model directory format (version 1)::
 ``base_model``.
 
 The text the backbone reads (``prompt_format`` ``chat-v1``) is the model's chat template applied
-to a user turn (the image, then ``"Question:\\n" + question``) and an assistant turn (the answer).
+to a user turn (the image, then ``"Question:\n" + question``) and an assistant turn (the answer).
 """
 
 from __future__ import annotations
@@ -126,9 +126,11 @@ class RewardCard:
 
     @property
     def single_head(self) -> bool:
+        """Whether the model has one head (its verdict then applies to every dimension)."""
         return len(self.heads) == 1
 
     def to_dict(self) -> dict[str, Any]:
+        """The card as written to ``reward_model.json``."""
         return {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
@@ -181,6 +183,17 @@ class RewardCard:
 
     @classmethod
     def read(cls, directory: str | Path) -> RewardCard:
+        """Read the card of a reward model directory.
+
+        Args:
+            directory: the model directory.
+
+        Returns:
+            The card.
+
+        Raises:
+            ModelLoadError: the card is missing, not JSON, or not a valid card.
+        """
         path = Path(directory) / REWARD_CARD_FILE
         try:
             payload = json.loads(path.read_text("utf-8"))
@@ -235,6 +248,13 @@ class VLMRewardModel:
 
     Create a fresh one for training with :meth:`create`, load a trained one with :meth:`load`,
     score with :meth:`score` (no gradients) or :meth:`rewards` (differentiable).
+
+    Args:
+        backbone: the vision-language model.
+        processor: its processor.
+        head: the linear head (one output per head in ``card``).
+        card: the reward model card.
+        source: the directory it was loaded from, if any.
     """
 
     sees_image = True
@@ -460,17 +480,21 @@ class VLMRewardModel:
         return [p for p in self.backbone.parameters() if p.requires_grad]
 
     def head_parameters(self) -> list[Any]:
+        """The head's trainable parameters."""
         return list(self.head.parameters())
 
     @property
     def device(self) -> Any:
+        """The device of the backbone's parameters."""
         return next(self.backbone.parameters()).device
 
     @property
     def dtype(self) -> str:
+        """The dtype of the backbone's parameters, e.g. ``"bfloat16"``."""
         return str(next(self.backbone.parameters()).dtype).removeprefix("torch.")
 
     def parameter_count(self) -> int:
+        """How many parameters the backbone and the head have together."""
         return int(sum(p.numel() for p in self.backbone.parameters()) + sum(p.numel() for p in self.head.parameters()))
 
     # ------------------------------------------------------------------ scoring
@@ -535,6 +559,7 @@ class VLMRewardModel:
     # ------------------------------------------------------------------ description
 
     def config(self) -> dict[str, Any]:
+        """Base model, hashes of the card, head and backbone files, heads and pooling: what can change a score."""
         root = Path(self.source) if self.source else None
         files: list[Path] = []
         if root is not None:
@@ -563,6 +588,7 @@ class VLMRewardModel:
         }
 
     def metadata(self) -> dict[str, Any]:
+        """Heads, what the verdicts apply to, device, parameter count and model class."""
         notes = [SINGLE_HEAD_NOTE] if self.card.single_head else []
         return {
             "sees_image": True,
@@ -580,7 +606,15 @@ class VLMRewardModel:
 
 
 class TextRewardModel:
-    """A transformers sequence-classification reward model: text only, it never sees the image."""
+    """A transformers sequence-classification reward model: text only, it never sees the image.
+
+    Args:
+        model: the sequence-classification model.
+        tokenizer: its tokenizer.
+        heads: the dimension each output scores (one name: a single head).
+        name: the model name or path it was loaded from.
+        adapter: the LoRA adapter loaded onto it, if any.
+    """
 
     sees_image = False
 
@@ -635,6 +669,7 @@ class TextRewardModel:
         return f"Question:\n{item.question}\n\nAnswer:\n{item.answer}"
 
     def score(self, items: Sequence[RewardItem]) -> list[list[float]]:
+        """Score each question and answer as text (the image is not seen); one score per head."""
         torch = _torch()
         if not items:
             return []
@@ -654,6 +689,7 @@ class TextRewardModel:
         return [[float(v) for v in row] for row in logits.cpu().tolist()]
 
     def config(self) -> dict[str, Any]:
+        """Model, revision, adapter and heads: everything that can change a score."""
         return {
             "model_format": "sequence-classification",
             "model": resolve_model_name(self.name),
@@ -670,6 +706,7 @@ class TextRewardModel:
         }
 
     def metadata(self) -> dict[str, Any]:
+        """Heads, what the verdicts apply to, that the model sees no image, device and size."""
         single = len(self.heads) == 1
         return {
             "sees_image": False,

@@ -463,8 +463,11 @@ def _context(
 
 
 def _human_context(human: HumanCeiling, board: Sequence[LeaderboardRow], confidence: float) -> dict[str, Any]:
-    """The human-ceiling section: judges and annotators against the leave-one-out majorities, and
-    the agreement between annotators per dimension and organ system."""
+    """The human-ceiling section.
+
+    Judges and annotators against the leave-one-out majorities, and the agreement between
+    annotators per dimension and organ system.
+    """
     judges = []
     entries: list[tuple[str, Estimate]] = [(human.label, human.human.pooled)]
     for row in board:

@@ -331,8 +331,11 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
 
 
 def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: int) -> list[str]:
-    """The human ceiling: judges and annotators against the leave-one-out majorities, and the
-    agreement between annotators per dimension and organ system."""
+    """The human-ceiling section.
+
+    Judges and annotators against the leave-one-out majorities, and the agreement between
+    annotators per dimension and organ system.
+    """
     names = ", ".join(_esc(a) for a in human.annotators)
     out = [
         "",

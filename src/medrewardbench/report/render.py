@@ -483,8 +483,10 @@ def _case_view(
 
 
 def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dimension: str = "overall") -> CaseGallery:
-    """The cases judges got wrong, with raw outputs from the stores and texts and images re-loaded
-    from the runs' data source (``RunRecord.dataset_source``).
+    """The cases judges got wrong, with raw outputs, texts and images.
+
+    Raw outputs come from the stores; texts and images are re-loaded from the runs' data source
+    (``RunRecord.dataset_source``).
 
     If the source cannot be loaded (moved, in-memory, offline Hub), the cases are shown without
     question, answers and image, and the section says why.
@@ -552,7 +554,7 @@ class RenderedReport:
 
 
 def run_dates(bundles: Sequence[LoadedRun]) -> dict[str, str]:
-    """run id -> the UTC date an eval last registered it (a pooled run: the latest of its parts)."""
+    """Run id -> the UTC date an eval last registered it (a pooled run: the latest of its parts)."""
     dates = {}
     for bundle in bundles:
         stamps = [record.updated_at for _, record in bundle.sources if record.updated_at is not None]

@@ -46,9 +46,9 @@ PERCENT = "0.0%"
 
 
 def sheet_names(labels: Sequence[str], reserved: Sequence[str] = SUMMARY_SHEETS) -> list[str]:
-    """Valid, unique Excel sheet names for judge labels.
+    r"""Valid, unique Excel sheet names for judge labels.
 
-    Excel forbids ``[]:*?/\\``, a leading or trailing apostrophe and names over 31 characters,
+    Excel forbids ``[]:*?/\``, a leading or trailing apostrophe and names over 31 characters,
     and compares names case-insensitively.
 
     Args:

@@ -201,8 +201,10 @@ class BatchRunner:
             self._reserved[submission.submission_id] = estimate
 
     def _within_budget(self, chunk: list[JudgeRequest], pending: int) -> tuple[list[JudgeRequest], float]:
-        """The head of ``chunk`` whose estimated cost fits the budget (all of it without a budget),
-        and the estimate reserved for it."""
+        """The head of ``chunk`` whose estimated cost fits the budget, and the estimate reserved for it.
+
+        Without a budget, that is all of ``chunk``.
+        """
         if self.budget is None or self.entry.estimator is None:
             return chunk, 0.0
         fitting = 0

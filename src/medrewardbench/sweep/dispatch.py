@@ -81,7 +81,11 @@ async def judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[Judg
 
 
 class LocalBackend:
-    """The judge itself, in this process."""
+    """The judge itself, in this process.
+
+    Args:
+        judge: the judge.
+    """
 
     node: str | None = None
 
@@ -101,6 +105,9 @@ class StoreWriter:
     A commit per judgment costs more CPU on the event loop than the judges' own work once dozens
     of requests are in flight. The first batch to finish in a turn waits one turn for the others,
     then writes them all; cancellation never drops a finished batch.
+
+    Args:
+        store: the results store to commit to.
     """
 
     def __init__(self, store: Store) -> None:

@@ -10,6 +10,11 @@ from medrewardbench.errors import MedRewardBenchError
 class SweepFileError(MedRewardBenchError, ValueError):
     """A sweep (or prices) file is invalid; the message names the file, the line and the key.
 
+    Args:
+        path: the file.
+        line: 1-based line of the offending node, or None.
+        message: what is wrong.
+
     Attributes:
         path: the file.
         line: 1-based line of the offending node, or None for a problem with the whole file.

@@ -162,7 +162,8 @@ def store_jury(
         cases: the sweep's cases (their current content hashes decide which judgments count).
         data_hash: the data fingerprint.
         orders: the orders judged.
-        dataset_name, dataset_source: recorded with the run.
+        dataset_name: the data set's name, recorded with the run.
+        dataset_source: where the data came from, recorded with the run.
         metadata: further facts for the run's metadata.
 
     Returns:

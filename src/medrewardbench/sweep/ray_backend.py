@@ -221,7 +221,11 @@ class JudgeWorker:
 
 
 class DescribedJudge(Judge):
-    """A worker's judge as the driver sees it: enough to plan and record a run, nothing to judge with."""
+    """A worker's judge as the driver sees it: enough to plan and record a run, nothing to judge with.
+
+    Args:
+        description: what the worker reported about its judge.
+    """
 
     def __init__(self, description: WorkerDescription) -> None:
         self.description = description
@@ -230,15 +234,23 @@ class DescribedJudge(Judge):
         self.concurrency = description.concurrency
 
     def config(self) -> dict[str, Any]:
+        """The worker judge's configuration."""
         return dict(self.description.config)
 
     def metadata(self) -> dict[str, Any]:
+        """The worker judge's facts, plus the Ray node it runs on."""
         return {**self.description.metadata, "ray_node": self.description.node}
 
     def fingerprint(self) -> str:
+        """The worker judge's fingerprint."""
         return self.description.fingerprint
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Never called: the judging happens in the worker.
+
+        Raises:
+            RuntimeError: always.
+        """
         raise RuntimeError(f"{self.spec} judges in its Ray worker, not in the driver")
 
 

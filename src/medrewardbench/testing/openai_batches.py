@@ -171,8 +171,16 @@ class BatchState:
             self._rate, self._rate_status, self._rng = rate, status, random.Random(seed)
 
     def set_outcome(self, status: str = "completed", *, answered: int | None = None) -> None:
-        """End batches ``completed`` (default), ``expired`` or ``failed``; ``answered``: answer only the
-        first lines (the rest get no answer, as when a batch expires part way)."""
+        """End batches ``completed`` (default), ``expired`` or ``failed``.
+
+        Args:
+            status: the outcome.
+            answered: answer only this many first lines (the rest get no answer, as when a batch
+                expires part way); None answers every line.
+
+        Raises:
+            ValueError: an unknown outcome.
+        """
         if status not in ("completed", "expired", "failed"):
             raise ValueError(f"unknown outcome {status!r}")
         with self._lock:

@@ -338,8 +338,11 @@ class ServerControl:
             self._reject_response_format = reject
 
     def set_echo_authorization(self, echo: bool = True) -> None:
-        """Behave like a leaky proxy: repeat the request's ``Authorization`` header (the API key) at
-        the end of every completion and inside every injected error message."""
+        """Behave like a leaky proxy (or stop, with ``echo=False``).
+
+        A leaky proxy repeats the request's ``Authorization`` header (the API key) at the end of every
+        completion and inside every injected error message.
+        """
         with self._lock:
             self._echo_authorization = echo
 

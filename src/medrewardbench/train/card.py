@@ -70,6 +70,7 @@ class TrainingCard:
     created_at: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:
+        """The card as written to the model directory."""
         return {
             "format": CARD_FORMAT,
             "version": CARD_VERSION,
@@ -103,6 +104,7 @@ class TrainingCard:
 
     @property
     def train_case_ids(self) -> tuple[str, ...]:
+        """The ids of the cases the model was trained on."""
         return tuple(self.data.get("train_case_ids", ()))
 
 

@@ -109,6 +109,7 @@ class FoldOutcome:
     reused_model: bool = False
 
     def as_dict(self) -> dict[str, Any]:
+        """The fold as it appears in the cross-validation summary file."""
         return {
             "index": self.index,
             "n_train_cases": self.n_train_cases,

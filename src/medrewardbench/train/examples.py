@@ -77,6 +77,7 @@ class JudgeExample:
 
     @property
     def has_image(self) -> bool:
+        """Whether the example has an image."""
         return self.image.kind != "none"
 
 

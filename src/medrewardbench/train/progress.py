@@ -34,16 +34,20 @@ class RecordingProgress(TrainProgress):
         self.events: list[tuple[str, Any]] = []
 
     def start(self, description: str, total_steps: int) -> None:
+        """Record the start."""
         self.events.append(("start", (description, total_steps)))
 
     def step(self, step: int, loss: float | None) -> None:
+        """Record the step and its loss."""
         self.events.append(("step", (step, loss)))
 
     def finish(self, summary: dict[str, Any]) -> None:
+        """Record the summary."""
         self.events.append(("finish", summary))
 
     @property
     def steps(self) -> list[int]:
+        """The steps reported so far, in order."""
         return [payload[0] for kind, payload in self.events if kind == "step"]
 
 

@@ -159,7 +159,10 @@ def _common_arguments(config: TrainConfig, method: str, out_dir: Path, device: s
 
 
 def _checkpointing_argument(enabled: bool) -> dict[str, bool]:
-    """transformers 5 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (old name deprecated)."""
+    """The gradient checkpointing argument under the name this transformers takes.
+
+    Transformers 5 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (the old name is deprecated).
+    """
     import dataclasses
 
     transformers: Any = require("transformers", "train", "training")

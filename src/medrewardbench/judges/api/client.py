@@ -75,22 +75,27 @@ class ApiJudge(Judge):
     # the request machinery's state, under the names this judge has always had
     @property
     def base_url(self) -> str | None:
+        """The server's base URL (None: the OpenAI default)."""
         return self.chat.base_url
 
     @property
     def api_key_env(self) -> str:
+        """The environment variable the API key is read from."""
         return self.chat.api_key_env
 
     @property
     def uses_placeholder_key(self) -> bool:
+        """Whether a placeholder is sent because the key variable is not set (a local server)."""
         return self.chat.uses_placeholder_key
 
     @property
     def retry_policy(self) -> RetryPolicy:
+        """How failed requests are retried."""
         return self.chat.retry_policy
 
     @property
     def http_backend(self) -> str:
+        """The HTTP client library in use."""
         return self.chat.http_backend
 
     @property
@@ -167,8 +172,10 @@ class ApiJudge(Judge):
         return self.chat.request_body(messages, self._verdict_format() if structured else None)
 
     def _response_format(self) -> dict[str, Any] | None:
-        """The ``response_format`` a request would carry now: None without structured output or after
-        the server refused it."""
+        """The ``response_format`` a request would carry now.
+
+        None without structured output, or after the server refused it.
+        """
         return self._verdict_format() if self.settings.structured and self.chat.structured_active else None
 
     async def _judge_one(self, request: JudgeRequest) -> JudgeResult:

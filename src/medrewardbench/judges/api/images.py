@@ -136,6 +136,11 @@ class DataUrlCache:
 
     Encoding that needs decoding (decode, PNG, base64) runs in worker threads; concurrent requests
     for the same image wait for one encoding instead of repeating it.
+
+    Args:
+        size: how many data URLs to keep (0 keeps none).
+        passthrough: send PNG, JPEG and WebP files as they are where that gives the same pixels
+            (:func:`passthrough_data_url`); False always decodes and re-encodes.
     """
 
     def __init__(self, size: int = 32, passthrough: bool = True) -> None:

@@ -38,8 +38,11 @@ def _worker_main(model: str, options: JudgeOptions, requests: Any, results: Any)
 
 
 async def _serve(judge: ApiJudge, requests: Any, results: Any) -> None:
-    """Read requests in the event loop; results leave through a sender thread, so that a slow
-    reader on the other side can never stop this process from taking in requests."""
+    """Read requests in the event loop; results leave through a sender thread.
+
+    The thread means that a slow reader on the other side can never stop this process from taking
+    in requests.
+    """
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     outbox: queue_module.SimpleQueue[Any] = queue_module.SimpleQueue()
@@ -96,6 +99,11 @@ class ProcessPoolApiJudge(Judge):
 
     Its fingerprint equals the single-process judge's: how requests are sent does not change what
     comes back, so a run can be resumed with or without the pool.
+
+    Args:
+        model: the model name the server knows.
+        options: judge options, as for :class:`ApiJudge` (the concurrency is shared among the processes).
+        processes: how many client processes (at least 1).
     """
 
     kind = "api"
@@ -121,9 +129,11 @@ class ProcessPoolApiJudge(Judge):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def config(self) -> dict[str, Any]:
+        """The configuration of an in-process API judge with the same settings (the processes change no output)."""
         return self.reference.config()
 
     def metadata(self) -> dict[str, Any]:
+        """The in-process judge's facts, plus the number of client processes."""
         return {**self.reference.metadata(), "client_processes": self.processes}
 
     def _start(self) -> None:
@@ -184,6 +194,7 @@ class ProcessPoolApiJudge(Judge):
         self._load[index] = 1 << 30  # never chosen again
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Send each request to the least loaded client process (starting them on first use) and await the results."""
         if not self._workers:
             self._start()
         loop = asyncio.get_running_loop()
@@ -206,6 +217,7 @@ class ProcessPoolApiJudge(Judge):
         return list(await asyncio.gather(*futures))
 
     async def aclose(self) -> None:
+        """Ask the client processes to stop, wait for them (terminating any that hang) and close the pipes."""
         for pipe in self._request_pipes:
             with contextlib.suppress(BrokenPipeError, OSError):
                 pipe.send(None)

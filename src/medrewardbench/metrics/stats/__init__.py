@@ -1,5 +1,7 @@
-"""Statistics on judge verdicts: bootstrap intervals, paired tests, tiers, chance-corrected
-agreement, position, length and coherence measures.
+"""Statistics on judge verdicts.
+
+Bootstrap intervals, paired tests, tiers, chance-corrected agreement, position, length and
+coherence measures.
 
 Everything works on the array layout of :mod:`.counts` (verdicts, labels and lengths as arrays
 over cases). Conventions:

@@ -1,5 +1,7 @@
-"""Length bias (how often the longer response is picked, accuracy split by the experts' length choice)
-and coherence between dimensions."""
+"""Length bias and coherence between dimensions.
+
+Length bias: how often the longer response is picked, and accuracy split by the experts' length choice.
+"""
 
 from __future__ import annotations
 
