@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -11,6 +12,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from medrewardbench.cases import Case, ImageRef
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import DataError, DataProblem
 
@@ -28,6 +30,19 @@ _KIND_SUMMARIES: dict[str, str] = {
     NULL_LABEL: "dimension label(s) given as null (not counted)",
     ORPHAN_LABELS: "label row(s) without a case",
 }
+
+
+def group_field_name(name: str) -> str:
+    """A grouping field as cases hold it: ``metadata.site`` is the metadata key ``site``.
+
+    Args:
+        name: the field as a user writes it.
+
+    Returns:
+        The name without a ``metadata.`` prefix, stripped.
+    """
+    name = name.strip()
+    return name[len("metadata.") :] if name.startswith("metadata.") else name
 
 
 def normalize_organ(name: str) -> str:
@@ -133,12 +148,15 @@ class Benchmark:
         cases: the cases, in source order (organ files sorted by name, rows in file order).
         warnings: problems that did not stop loading: cases without expert labels, labels without
             a case, and (with ``strict=False``) every error whose rows were skipped.
+        labels: where the labels come from (a dataset card, ``eval --labels``, or the source's
+            default; :mod:`medrewardbench.data.provenance`).
     """
 
     name: str
     source: str
     cases: tuple[Case, ...]
     warnings: tuple[DataProblem, ...] = ()
+    labels: LabelProvenance = UNKNOWN_LABELS
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -192,7 +210,9 @@ class Benchmark:
         Returns:
             A new benchmark with the unlabeled cases left out (warnings kept).
         """
-        return Benchmark(self.name, self.source, tuple(c for c in self.cases if c.is_labeled), self.warnings)
+        return Benchmark(
+            self.name, self.source, tuple(c for c in self.cases if c.is_labeled), self.warnings, self.labels
+        )
 
     def select(self, organs: Sequence[str] | None = None, limit: int | None = None) -> Benchmark:
         """Keep the cases of some organ systems and/or the first ``limit`` of them.
@@ -238,7 +258,57 @@ class Benchmark:
             return wanted is None or normalize_organ(problem.case_id.split("/", 1)[0]) in wanted
 
         warnings = tuple(problem for problem in self.warnings if keep(problem))
-        return Benchmark(self.name, self.source, cases, warnings)
+        return Benchmark(self.name, self.source, cases, warnings, self.labels)
+
+    def group_fields(self) -> tuple[str, ...]:
+        """The fields at least one case has a value for, that metrics can group by.
+
+        Returns:
+            Sorted names: case attributes (``organ_system``, ``department``, ``modality``...) and
+            scalar ``metadata`` keys.
+        """
+        found: set[str] = set()
+        for case in self.cases:
+            found.update(name for name, value in case.grouping_metadata().items() if value != "unknown")
+        return tuple(sorted(found))
+
+    def resolve_group_fields(self, fields: Sequence[str]) -> list[str]:
+        """Check ``--by`` fields against the cases: ``metadata.site`` and ``site`` name the same field.
+
+        Args:
+            fields: field names as given (a ``metadata.`` prefix is dropped).
+
+        Returns:
+            The field names as the cases hold them, each once, in the given order.
+
+        Raises:
+            DataError: a field no case has a value for (the message lists the fields there are).
+        """
+        names = list(dict.fromkeys(group_field_name(f) for f in fields))
+        available = self.group_fields()
+        missing = [name for name in names if name not in available and name != "organ_system"]
+        if missing:
+            shown = ", ".join(repr(name) for name in missing)
+            raise DataError(
+                [
+                    DataProblem(
+                        "--by",
+                        f"no case has a value for {shown}; fields with values: {', '.join(available) or '(none)'}",
+                    )
+                ]
+            )
+        return names
+
+    def with_labels(self, labels: LabelProvenance) -> Benchmark:
+        """The same cases with another label provenance (``eval --labels``).
+
+        Args:
+            labels: where the labels come from.
+
+        Returns:
+            A new benchmark.
+        """
+        return dataclasses.replace(self, labels=labels)
 
 
 class CaseLocation(NamedTuple):
@@ -264,6 +334,8 @@ class LoadResult:
     warnings: list[DataProblem] = field(default_factory=list)
     rejected_images: list[tuple[ImageRef, CaseLocation, str | None]] = field(default_factory=list)
     """Images of rows left out for other problems, so that validation can still check them."""
+    labels: LabelProvenance = UNKNOWN_LABELS
+    """Where the labels come from (set by the loader or from the dataset card)."""
 
     def add(self, case: Case, location: CaseLocation) -> None:
         """Append a case and where it came from."""
@@ -333,4 +405,4 @@ class LoadResult:
         if self.warnings:
             logger.info("%s: %d warning(s), e.g. %s", self.source, len(self.warnings), self.warnings[0])
         logger.info("%s: loaded %d case(s)", self.source, len(self.cases))
-        return Benchmark(self.name, self.source, tuple(self.cases), warnings)
+        return Benchmark(self.name, self.source, tuple(self.cases), warnings, self.labels)

@@ -22,6 +22,7 @@ from medrewardbench.data.benchmark import Benchmark, LoadResult
 from medrewardbench.data.canonical import load_rows, read_json_document
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import JSONTextError
+from medrewardbench.data.provenance import DEMO_LABELS
 from medrewardbench.errors import DataError, DataProblem
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def collect_demo(source: str = "demo", policy: ImagePolicy | None = None) -> Loa
                 if metadata is None or isinstance(metadata, dict):
                     record = {**record, "metadata": merged}
             rows.append(record)
-        result = LoadResult(name=str(document.get("name") or "demo"), source=source)
+        result = LoadResult(name=str(document.get("name") or "demo"), source=source, labels=DEMO_LABELS)
         rules = (policy or ImagePolicy()).with_roots(path.parent)
         load_rows(enumerate(rows, start=1), shown, path.parent, result, rules)
     return result

@@ -25,6 +25,7 @@ from pathlib import Path
 from medrewardbench.data.benchmark import Benchmark, LoadResult
 from medrewardbench.data.canonical import CANONICAL_SUFFIXES, canonical_files
 from medrewardbench.data.image_policy import ImagePolicy
+from medrewardbench.data.provenance import MED_REWARDBENCH_LABELS, card_path, read_dataset_card
 from medrewardbench.errors import DataError, DataProblem
 from medrewardbench.images.files import FileRefused, check_regular_file
 
@@ -98,13 +99,16 @@ def collect_source(
         if Path(root).parent.name == "snapshots":
             # files in the Hub cache are links into the repository's blobs/ folder, two levels up
             policy = policy.with_roots(Path(root).parent.parent)
-        return load_reference(root, organs, source=source, display_root=shown, policy=policy)
+        result = load_reference(root, organs, source=source, display_root=shown, policy=policy)
+        if repo_id == hub.DEFAULT_REPO:
+            result.labels = MED_REWARDBENCH_LABELS
+        return _with_card(result, root)
     else:
         path = Path(source).expanduser()
         _check_local_source(source, path)
         if path.is_dir():
             if is_reference_layout(path):
-                return load_reference(path, organs, source=source, policy=policy)
+                return _with_card(load_reference(path, organs, source=source, policy=policy), path)
             if not canonical_files(path):
                 raise _unknown_source(source, "this directory holds neither pair_gt_all/ nor canonical files")
             result = load_canonical(path, source, policy)
@@ -112,7 +116,29 @@ def collect_source(
             result = load_canonical(path, source, policy)
         else:
             raise _unknown_source(source, f"unsupported file type {path.suffix or '(none)'!r}")
+        _with_card(result, path)
     result.filter_organs(organs)
+    return result
+
+
+def _with_card(result: LoadResult, data: str | Path) -> LoadResult:
+    """Apply the data's dataset card, if it has one: its name and its labels' provenance.
+
+    Args:
+        result: what the loader read.
+        data: the data file or directory (the card is :func:`~medrewardbench.data.provenance.card_path`).
+
+    Returns:
+        ``result``, changed in place.
+
+    Raises:
+        DataError: the card cannot be read or holds a bad field.
+    """
+    card = read_dataset_card(card_path(data))
+    if card is not None:
+        result.labels = card.labels
+        if card.name:
+            result.name = card.name
     return result
 
 
