@@ -68,8 +68,11 @@ def _open_with_extra(path: str, barrier: multiprocessing.synchronize.Barrier) ->
     Store(path).close()
 
 
-def test_processes_opening_one_store_together_apply_each_migration_once(tmp_path: Path) -> None:
+def test_processes_opening_one_store_together_apply_each_migration_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "medrewardbench.sqlite"
+    monkeypatch.setattr(store_module, "MIGRATIONS", ())  # the base layout; the workers add EXTRA
     Store(path).close()
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(6)
@@ -88,7 +91,7 @@ def test_a_store_from_before_per_annotator_labels_reads_its_cases_without_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "medrewardbench.sqlite"
-    before = tuple(m for m in SHIPPED if m[0] != "cases_annotations")
+    before = SHIPPED[: SHIPPED_NAMES.index("cases_annotations")]  # and so before every later migration
     monkeypatch.setattr(store_module, "MIGRATIONS", before)
     with Store(path):  # the layout an older version wrote, with one case row in it
         pass
@@ -100,7 +103,24 @@ def test_a_store_from_before_per_annotator_labels_reads_its_cases_without_them(
     assert "annotations_json" not in _columns(path, "cases")
     monkeypatch.setattr(store_module, "MIGRATIONS", SHIPPED)
     with Store(path) as store:
-        assert store.applied_migrations()[-1] == "cases_annotations"
+        assert store.applied_migrations() == SHIPPED_NAMES  # the missing ones, in their order
         [case] = store.cases("d")
     assert "annotations_json" in _columns(path, "cases")
     assert case.case_id == "c1" and case.labels == {"overall": 1} and case.annotations == ()
+
+
+def test_label_provenance_comes_after_the_per_annotator_labels_and_a_store_without_it_reads_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert SHIPPED_NAMES.index("label_provenance") > SHIPPED_NAMES.index("cases_annotations")
+    path = tmp_path / "medrewardbench.sqlite"
+    before = SHIPPED[: SHIPPED_NAMES.index("label_provenance")]  # a store with annotations, no provenance yet
+    monkeypatch.setattr(store_module, "MIGRATIONS", before)
+    with Store(path) as store:
+        assert store.applied_migrations() == SHIPPED_NAMES[: len(before)]
+    assert "annotations_json" in _columns(path, "cases") and _columns(path, "label_provenance") == []
+    monkeypatch.setattr(store_module, "MIGRATIONS", SHIPPED)
+    with Store(path) as store:
+        assert store.applied_migrations() == SHIPPED_NAMES
+        assert store.label_provenance("d").kind == "unknown"  # nothing declared before the table existed
+    assert _columns(path, "label_provenance") == ["data_hash", "kind", "raters", "description", "declared_by"]

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 
 class MedRewardBenchError(Exception):
@@ -59,8 +64,75 @@ class ImageError(MedRewardBenchError):
     """An image could not be read, or was refused (for example a decompression bomb)."""
 
 
+DISTRIBUTION = "medrewardbench"
+"""The name pip knows this package by."""
+
+
+def _source_checkout(distribution: importlib.metadata.Distribution | None) -> tuple[Path, bool] | None:
+    """Where the package was installed from, when that was a local directory: (directory, editable).
+
+    Args:
+        distribution: the installed distribution; None when none is installed (the code then runs
+            from a source tree on ``PYTHONPATH``, recognised by the ``pyproject.toml`` two levels
+            above the package).
+
+    Returns:
+        The checkout and whether the install is editable, or None for an install from an index
+        (or from a wheel or an archive).
+    """
+    if distribution is None:
+        root = Path(__file__).resolve().parent.parent.parent
+        return (root, True) if (root / "pyproject.toml").is_file() else None
+    # PEP 610: pip records a direct install (a directory, an archive, a VCS URL) in direct_url.json
+    text = distribution.read_text("direct_url.json")
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    url = record.get("url", "") if isinstance(record, dict) else ""
+    if not url.startswith("file:") or not isinstance(record.get("dir_info"), dict):
+        return None
+    directory = Path(url2pathname(urlparse(url).path))
+    return directory, bool(record["dir_info"].get("editable", False))
+
+
+def install_command(extra: str | None = None, distribution: importlib.metadata.Distribution | None = None) -> str:
+    """The pip command that installs medrewardbench, or one of its extras, the way this copy was installed.
+
+    From a source checkout (PEP 610: the installed distribution's ``direct_url.json`` points at a
+    local directory) it is ``pip install '.[api]'`` run in that directory (``-e`` for an editable
+    install; the directory's path instead of ``.`` when the current directory is another one); from
+    an index it is ``pip install 'medrewardbench[api]'``.
+
+    Args:
+        extra: the extra (``"api"``, ``"serve"``, ``"hf"``, ``"train"``...), or None for the package alone.
+        distribution: the installed distribution to describe; None looks up the installed one.
+
+    Returns:
+        The command, quoted for a POSIX shell.
+    """
+    if distribution is None:
+        try:
+            distribution = importlib.metadata.distribution(DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:
+            distribution = None
+    suffix = f"[{extra}]" if extra else ""
+    checkout = _source_checkout(distribution)
+    if checkout is None:
+        return f"pip install '{DISTRIBUTION}{suffix}'"
+    directory, editable = checkout
+    try:
+        here = Path.cwd().resolve() == directory.resolve()
+    except OSError:
+        here = False
+    target = "." if here else str(directory)
+    return f"pip install {'-e ' if editable else ''}'{target}{suffix}'"
+
+
 class MissingExtraError(MedRewardBenchError, ImportError):
-    """An optional dependency is missing; the message names the extra to install.
+    """An optional dependency is missing; the message names the extra and the command that installs it.
 
     Args:
         module: the module that could not be imported.
@@ -70,8 +142,8 @@ class MissingExtraError(MedRewardBenchError, ImportError):
 
     def __init__(self, module: str, extra: str, purpose: str):
         super().__init__(
-            f"{purpose} needs the optional dependency {module!r}. "
-            f"Install it with: pip install 'medrewardbench[{extra}]'"
+            f"{purpose} needs the optional dependency {module!r} (the {extra!r} extra). "
+            f"Install it with: {install_command(extra)}"
         )
         self.module = module
         self.extra = extra

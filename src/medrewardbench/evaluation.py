@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medrewardbench.data.benchmark import Benchmark
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import EvaluationInterrupted
 from medrewardbench.judges.base import Judge
@@ -73,6 +74,96 @@ class RunHealth:
         """True when the run has stored requests and every one of them failed."""
         return self.stored > 0 and self.failed == self.stored
 
+    @property
+    def failure_rate(self) -> float:
+        """Failed over stored requests (0 when nothing is stored)."""
+        return self.failed / self.stored if self.stored else 0.0
+
+    def hints(self, limit: int = 3) -> list[str]:
+        """What to try about the most common failure reasons, one hint each, without repeats."""
+        found: list[str] = []
+        for reason in list(self.reasons)[:limit]:
+            hint = failure_hint(reason, self.judge_spec)
+            if hint is not None and hint not in found:
+                found.append(hint)
+        return found
+
+
+_UNPARSEABLE = ("empty output", "empty response", "no per-dimension verdicts", "output is not text")
+_HINTS: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
+    # (substrings of the reason, judge kinds it applies to (empty: all), the hint)
+    (
+        _UNPARSEABLE,
+        ("hf",),
+        "empty output: try `#constrained` (--judge hf:MODEL#constrained decodes only the verdict JSON), "
+        "or a larger --max-tokens",
+    ),
+    (_UNPARSEABLE, ("api",), "unusable output: try --structured (JSON-schema output) or a larger --max-tokens"),
+    (
+        ("HTTP 401", "HTTP 403"),
+        (),
+        "HTTP 401/403: check --api-key-env (the variable it names must hold a key that --base-url accepts)",
+    ),
+    (
+        ("HTTP 404",),
+        (),
+        "HTTP 404: check the model name after api: and --base-url (the server lists its models at /v1/models)",
+    ),
+    (("HTTP 429",), (), "HTTP 429 (rate limit): lower --concurrency or raise --max-retries"),
+    (
+        ("HTTP 400", "HTTP 422"),
+        (),
+        "the server refused the request: check --max-tokens, --structured and whether the model takes images",
+    ),
+    (("timeout",), (), "timeouts: raise --timeout or lower --concurrency"),
+    (("connection error",), (), "connection errors: is the server at --base-url running and reachable?"),
+    (
+        ("image could not be loaded", "could not prepare the request", "image:"),
+        (),
+        "unreadable images: check the data with `medrewardbench validate SOURCE`",
+    ),
+    (
+        ("tie:",),
+        ("rm", "baseline"),
+        "ties (equal scores or lengths) count as wrong: a reward model with many ties barely separates the answers",
+    ),
+)
+
+
+def failure_hint(reason: str, judge_spec: str = "") -> str | None:
+    """What to try about one failure reason, when there is something to try.
+
+    Args:
+        reason: a stored failure reason (its first line).
+        judge_spec: the judge that failed, whose kind decides between hints (``#constrained`` for
+            ``hf:`` judges, ``--structured`` for ``api:``).
+
+    Returns:
+        One line, or None.
+    """
+    kind = judge_spec.partition(":")[0]
+    for needles, kinds, hint in _HINTS:
+        if (not kinds or kind in kinds) and any(needle in reason for needle in needles):
+            return hint
+    return None
+
+
+@dataclass(frozen=True)
+class OtherData:
+    """Runs in the output directory made on other data than this evaluation's.
+
+    Attributes:
+        name: the data set's name.
+        data_hash: its fingerprint.
+        n_cases: its cases.
+        runs: how many runs were made on it.
+    """
+
+    name: str
+    data_hash: str
+    n_cases: int
+    runs: int
+
 
 @dataclass(frozen=True)
 class EvaluationResult:
@@ -94,6 +185,10 @@ class EvaluationResult:
     all_runs: tuple[RunRecord, ...] = ()
     health: tuple[RunHealth, ...] = ()
     """One entry per run of this call."""
+    other_data: tuple[OtherData, ...] = ()
+    """Runs in the same store on other data (reports show each data set in its own section)."""
+    labels: LabelProvenance = UNKNOWN_LABELS
+    """Where the labels of the evaluated data come from (as the store records it)."""
 
     @property
     def failed_judges(self) -> list[RunHealth]:
@@ -174,6 +269,7 @@ def evaluate(
 
     Raises:
         ValueError: no judge spec.
+        DataError: a ``group_by`` field that no case has a value for.
         OutputDirError: ``out_dir`` is a file, below a file or not writable.
         OutputLockedError: another process works in ``out_dir`` (and ``wait`` is False).
         JudgeSpecError: a judge cannot be built.
@@ -182,6 +278,7 @@ def evaluate(
     if not judge_specs:
         raise ValueError("evaluate needs at least one judge spec")
     out = Path(out_dir)
+    group_by = benchmark.resolve_group_fields(group_by) if group_by else []
     check_output_dir(out)
     options = options or JudgeOptions()
     sink = progress or ProgressSink()
@@ -226,6 +323,7 @@ def _evaluate_locked(
         raise EvaluationInterrupted(None, total, "hashing the data") from None
     try:
         with Store.in_dir(out) as store:
+            store.set_label_provenance(data_hash, benchmark.labels)
             summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
             return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields)
     except KeyboardInterrupt:
@@ -248,9 +346,12 @@ def _write_outputs(
     """Metrics and text files for every run in the store on this data; health of this call's runs."""
     runs = [store.run(r.run_id) for r in started]
     all_runs = store.runs_on_data(data_hash)
+    labels = store.label_provenance(data_hash)
     data = {r.run_id: load_run_data(store, r) for r in all_runs}
     metrics = {run_id: run_metrics(d, fields) for run_id, d in data.items()}
-    analysis = analyze(list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name)
+    analysis = analyze(
+        list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name, labels=labels
+    )
     files = {
         "store": store.path,
         "judgments": out / "judgments.jsonl",
@@ -258,9 +359,20 @@ def _write_outputs(
         "metrics_csv": out / "metrics.csv",
     }
     write_judgments_jsonl(store, all_runs, files["judgments"])
-    write_metrics_json(metrics_document(all_runs, metrics, analysis.leaderboard, analysis.human), files["metrics_json"])
+    write_metrics_json(
+        metrics_document(all_runs, metrics, analysis.leaderboard, analysis.human, labels={data_hash: labels}),
+        files["metrics_json"],
+    )
     write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
     health = tuple(_health(r, data[r.run_id]) for r in runs)
+    others: dict[str, list[RunRecord]] = {}
+    for record in store.runs():
+        if record.data_hash != data_hash:
+            others.setdefault(record.data_hash, []).append(record)
+    other_data = tuple(
+        OtherData(records[0].dataset_name, other_hash, records[0].n_cases, len(records))
+        for other_hash, records in others.items()
+    )
     return EvaluationResult(
         out_dir=out,
         summaries=tuple(summaries),
@@ -271,6 +383,8 @@ def _write_outputs(
         files=files,
         all_runs=tuple(all_runs),
         health=health,
+        other_data=other_data,
+        labels=labels,
     )
 
 

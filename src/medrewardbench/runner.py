@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from medrewardbench import __version__
 from medrewardbench.cases import Case
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner, to_source
@@ -135,7 +136,8 @@ def plan_run(
         dataset_source=benchmark.source,
         orders=orders,
         config=judge.config(),
-        metadata=judge.metadata(),
+        # the tool's version, for the report's configuration table (not part of the fingerprint)
+        metadata={**judge.metadata(), "medrewardbench_version": __version__},
         n_cases=len(benchmark),
     )
     if fresh:

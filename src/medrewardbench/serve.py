@@ -38,7 +38,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +50,14 @@ from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BackgroundServer", "RequestError", "create_app", "parse_chat_request", "run_server"]
+__all__ = [
+    "BackgroundServer",
+    "RequestError",
+    "check_server_requirements",
+    "create_app",
+    "parse_chat_request",
+    "run_server",
+]
 
 _ROLES: Mapping[str, str] = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 MAX_N = 8
@@ -298,11 +305,36 @@ def create_app(
     return app
 
 
+SERVER_MODULES: tuple[tuple[str, str], ...] = (
+    ("fastapi", "serve"),
+    ("uvicorn", "serve"),
+    ("torch", "hf"),
+    ("transformers", "hf"),
+)
+"""(module, extra) that :func:`run_server` needs, checked before anything is loaded."""
+
+
+def check_server_requirements(*, adapter: bool = False) -> None:
+    """Import everything the server needs, so that a missing package is reported before any work.
+
+    Args:
+        adapter: a LoRA adapter will be loaded (peft is needed too).
+
+    Raises:
+        MissingExtraError: the first missing module, naming its extra and the command that installs it.
+    """
+    needed = [*SERVER_MODULES, *((("peft", "hf"),) if adapter else ())]
+    for module, extra in needed:
+        require(module, extra, "medrewardbench serve")
+
+
 def run_server(
     spec_or_path: str,
     host: str = "127.0.0.1",
     port: int = 8000,
     options: JudgeOptions = JudgeOptions(),
+    *,
+    on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Load a model and serve it until interrupted (blocking).
 
@@ -314,11 +346,13 @@ def run_server(
         options: ``local.device``, ``local.dtype``, ``local.adapter`` choose how the model loads
             (``local.constrained`` as the ``#constrained`` suffix); ``max_tokens``, ``temperature``,
             ``top_p``, ``seed`` are the defaults for requests that omit them.
+        on_ready: told the base URL once the model is loaded, just before the server starts listening.
 
     Raises:
         MissingExtraError: FastAPI/uvicorn (``serve``) or torch/transformers (``hf``) missing.
         ModelLoadError: the model cannot be loaded or is not an image-text-to-text model.
     """
+    check_server_requirements(adapter=options.local.adapter is not None)
     uvicorn: Any = require("uvicorn", "serve", "the OpenAI-compatible server")
     name = spec_or_path[len("hf:") :] if spec_or_path.startswith("hf:") else spec_or_path
     local = options.local
@@ -334,5 +368,8 @@ def run_server(
         seed=options.seed,
     )
     app = create_app(generator, model_name=name, defaults=defaults, constrained=constrained)
-    logger.info("serving %s on http://%s:%d/v1", name, host, port)
+    base_url = f"http://{host}:{port}/v1"
+    logger.info("serving %s on %s", name, base_url)
+    if on_ready is not None:
+        on_ready(base_url)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -15,11 +15,12 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from medrewardbench.cases import Annotation, Case
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
 from medrewardbench.errors import StoreError
 from medrewardbench.secrets import register_secret_env, scrub, scrub_value
@@ -79,6 +80,19 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # each case's per-annotator labels (canonical ``annotations`` objects, JSON; NULL when the
             # data has none), so that reports computed from stored runs show the human ceiling
             "ALTER TABLE cases ADD COLUMN annotations_json TEXT",
+        ),
+    ),
+    (
+        # where each data set's labels come from (medrewardbench.data.provenance), per data fingerprint
+        "label_provenance",
+        (
+            """CREATE TABLE label_provenance (
+                data_hash TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                raters INTEGER,
+                description TEXT NOT NULL,
+                declared_by TEXT NOT NULL
+            )""",
         ),
     ),
 )
@@ -152,6 +166,10 @@ class RunRecord:
     config: dict[str, Any]
     metadata: dict[str, Any]
     n_cases: int
+    created_at: float | None = field(default=None, compare=False)
+    """when the run was first registered (seconds since the epoch; None for a record not read from a store)"""
+    updated_at: float | None = field(default=None, compare=False)
+    """when an eval last registered it (its judgments may be older: they are reused)"""
 
 
 @dataclass(frozen=True)
@@ -343,11 +361,51 @@ class Store:
         row = self._db.execute("SELECT COUNT(*) FROM cases WHERE data_hash=?", (data_hash,)).fetchone()
         return int(row[0])
 
+    def set_label_provenance(self, data_hash: str, labels: LabelProvenance) -> None:
+        """Record where the labels of a data set come from.
+
+        A provenance that something declared (a dataset card, ``eval --labels``, a built-in source)
+        replaces what is stored; an undeclared one (``unknown``, nothing said) never replaces a
+        declared one, so a later ``eval`` without ``--labels`` keeps what an earlier one declared.
+
+        Args:
+            data_hash: the data fingerprint.
+            labels: the provenance.
+        """
+        with self._transaction() as db:
+            db.execute(
+                """INSERT INTO label_provenance(data_hash, kind, raters, description, declared_by)
+                   VALUES (?,?,?,?,?)
+                   ON CONFLICT(data_hash) DO UPDATE SET kind=excluded.kind, raters=excluded.raters,
+                       description=excluded.description, declared_by=excluded.declared_by
+                   WHERE excluded.declared_by != 'nothing' OR label_provenance.declared_by = 'nothing'""",
+                (data_hash, labels.kind, labels.raters, labels.description, labels.declared_by),
+            )
+
+    def label_provenance(self, data_hash: str) -> LabelProvenance:
+        """Where the labels of a data set come from, as recorded; unknown when nothing was recorded.
+
+        Args:
+            data_hash: the data fingerprint.
+
+        Returns:
+            The provenance.
+        """
+        row = self._db.execute(
+            "SELECT kind, raters, description, declared_by FROM label_provenance WHERE data_hash=?", (data_hash,)
+        ).fetchone()
+        if row is None:
+            return UNKNOWN_LABELS
+        return LabelProvenance.from_json(
+            {"kind": row[0], "raters": row[1], "description": row[2], "declared_by": row[3]}
+        )
+
     def runs(self) -> list[RunRecord]:
         """Every run in the store, oldest first."""
         rows = self._db.execute(
             """SELECT run_id, judge_spec, judge_fingerprint, data_hash, dataset_name, dataset_source,
-                      orders, config_json, metadata_json, n_cases FROM runs ORDER BY created_at, run_id"""
+                      orders, config_json, metadata_json, n_cases, created_at, updated_at
+               FROM runs ORDER BY created_at, run_id"""
         ).fetchall()
         return [_run_from_row(r) for r in rows]
 
@@ -376,7 +434,8 @@ class Store:
         """
         row = self._db.execute(
             """SELECT run_id, judge_spec, judge_fingerprint, data_hash, dataset_name, dataset_source,
-                      orders, config_json, metadata_json, n_cases FROM runs WHERE run_id=?""",
+                      orders, config_json, metadata_json, n_cases, created_at, updated_at
+               FROM runs WHERE run_id=?""",
             (run_id,),
         ).fetchone()
         if row is None:
@@ -829,6 +888,8 @@ def _run_from_row(row: Sequence[Any]) -> RunRecord:
         config=json.loads(_scrubbed_json(row[7])),
         metadata=json.loads(_scrubbed_json(row[8])),
         n_cases=row[9],
+        created_at=row[10],
+        updated_at=row[11],
     )
 
 

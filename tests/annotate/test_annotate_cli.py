@@ -16,6 +16,7 @@ from medrewardbench.annotate.service import PairAnswer, Project
 from medrewardbench.cli import annotate as annotate_cli
 from medrewardbench.cli import app
 from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.errors import install_command
 
 runner = CliRunner()
 
@@ -109,7 +110,7 @@ def test_errors_in_the_input_are_reported_and_nothing_is_created(tmp_path: Path)
 def test_a_missing_dependency_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(annotate_cli, "EXTRA_MODULES", ("surely_not_installed_module",))
     code, out = run("annotate", "init", str(tmp_path / "proj"), "--cases", "demo")
-    assert code == 2 and "pip install 'medrewardbench[annotate]'" in out and "surely_not_installed_module" in out
+    assert code == 2 and install_command("annotate") in out and "surely_not_installed_module" in out
 
 
 def test_the_command_line_does_not_import_the_web_stack_until_a_command_needs_it() -> None:

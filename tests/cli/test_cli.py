@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app
+from medrewardbench.errors import install_command
 from medrewardbench.judges import BASELINE_SPECS
 
 runner = CliRunner()
@@ -103,7 +104,7 @@ def test_limit_orders_organs_and_group_by(tmp_path: Path) -> None:
     run = metrics["runs"][0]["metrics"]
     assert run["n_cases"] == 4 and run["orders"] == ["original"]
     assert set(run["by"]) == {"organ_system", "department"}
-    assert "accuracy by department" in output
+    assert "agreement with the labels (%) by department" in output
     assert len((tmp_path / "judgments.jsonl").read_text().splitlines()) == 4
     header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
     assert header.startswith("run_id,judge,scope,group_field,group,order,dimension,n,correct")
@@ -163,4 +164,4 @@ def test_a_missing_extra_is_named_in_full(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setitem(__import__("sys").modules, "openai", None)  # as if the api extra were not installed
     code, output = run_cli("eval", "--judge", "api:gpt-4o", "--limit", "1", "--out", str(tmp_path))
     assert code == 2
-    assert "pip install 'medrewardbench[api]'" in output.replace("\n", "")
+    assert install_command("api") in output.replace("\n", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,10 +68,100 @@ def test_compare_prints_paired_tests_per_dimension(results: Path) -> None:
     assert "100.0" in row and "0.0" in row  # the longer answer always wins comprehensiveness on the demo
 
 
-def test_reports_refuse_to_mix_runs_on_different_data(results: Path, tmp_path: Path) -> None:
-    other = tmp_path / "other"
-    code, output = cli("eval", "--judge", "baseline:first", "--limit", "5", "--out", str(other), "--quiet")
+def test_a_quick_eval_on_other_data_warns_and_reports_show_each_data_set(results: Path, tmp_path: Path) -> None:
+    mixed = tmp_path / "mixed"
+    shutil.copytree(results, mixed)
+    code, output = cli("eval", "--judge", "baseline:first", "--limit", "5", "--out", str(mixed), "--quiet")
     assert code == 0, output
-    code, output = cli("leaderboard", str(results), str(other), "--bootstrap", "200")
+    assert "also holds runs made on other data" in output and "34 cases" in output
+    code, output = cli("leaderboard", str(mixed), "--bootstrap", "200")
+    assert code == 0, output
+    assert output.count("Leaderboard: medrewardbench-demo") == 2
+    assert "34 cases, data" in output and "5 cases, data" in output
+    assert output.count("Labels: illustrative") == 2
+    code, output = cli("report", str(mixed), "--bootstrap", "200", "--format", "md,json")
+    assert code == 0, output
+    folders = sorted(p.name for p in mixed.iterdir() if (p / "report.md").is_file())
+    assert len(folders) == 2 and all(f.startswith("medrewardbench-demo-") for f in folders)
+    cases = sorted(json.loads((mixed / f / "analysis.json").read_text())["dataset"]["n_cases"] for f in folders)
+    assert cases == [5, 34]
+    small = json.loads((mixed / "metrics.json").read_text())["datasets"][0]["data_hash"]
+    code, output = cli("report", str(mixed), "--data", small[:10], "--out", str(tmp_path / "one"), "--format", "json")
+    assert code == 0, output
+    assert json.loads((tmp_path / "one" / "analysis.json").read_text())["dataset"]["n_cases"] == 5
+    code, output = cli("leaderboard", str(mixed), "--data", "nope", "--bootstrap", "200")
+    assert code == 2 and "matches no data set" in output and small[:12] in output
+
+
+def test_leaderboard_takes_judges_by_spec_or_run_id(results: Path) -> None:
+    run_id = next(
+        r["run_id"]
+        for r in json.loads((results / "metrics.json").read_text())["runs"]
+        if r["judge"] == "baseline:first"
+    )
+    code, output = cli(
+        "leaderboard", str(results), "--judge", "baseline:longer", "--judge", run_id, "--bootstrap", "200"
+    )
+    assert code == 0, output
+    rows = [line for line in output.splitlines() if "baseline:" in line and "│" in line]
+    assert len(rows) == 2 and "baseline:longer" in rows[0] and "baseline:first" in rows[1]
+    code, output = cli("leaderboard", str(results), "--judge", "api:nothing", "--bootstrap", "200")
+    assert code == 2 and "no run of 'api:nothing'" in output
+
+
+def test_two_runs_of_one_spec_are_named_by_what_differs_and_compare_refuses_the_bare_spec(
+    results: Path, tmp_path: Path
+) -> None:
+    seeds = tmp_path / "seeds"
+    shutil.copytree(results, seeds)
+    code, output = cli("eval", "--judge", "baseline:random", "--seed", "1", "--out", str(seeds), "--quiet")
+    assert code == 0, output
+    code, output = cli("leaderboard", str(seeds), "--bootstrap", "200")
+    assert code == 0, output
+    assert "baseline:random (seed 0)" in output and "baseline:random (seed 1)" in output
+    code, output = cli("compare", "baseline:random", "baseline:longer", "--results", str(seeds), "--bootstrap", "200")
     assert code == 2
-    assert "fingerprint" in output and "baseline-first" in output
+    run_ids = [
+        r["run_id"] for r in json.loads((seeds / "metrics.json").read_text())["runs"] if r["judge"] == "baseline:random"
+    ]
+    flat = output.replace("\n", "")
+    assert "'baseline:random' names 2 runs" in flat and all(run_id in flat for run_id in run_ids)
+    assert "(seed 0)" in flat and "(seed 1)" in flat and "name one by its run id" in flat
+    code, output = cli("compare", run_ids[1], "baseline:longer", "--results", str(seeds), "--bootstrap", "200")
+    assert code == 0, output
+    assert "baseline:random" in output and "McNemar" in output
+
+
+def test_report_and_eval_take_by_with_or_without_the_metadata_prefix(tmp_path: Path) -> None:
+    rows = [
+        {"id": f"c{i}", "question": "q?", "response_1": "a" * (i + 1), "response_2": "b", "labels": {"overall": 1},
+         "organ_system": "chest", "metadata": {"site": "north" if i % 2 else "south"}}
+        for i in range(6)
+    ]  # fmt: skip
+    data = tmp_path / "cases.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "out"
+    for flag in ("site", "metadata.site"):
+        code, output = cli("eval", "--data", str(data), "--judge", "baseline:longer", "--by", flag, "--out", str(out))
+        assert code == 0, output
+        assert "(%) by site" in output and "north" in output and "south" in output
+    code, output = cli("eval", "--data", str(data), "--judge", "baseline:longer", "--by", "hospital", "--out", str(out))
+    assert code == 2 and "no case has a value for 'hospital'" in output and "site" in output
+    code, output = cli("report", str(out), "--by", "metadata.site", "--format", "json", "--bootstrap", "200")
+    assert code == 0, output
+    assert set(json.loads((out / "analysis.json").read_text())["runs"][0]["groups"]) == {"organ_system", "site"}
+    code, output = cli("report", str(out), "--by", "hospital", "--format", "json", "--bootstrap", "200")
+    assert code == 2 and "'hospital'" in output
+
+
+def test_the_demo_s_illustrative_labels_are_stated_in_every_report_file(results: Path, tmp_path: Path) -> None:
+    code, output = cli("report", str(results), "--out", str(tmp_path), "--bootstrap", "200")
+    assert code == 0, output
+    assert "Labels: illustrative" in output
+    notice = "illustrative, written by the medrewardbench authors for the demo, not by medical experts"
+    assert notice in (tmp_path / "report.md").read_text()
+    assert notice in (tmp_path / "report.html").read_text()
+    labels = json.loads((tmp_path / "analysis.json").read_text())["dataset"]["labels"]
+    assert labels["kind"] == "illustrative" and labels["text"] == notice
+    html = (tmp_path / "report.html").read_text()
+    assert "agree with the medical experts" not in html and "Experts&#39; winner" not in html

@@ -27,6 +27,8 @@ from medrewardbench.runner import run_judge
 from medrewardbench.store import Store
 
 PLANTED = "<script>alert('pwned')</script>"
+PLANTED_REASON = "Answer <b>A</b> names the lesion"
+"""The planted judge's stated reason (with markup that the report must escape), then the case number."""
 ORGANS: tuple[str, ...] = ("brain", "chest", "heart")
 BASELINES: tuple[str, ...] = ("baseline:random", "baseline:first", "baseline:longer")
 
@@ -81,7 +83,8 @@ class ScriptedJudge(Judge):
             verdicts[d] = "A" if winner == first_shown else "B"
         raw = "{" + ", ".join(f'"{d}": "{v}"' for d, v in verdicts.items()) + "}"
         if self.policy == "planted":
-            raw = f"Reasoning {PLANTED} & <img src=x onerror=alert(1)>\n" + raw
+            reason = f'"reason": "{PLANTED_REASON} {index}"'
+            raw = f"Reasoning {PLANTED} & <img src=x onerror=alert(1)>\n" + raw[:-1] + ", " + reason + "}"
         return JudgeResult(verdicts=verdicts, raw_output=raw)
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:

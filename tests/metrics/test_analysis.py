@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterator
@@ -262,10 +263,37 @@ def test_load_runs_reads_every_store_once(runs_fixture: RunsFixture) -> None:
         load_runs([empty])
 
 
-def test_judge_labels_disambiguate_repeated_specs() -> None:
+def test_judge_labels_say_what_differs_between_runs_of_one_spec() -> None:
+    def configured(run_id: str, **config: object) -> RunData:
+        return dataclasses.replace(tiny_run(run_id, JUDGE_A, spec="api:m"), config={"spec": "api:m", **config})
+
+    seeds = [
+        configured("r1", seed=1, sampling={"temperature": 0.0}),
+        configured("r2", seed=2, sampling={"temperature": 0.0}),
+    ]
+    assert judge_labels(seeds) == ["api:m (seed 1)", "api:m (seed 2)"]
+    temperatures = [
+        configured("r1", sampling={"temperature": 0.0}, template_sha256="aaa"),
+        configured("r2", sampling={"temperature": 0.7}, template_sha256="aaa"),
+        tiny_run("other", JUDGE_A, spec="baseline:first"),
+    ]
+    assert judge_labels(temperatures) == ["api:m (temperature 0)", "api:m (temperature 0.7)", "baseline:first"]
+    templates = [
+        configured("r1", template="pairwise", template_sha256="a"),
+        configured("r2", template="cot", template_sha256="b"),
+    ]
+    assert judge_labels(templates) == ["api:m (template pairwise)", "api:m (template cot)"], (
+        "a readable setting beats its hash"
+    )
+    assert judge_labels([configured("r1", seed=None), configured("r2", seed=3)]) == [
+        "api:m (seed unset)",
+        "api:m (seed 3)",
+    ]
+
+
+def test_judge_labels_fall_back_to_the_run_id_when_configurations_are_equal() -> None:
     runs = [tiny_run("run-aaaaaaaaaa", JUDGE_A, spec="x:y"), tiny_run("run-bbbbbbbbbb", JUDGE_A, spec="x:y")]
-    labels = judge_labels(runs)
-    assert labels == ["x:y [aaaaaaaaaa]", "x:y [bbbbbbbbbb]"]
+    assert judge_labels(runs) == ["x:y (run aaaaaaaaaa)", "x:y (run bbbbbbbbbb)"]
     assert len(set(judge_labels([tiny_run("r", JUDGE_A, spec="s"), tiny_run("r", JUDGE_A, spec="s")]))) == 2
 
 

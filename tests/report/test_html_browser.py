@@ -139,3 +139,57 @@ def test_report_renders_in_headless_chromium(served: str) -> None:
     assert page_errors == []
     assert foreign_requests == []
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+
+
+def test_filters_and_the_image_viewer_work_offline_in_chromium(served: str) -> None:
+    """Organ system, judge and dimension filters hide what does not match; an image opens full size."""
+    sync_playwright = _playwright()
+    page_errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            page.goto(served, wait_until="load")
+            bar = page.locator("#filters")
+            assert bar.is_visible(), "the script shows the filter bar"
+            cases = page.locator("article.case")
+            total = cases.count()
+            assert total == 24
+
+            def visible(locator: Any) -> int:
+                return sum(1 for i in range(locator.count()) if locator.nth(i).is_visible())
+
+            page.select_option("select[data-filter='judge']", label="test:planted")
+            assert visible(cases) == 12  # the planted judge misses the odd cases
+            assert page.locator("#filter-count").inner_text() == "12 of 24 cases shown"
+            assert visible(page.locator("table.leaderboard tbody tr")) == 1
+            assert visible(page.locator(".heatmaps figure")) == 1
+            first = cases.filter(has=page.locator("tr.missed")).first
+            assert visible(first.locator("table.verdicts tbody tr")) == 1, "only the chosen judge's picks"
+
+            page.select_option("select[data-filter='organ']", label="chest")
+            assert visible(cases) == 4  # odd cases of chest: c001, c007, c013, c019
+            page.select_option("select[data-filter='dim']", label="overall")
+            dimension_headers = page.locator("#dimensions thead th[data-dim]")
+            assert visible(dimension_headers) == 1 and "Overall" in dimension_headers.nth(5).inner_text()
+            assert visible(page.locator("#dimensions .charts figure")) == 1
+
+            page.click("#filter-reset")
+            assert visible(cases) == 24 and page.locator("#filter-count").inner_text() == ""
+
+            viewer = page.locator("#image-viewer")
+            assert not viewer.is_visible()
+            cases.first.locator("img.zoomable").click()
+            assert viewer.is_visible()
+            assert viewer.locator("img").evaluate("img => img.naturalWidth") == 48
+            assert "48 × 48 px" in viewer.locator("figcaption").inner_text()
+            page.keyboard.press("Escape")
+            assert not viewer.is_visible()
+
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.select_option("select[data-filter='judge']", label="test:planted")
+            page.screenshot(path=str(ARTIFACTS / "report-filtered.png"), full_page=False)
+        finally:
+            browser.close()
+    assert page_errors == []

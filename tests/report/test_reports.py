@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.runs import PLANTED, RunsFixture, make_cases
+from helpers.runs import PLANTED, PLANTED_REASON, RunsFixture, make_cases
 
+import medrewardbench
 from medrewardbench.data.benchmark import Benchmark
+from medrewardbench.data.provenance import UNKNOWN_LABELS
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.judges import build_judge
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.results import Analysis
-from medrewardbench.report.format import estimate
+from medrewardbench.report.format import METRIC, estimate
 from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
 from medrewardbench.report.render import CSV_COLUMNS, FILE_NAMES, analyze_paths, read_analysis_json, render_report
@@ -99,7 +101,7 @@ def test_spreadsheet_has_the_reference_layout(report: dict[str, Any]) -> None:
     workbook = openpyxl.load_workbook(report["written"]["xlsx"])
     labels = [row.label for row in analysis.leaderboard]
     judge_sheets = sheet_names(labels)
-    assert workbook.sheetnames == ["leaderboard", *judge_sheets, "pairwise", "position_length"]
+    assert workbook.sheetnames == ["leaderboard", *judge_sheets, "pairwise", "position_length", "about"]
     assert "baseline_random" in judge_sheets and "test_oracle-twin" in judge_sheets
     expected_header = ["modality", "model", *[f"{d}_acc" for d in DIMENSIONS], "all_acc", "n_cases"]
     for label, name in zip(labels, judge_sheets, strict=True):
@@ -146,12 +148,13 @@ def test_html_is_self_contained_and_escapes_judge_output(report: dict[str, Any])
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.IGNORECASE)
     assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", html, re.IGNORECASE)
     assert "<link" not in html.lower()
-    assert "<script" not in html.lower()  # no scripts at all, and the planted one is escaped
+    # one inline script (filters, image viewer), loading nothing; the planted one is escaped
+    assert html.lower().count("<script") == 1 and "<script>\n" in html and "src=" not in html.split("<script>")[1]
     assert "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "&lt;b&gt;bold?&lt;/b&gt;" in html  # case text is escaped too
     assert "HTTP 500 &lt;html&gt;oops&lt;/html&gt;" in html
-    assert html.count('<img src="data:image/jpeg;base64,') >= 10
+    assert html.count('src="data:image/jpeg;base64,') >= 10
     assert html.count('class="chart') >= 1 + 6 + 7 + 2
     assert 'id="leaderboard"' in html and 'table class="leaderboard"' in html
     size = report["written"]["html"].stat().st_size
@@ -257,3 +260,97 @@ def test_a_single_judge_report_renders(runs_fixture: RunsFixture) -> None:
     assert "Only one judge" in html
     assert "baseline:random" in render_markdown(analysis)
     assert PLANTED not in html
+
+
+# ------------------------------------------------------------------------ labels, wording, the HTML additions
+
+
+def test_every_report_states_where_the_labels_come_from_and_never_calls_them_experts(
+    report: dict[str, Any],
+) -> None:
+    banner = UNKNOWN_LABELS.banner()
+    md = report["written"]["md"].read_text("utf-8")
+    html = report["written"]["html"].read_text("utf-8")
+    assert banner.replace("(", "\\(") in md.replace("(", "\\(") or banner in md
+    assert banner in html and 'class="labels-banner caution"' in html
+    assert report["analysis"].dataset.labels == UNKNOWN_LABELS
+    assert json.loads(report["written"]["json"].read_text())["dataset"]["labels"]["kind"] == "unknown"
+    for text in (md, html):
+        assert "expert" not in text.lower(), "labels of unknown provenance are never the experts'"
+        assert "Labelled winner" in text or "labelled winner" in text
+
+
+def test_the_metric_is_agreement_with_the_labels_and_accuracy_stays_a_dimension(report: dict[str, Any]) -> None:
+    md = report["written"]["md"].read_text("utf-8")
+    html = report["written"]["html"].read_text("utf-8")
+    assert f"{METRIC.capitalize()} [95 % CI]" in md and "| Judge | Accuracy | Relevance |" in md
+    assert "Accuracy per dimension" not in html and "Agreement with the labels on each dimension" in html
+    assert html.count(f">{METRIC}, %</text>") >= 1 + 6 + 1  # the value axis of the score, dimension and length charts
+    assert "Strict accuracy" not in html and "Strict agreement" in html
+
+
+def test_how_to_read_uses_the_report_s_own_first_row(report: dict[str, Any]) -> None:
+    top = report["analysis"].leaderboard[0]
+    md = report["written"]["md"].read_text("utf-8")
+    html = report["written"]["html"].read_text("utf-8")
+    assert f"- `{estimate(top.score)}`, the score of {top.label} (first row below)" in md
+    assert f"<strong>{estimate(top.score)}</strong>, the score of {top.label} (first row" in html
+    assert "71.2 [68.0, 74.3]" not in md + html
+
+
+def _articles(html: str) -> list[str]:
+    return [part.split("</article>")[0] for part in html.split('<article class="case"')[1:]]
+
+
+def test_html_configuration_table_and_every_judge_s_picks_in_both_orders(report: dict[str, Any]) -> None:
+    html = report["written"]["html"].read_text("utf-8")
+    analysis = report["analysis"]
+    config = html[html.index('<table class="configuration">') :].split("</table>")[0]
+    assert config.count("<tr data-judge=") == len(analysis.runs)
+    for run in analysis.runs:
+        assert f"<code>{run.run_id}</code>" in config
+    assert medrewardbench.__version__ in config and re.search(r"\d{4}-\d\d-\d\d", config)
+    for article in _articles(html):
+        rows = re.findall(r'<tr class="(missed|right)" data-judge=', article)
+        assert len(rows) == len(analysis.runs), "every judge's picks, not only those that missed the case"
+        assert "missed" in rows
+        body = article.split("<tbody>")[1]
+        assert body.count('<span class="pick') == len(analysis.runs) * 2 * 6  # both orders, six dimensions
+
+
+def test_html_shows_word_counts_images_full_size_and_the_judge_s_reason(report: dict[str, Any]) -> None:
+    html = report["written"]["html"].read_text("utf-8")
+    article = next(a for a in _articles(html) if 'id="case-c001"' in a)
+    case = next(c for c in make_cases(24) if c.case_id == "c001")
+    assert f"{len(case.response_1.split())} words" in article and f"{len(case.response_2.split())} words" in article
+    assert 'class="zoomable"' in article and "48 × 48 px" in article
+    escaped_reason = "Answer &lt;b&gt;A&lt;/b&gt; names the lesion 1"
+    assert "Judge's reason" in article and escaped_reason in article
+    assert PLANTED_REASON not in html, "the reason is escaped"
+    assert 'id="image-viewer"' in html
+
+
+def test_html_heatmap_cells_carry_n_and_small_groups_are_muted(runs_fixture: RunsFixture, tmp_path: Path) -> None:
+    written = render_report([runs_fixture.run_dir], tmp_path, formats=("html",), n_resamples=50)
+    html = written["html"].read_text("utf-8")
+    heatmap = html[html.index('id="organs"') : html.index('id="agreement"')]
+    assert "n 16" in heatmap  # 8 cases per organ system x 2 orders
+    assert 'class="cell small-n"' in heatmap and 'stroke-dasharray="3 2"' in heatmap  # 16 < 20: muted
+    assert "fewer than 20 judgments are pale" in heatmap
+
+
+def test_html_pairwise_matrix_prints_p_values(report: dict[str, Any]) -> None:
+    html = report["written"]["html"].read_text("utf-8")
+    matrix = html[html.index('<table class="matrix">') :].split("</table>")[0]
+    n = len(report["analysis"].leaderboard)
+    assert matrix.count('<span class="p">p ') == n * (n - 1) // 2
+    assert '<span class="p">p &lt;0.0033</span>' in matrix  # 300 resamples cannot resolve less
+
+
+def test_html_filters_are_inline_and_cover_organ_judge_and_dimension(report: dict[str, Any]) -> None:
+    html = report["written"]["html"].read_text("utf-8")
+    for kind in ("organ", "judge", "dim"):
+        assert f'<select data-filter="{kind}">' in html
+    assert html.count('data-dim="overall"') >= 1 + 2 * len(report["analysis"].runs)
+    article = _articles(html)[0]
+    assert re.match(r' id="[^"]+" data-organ="o\d" data-judge="j\d+( j\d+)*"', article)

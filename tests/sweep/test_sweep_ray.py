@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 from helpers.api import API_KEY_ENV, verdict_json
 from helpers.sweep import RecordingProgress, cli, cli_env, stored_rows, write_cases, write_sweep
 
-from medrewardbench.errors import MissingExtraError
+from medrewardbench.errors import MissingExtraError, install_command
 from medrewardbench.sweep import DataMismatchError, SweepOptions, load_sweep, load_sweep_data, run_sweep
 from medrewardbench.sweep.ray_backend import JudgeWorker, WorkerPayload, ray_module
 from medrewardbench.testing.openai_server import OpenAIServer
@@ -126,7 +127,9 @@ def test_a_worker_that_loads_other_data_refuses_to_judge(
 
 def test_without_ray_installed_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(MissingExtraError, match=r"pip install 'medrewardbench\[ray\]'"):
+    # the command fits how this copy was installed ('.[ray]' from a checkout, the name from an index)
+    expected = r"the 'ray' extra\)\. Install it with: " + re.escape(install_command("ray"))
+    with pytest.raises(MissingExtraError, match=expected):
         ray_module()
 
 

@@ -230,3 +230,24 @@ def test_a_budget_needs_a_price_for_every_hosted_api_judge(
     assert result.exit_code == 2
     assert f"{sweep}:3: api:unpriced: --budget needs a price" in " ".join(result.output.split())
     assert not (tmp_path / "out").exists() and openai_server.control.chat_requests() == []
+
+
+def test_a_sweep_keeps_the_labels_provenance_of_its_data_in_every_file(tmp_path: Path) -> None:
+    from medrewardbench.data.provenance import LabelProvenance, write_dataset_card
+
+    cases = write_cases(tmp_path / "data")
+    write_dataset_card(cases.parent, "chest-set", LabelProvenance("expert_majority", 3, "three radiologists", "card"))
+    sweep = write_sweep(
+        tmp_path / "sweep.yaml",
+        f"data: {cases}\nreport: {{n_resamples: 50, formats: [md, json]}}\njudges:\n  - judge: baseline:longer\n",
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    [dataset] = json.loads((out / "metrics.json").read_text("utf-8"))["datasets"]
+    assert (dataset["labels"]["kind"], dataset["labels"]["raters"]) == ("expert_majority", 3)
+    analysis = json.loads((out / "report" / "analysis.json").read_text("utf-8"))
+    assert analysis["dataset"]["labels"]["text"] == "three radiologists"
+    assert "Labels: three radiologists." in (out / "report" / "report.md").read_text("utf-8")
+    with Store.in_dir(out) as store:
+        assert store.label_provenance(dataset["data_hash"]).description == "three radiologists"

@@ -144,6 +144,63 @@ def test_summary_uses_the_paired_statistics_of_the_metrics_module() -> None:
     assert alone.base is None and alone.comparison is None
 
 
+def test_a_base_that_failed_most_requests_is_a_warning_and_the_floor_is_compared_too() -> None:
+    from medrewardbench.train.cv import HeldOutSummary, summarize
+
+    rng = np.random.default_rng(1)
+    n = 30
+    labels = rng.integers(1, 3, size=(n, len(DIMENSIONS))).astype(np.int8)
+    tuned = np.where(rng.random((n, 2, len(DIMENSIONS))) < 0.6, labels[:, None, :], 3 - labels[:, None, :])
+    failing = np.zeros((n, 2, len(DIMENSIONS)), dtype=np.int8)  # every request failed (0 = no verdict)
+    floor = np.where(rng.random((n, 2, len(DIMENSIONS))) < 0.7, labels[:, None, :], 3 - labels[:, None, :])
+    organs = [ORGANS[i % 3] for i in range(n)]
+    summary = summarize(
+        tuned.astype(np.int8), failing, labels, organs, n_resamples=300, floor=floor.astype(np.int8),
+        base_label="hf:tiny", base_failures={"empty output": 2 * n},
+    )  # fmt: skip
+    assert summary.base_failure_rate == 1.0 and summary.base_mostly_failed
+    (warning,) = summary.warnings("hf:tiny")
+    assert "hf:tiny failed 100.0 % of its judgments (most common: empty output (60))" in warning
+    assert "flatters" in warning and "baseline:longer" in warning and "--constrained" in warning
+    assert summary.floor is not None and summary.floor_comparison is not None
+    assert summary.floor_comparison.pooled.diff == pytest.approx(
+        summary.tuned.pooled.point - summary.floor.pooled.point, abs=1e-5
+    )
+    assert summary.floor_comparison.pooled.b == "baseline:longer"
+    back = HeldOutSummary.from_json(json.loads(json.dumps(summary.to_json())))
+    assert back.to_json() == summary.to_json() and back.base_mostly_failed
+    fine = summarize(tuned.astype(np.int8), tuned.astype(np.int8), labels, organs, n_resamples=100)
+    assert fine.base_failure_rate == 0.0 and fine.warnings() == [] and fine.floor is None
+
+
+def test_the_cv_tables_put_the_base_s_failures_beside_its_score_and_the_bootstrap_first() -> None:
+    from rich.console import Console
+
+    from medrewardbench.cli.train import cv_headline, cv_tables
+    from medrewardbench.train.cv import summarize
+
+    rng = np.random.default_rng(2)
+    n = 20
+    labels = rng.integers(1, 3, size=(n, len(DIMENSIONS))).astype(np.int8)
+    tuned = np.where(rng.random((n, 2, len(DIMENSIONS))) < 0.6, labels[:, None, :], 3 - labels[:, None, :])
+    summary = summarize(
+        tuned.astype(np.int8), np.zeros((n, 2, len(DIMENSIONS)), dtype=np.int8), labels, [ORGANS[0]] * n,
+        n_resamples=200, floor=tuned.astype(np.int8), base_label="hf:tiny",
+    )  # fmt: skip
+    report = {"method": "rm", "k": 5, "confidence": 0.95, "n_resamples": 200, "data": {"n_held_out_cases": n},
+              "tuned_judge": "rm: fold reward models", "base_judge": "hf:tiny", "floor_judge": "baseline:longer",
+              "folds": [], "notes": [], **summary.to_json()}  # fmt: skip
+    console = Console(width=160, record=True)
+    for table in cv_tables(report):
+        console.print(table)
+    text = console.export_text()
+    assert "base: hf:tiny (failed 100.0 % of its judgments)" in text
+    assert "- hf:tiny" in text and "- baseline:longer" in text and "p McN vs base*" in text
+    assert "headline test" in text and "treats every request as independent" in text
+    headline = cv_headline(report)
+    assert headline.startswith("held-out score ") and "+0.0 points vs baseline:longer (p 1.000)" in headline
+
+
 def test_a_model_trained_on_a_held_out_case_is_refused() -> None:
     from medrewardbench.train.api import TrainResult
     from medrewardbench.train.card import TrainingCard
@@ -194,25 +251,31 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
     out = tmp_path / "cv-rm"
     args = ["cv", "--method", "rm", "--base", str(tiny), "--folds", "5", "--data", "demo", "--out", str(out),
             "--max-steps", "3", "--batch-size", "4", "--grad-accum", "1", "--lr", "1e-3", "--warmup-ratio", "0",
-            "--device", "cpu", "--constrained", "--max-tokens", "64", "--n-resamples", "500", "-q"]  # fmt: skip
+            "--device", "cpu", "--constrained", "--max-tokens", "64", "--bootstrap", "500", "-q"]  # fmt: skip
     result = CliRunner().invoke(_app(), args)
     assert result.exit_code == 0, result.output
     report = json.loads((out / "cv.json").read_text())
     assert report["data"]["n_held_out_cases"] == 34 and report["folds_run"] == [0, 1, 2, 3, 4]
     assert report["data"]["data_hash"] == load_benchmark("demo").data_hash()
     assert sum(fold["n_eval_cases"] for fold in report["folds"]) == 34
-    assert report["version"] == 2
+    assert report["version"] == 3
+    assert report["floor_judge"] == "baseline:longer" and report["chance"] == 0.5 and report["warnings"] == []
+    assert report["base_failure_rate"] == 0.0  # constrained decoding: the base answers every request
+    assert report["labels"]["kind"] == "illustrative"
     for dim in (*DIMENSIONS,):
         tuned, base = report["tuned"][dim], report["base"][dim]
         assert tuned["n"] == base["n"] == 68  # both orders of every case, the same requests for both
         assert tuned["low"] <= tuned["point"] <= tuned["high"]
         comparison = report["comparison"][dim]
         assert comparison["diff"] == pytest.approx(tuned["point"] - base["point"], abs=1e-5)
+        floor = report["floor_comparison"][dim]
+        assert floor["diff"] == pytest.approx(tuned["point"] - report["floor"][dim]["point"], abs=1e-5)
         assert 0 <= comparison["p_bootstrap"] <= 1 and 0 <= comparison["p_mcnemar"] <= 1
     assert report["tuned"]["all"]["n"] == 68 * len(DIMENSIONS)
     assert all(fold["score"] is not None for fold in report["folds"])
     assert report["base_judge"] == f"hf:{tiny}"
     assert any("illustrative" in note.lower() for note in report["notes"])
+    assert any("p_mcnemar treats every request" in note for note in report["notes"])
     for fold in report["folds"]:
         card = json.loads((Path(fold["model_dir"]) / "training_card.json").read_text())
         assert not set(card["data"]["train_case_ids"]) & set(card["fold"]["eval_case_ids"])
@@ -223,11 +286,20 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
     again = json.loads((out / "cv.json").read_text())
     assert all(fold["reused_model"] for fold in again["folds"])
     assert again["tuned"] == report["tuned"] and again["comparison"] == report["comparison"]
-    text = rerun.stdout
-    assert "held-out accuracy (%) on 34 cases x 2 orders" in text and "95% intervals" in text
+    text = " ".join(rerun.stdout.split())
+    assert "held-out agreement with the labels (%) on 34 cases x 2 orders" in text and "95% intervals" in text
+    assert "floor (longer)" in text and "- baseline:longer" in text and "chance" in text
+    assert "held-out score" in text and "points vs baseline:longer" in text and "(paired case bootstrap)" in text
     overall = report["tuned"]["overall"]
     assert f"[{100 * overall['low']:.1f}, {100 * overall['high']:.1f}]" in text
-    assert "p McN" in text and "Folds" in text
+    assert "p McN vs base*" in text and "treats every request as independent" in text and "Folds" in text
+    # report renders the folder: one pooled held-out report beside the base and the floor, HTML included
+    from medrewardbench.report.render import render_reports
+
+    (rendered,) = render_reports([out], tmp_path / "report", n_resamples=200)
+    assert {r.judge for r in rendered.analysis.runs} == {"rm: fold reward models", f"hf:{tiny}", "baseline:longer"}
+    assert rendered.analysis.run("rm: fold reward models").score.point == pytest.approx(report["tuned"]["all"]["point"])
+    assert "rm: fold reward models" in rendered.files["html"].read_text()
 
 
 @pytest.mark.usefixtures("one_torch_thread")

@@ -319,6 +319,23 @@ def test_train_cli_with_a_fold_and_a_yaml_config(tiny_qwen2_vl: Path, tmp_path: 
     assert "trained rm" in result.output and f"--judge rm:{out}" in result.output
     heldout = load_benchmark(card.data["heldout_cases_file"])
     assert set(heldout.case_ids()) == set(card.eval_case_ids)
+    # the hint evaluates the held-out cases, never the training set
+    assert f"evaluate it on its held-out cases: medrewardbench eval --data {card.data['heldout_cases_file']}" in (
+        result.output
+    )
+
+
+def test_train_without_folds_says_its_data_is_not_for_evaluating_it(tiny_qwen2_vl: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rm-all"
+    result = CliRunner().invoke(
+        _app(),
+        ["train", "rm", "--base", str(tiny_qwen2_vl), "--data", "demo", "--limit", "6", "--max-steps", "1",
+         "--batch-size", "2", "--grad-accum", "1", "--device", "cpu", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "it was trained on every labelled case of demo" in result.output
+    assert "--folds K --fold I" in result.output and "heldout_cases.jsonl" in result.output
+    assert "eval --data demo" not in result.output
 
 
 def test_train_cli_errors_are_clear(tmp_path: Path) -> None:

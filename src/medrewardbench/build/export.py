@@ -26,7 +26,8 @@ either export.
 
     {"name": ..., "created_by": "medrewardbench build 0.1.0", "format": "canonical",
      "files": ["labelled.jsonl"], "cases": 120, "labelled_cases": 118,
-     "labels": {"provenance": "expert majority of 3 annotators", "declared": false,
+     "labels": {"provenance": "expert majority of 3 annotators", "kind": "expert_majority", "raters": 3,
+                "declared": false,
                 "rule": "...", "annotators": ["dr_a", ...], "annotations_per_case": {"min": 3, "max": 3},
                 "undecided_dimensions": 4},
      "construction": {"sources": [...], "filter": {...}, "pool": [...], "pairs": {...}}}
@@ -34,8 +35,10 @@ either export.
 ``labels.provenance`` says where the labels come from: by default ``"expert majority of N
 annotators"`` (``"expert majority of 2-3 annotators"`` when the count varies, ``"a single expert
 annotator"`` for one, ``"unlabelled"`` without labels); ``--provenance TEXT`` declares it instead
-(``declared`` is then true). The card holds no time stamp: the same project and options give a
-byte-identical export, card included.
+(``declared`` is then true); ``kind`` and ``raters`` follow the annotator counts. The loaders read
+this card (:mod:`medrewardbench.data.provenance`, one schema): ``eval`` states the provenance in
+every report. The card holds no time stamp: the same project and options give a byte-identical
+export, card included.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from medrewardbench.cases import Annotation, Case
 from medrewardbench.data.annotations import majority_labels
 from medrewardbench.data.canonical import CANONICAL_SUFFIXES, DATASET_CARD_FILENAME
 
-__all__ = ["EXPORT_FORMATS", "ExportSummary", "export_dataset", "label_provenance"]
+__all__ = ["EXPORT_FORMATS", "ExportSummary", "export_dataset", "label_kind", "label_provenance"]
 
 EXPORT_FORMATS: tuple[str, ...] = ("canonical", "reference", "questions")
 CREATED_BY = f"medrewardbench build {__version__}"
@@ -100,6 +103,21 @@ def label_provenance(per_case_min: int | None, per_case_max: int | None) -> str:
     if per_case_min == per_case_max:
         return f"expert majority of {per_case_max} annotators"
     return f"expert majority of {per_case_min}-{per_case_max} annotators"
+
+
+def label_kind(per_case_min: int | None, per_case_max: int | None) -> str:
+    """The card's ``labels.kind`` (:data:`~medrewardbench.data.provenance.LABEL_KINDS`) for these annotator counts.
+
+    Args:
+        per_case_min: the fewest annotators of a labelled case (None: no labelled case).
+        per_case_max: the most.
+
+    Returns:
+        ``"single_expert"``, ``"expert_majority"`` or ``"unknown"`` (no labels).
+    """
+    if per_case_max is None:
+        return "unknown"
+    return "single_expert" if per_case_max == 1 else "expert_majority"
 
 
 def _labelled_cases(
@@ -161,6 +179,8 @@ def _card(
         "labelled_cases": summary.labelled,
         "labels": {
             "provenance": provenance or label_provenance(summary.per_case_min, summary.per_case_max),
+            "kind": label_kind(summary.per_case_min, summary.per_case_max),
+            "raters": summary.per_case_max if summary.per_case_min == summary.per_case_max else None,
             "declared": provenance is not None,
             "rule": MAJORITY_RULE,
             "annotators": sorted(summary.annotators),

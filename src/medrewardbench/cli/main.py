@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 
 import typer
 
@@ -12,11 +14,12 @@ from medrewardbench.cli.eval import eval_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
 from medrewardbench.cli.serve import serve_command
+from medrewardbench.cli.support import plain_help
 from medrewardbench.cli.sweep import sweep_command
 from medrewardbench.cli.train import register_commands as register_training_commands
 from medrewardbench.cli.validate import validate_command
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "quiet_library_warnings"]
 
 app = typer.Typer(
     name="medrewardbench",
@@ -36,10 +39,22 @@ app.command("sweep")(sweep_command)
 app.add_typer(annotate_app, name="annotate")
 app.add_typer(build_app, name="build")
 register_training_commands(app)
+plain_help(app)  # last: every command and group added above gets click-style help pages
+
+
+QUIET_LIBRARIES = r"(transformers|trl|peft|accelerate|torch)(\..*)?"
+"""Libraries whose FutureWarnings (deprecations addressed to developers) users of the command line never see."""
+
+
+def quiet_library_warnings() -> None:
+    """Hide the FutureWarnings of the model libraries, unless the user asked for warnings (``python -W``)."""
+    if not sys.warnoptions:
+        warnings.filterwarnings("ignore", category=FutureWarning, module=QUIET_LIBRARIES)
 
 
 def main() -> None:
     """Console entry point."""
+    quiet_library_warnings()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # transformers' own load bars would interleave with ours
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

@@ -1,4 +1,9 @@
-"""``medrewardbench report``, ``leaderboard`` and ``compare``: stored runs in, tables and files out."""
+"""``medrewardbench report``, ``leaderboard`` and ``compare``: stored runs in, tables and files out.
+
+A results folder may hold runs made on several data sets (a quick ``eval --limit 5`` into
+``results/``): ``report`` and ``leaderboard`` then show each data set in its own section, and
+``--data FINGERPRINT`` picks one. A ``cv`` output folder is read as its pooled held-out runs.
+"""
 
 from __future__ import annotations
 
@@ -6,89 +11,161 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.rule import Rule
 
-from medrewardbench.cli.support import console
+from medrewardbench.cli.support import console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_list as _split
 from medrewardbench.errors import MedRewardBenchError
 
-RunPaths = Annotated[list[Path], typer.Argument(help="run directories or store files")]
-CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="interval coverage")]
-BootOpt = Annotated[int, typer.Option("--bootstrap", min=100, help="bootstrap resamples")]
+RunPaths = Annotated[
+    list[Path], typer.Argument(metavar="RUN_DIR...", help="results directories, store files or cv output folders")
+]
+CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, metavar="LEVEL", help="interval coverage")]
+BootOpt = Annotated[int, typer.Option("--bootstrap", min=100, metavar="N", help="bootstrap resamples")]
+SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="seed of the bootstrap")]
+JudgeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--judge", "-j", metavar="SPEC|RUN_ID", help="only these judges (repeatable)", show_default="every run"
+    ),
+]
+DataSetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--data",
+        metavar="FINGERPRINT",
+        help="only the runs on this data set: a fingerprint prefix (4+ characters) or the data set's name",
+        show_default="every data set, each in its own section",
+    ),
+]
+
+
+def _section(name: str, n_cases: int, data_hash: str, several: bool) -> None:
+    if several:
+        console.print(Rule(f"{terminal_safe(name)}: {n_cases} cases, data {data_hash[:12]}", style="dim"))
 
 
 def report_command(
     runs: RunPaths,
-    formats: Annotated[str, typer.Option("--format", "-f", help="comma-separated: md,csv,json,xlsx,html")] = (
-        "md,csv,json,xlsx,html"
-    ),
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="where to write (default: the first run dir)")] = None,
-    judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="only these judges (spec or run id)")] = None,
+    formats: Annotated[
+        str, typer.Option("--format", "-f", metavar="LIST", help="comma-separated: md,csv,json,xlsx,html")
+    ] = "md,csv,json,xlsx,html",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="where to write (a folder per data set inside it when there are several)",
+            show_default="the first RUN_DIR",
+        ),
+    ] = None,
+    judge: JudgeOpt = None,
+    data: DataSetOpt = None,
     ci: CiOpt = 0.95,
     bootstrap: BootOpt = 2000,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    by: Annotated[list[str] | None, typer.Option("--by", help="also group by this metadata field")] = None,
-    cases_per_judge: Annotated[int, typer.Option("--cases-per-judge", help="wrong cases shown in HTML")] = 50,
+    seed: SeedOpt = 0,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--by",
+            metavar="FIELD",
+            help="also group by this field (repeatable; site or metadata.site)",
+            show_default="organ_system only",
+        ),
+    ] = None,
+    cases_per_judge: Annotated[
+        int, typer.Option("--cases-per-judge", metavar="N", help="wrongly judged cases of each judge the HTML shows")
+    ] = 50,
 ) -> None:
-    """Render stored runs as reports (no judge is called)."""
-    from medrewardbench.report.render import read_analysis_json, render_report
-    from medrewardbench.report.terminal import interval_leaderboard_table
+    """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
+    from medrewardbench.report.render import render_reports
+    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner
 
     out_dir = out or (runs[0] if runs[0].is_dir() else runs[0].parent)
-    fields = ["organ_system", *[f for f in _split(by) if f != "organ_system"]]
     try:
-        written = render_report(
+        rendered = render_reports(
             runs,
             out_dir,
             [f for f in _split([formats])],
             judges=_split(judge) or None,
+            data=data,
             confidence=ci,
             n_resamples=bootstrap,
             seed=seed,
-            group_fields=fields,
+            group_fields=_split(by),
             cases_per_judge=cases_per_judge,
         )
-        analysis = read_analysis_json(written["json"]) if "json" in written else None
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
-    if analysis is not None:
-        console.print(interval_leaderboard_table(analysis))
-    for kind, path in written.items():
-        console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
+    several = len(rendered) > 1
+    if several:
+        console.print(
+            f"{len(rendered)} data sets: one report folder each in {out_dir}/ (or pick one with --data FINGERPRINT)",
+            highlight=False,
+            markup=False,
+        )
+    for report in rendered:
+        _section(report.name, report.analysis.dataset.n_cases, report.data_hash, several)
+        console.print(labels_banner(report.analysis.dataset.labels))
+        console.print(interval_leaderboard_table(report.analysis))
+        for kind, path in report.files.items():
+            console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
 
 
 def leaderboard_command(
-    results: Annotated[list[Path], typer.Argument(help="results directories (searched recursively)")],
+    results: Annotated[
+        list[Path],
+        typer.Argument(metavar="RESULTS_DIR...", help="results directories (searched recursively) or cv folders"),
+    ],
+    judge: JudgeOpt = None,
+    data: DataSetOpt = None,
     ci: CiOpt = 0.95,
     bootstrap: BootOpt = 2000,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: SeedOpt = 0,
 ) -> None:
-    """Rank every run found, with intervals and tiers, baseline rows included."""
-    from medrewardbench.report.render import analyze_paths
-    from medrewardbench.report.terminal import interval_leaderboard_table
+    """Rank every run found, with intervals and tiers, baseline rows included: one table per data set."""
+    from medrewardbench.report.render import analyze_dataset, find_datasets
+    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner
 
     try:
-        analysis = analyze_paths(results, confidence=ci, n_resamples=bootstrap, seed=seed)
+        datasets = find_datasets(results, judges=_split(judge) or None, data=data)
+        analyses = [analyze_dataset(d, confidence=ci, n_resamples=bootstrap, seed=seed) for d in datasets]
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
-    console.print(interval_leaderboard_table(analysis))
+    several = len(analyses) > 1
+    for dataset, analysis in zip(datasets, analyses, strict=True):
+        _section(dataset.name, dataset.n_cases, dataset.data_hash, several)
+        console.print(labels_banner(analysis.dataset.labels))
+        console.print(interval_leaderboard_table(analysis))
 
 
 def compare_command(
-    run_a: Annotated[str, typer.Argument(help="a run directory, or a judge spec / run id in --results")],
-    run_b: Annotated[str, typer.Argument(help="a run directory, or a judge spec / run id in --results")],
-    results: Annotated[Path, typer.Option("--results", help="where to look up specs and run ids")] = Path("results"),
+    run_a: Annotated[str, typer.Argument(metavar="A", help="a run directory, or a judge spec / run id in --results")],
+    run_b: Annotated[str, typer.Argument(metavar="B", help="a run directory, or a judge spec / run id in --results")],
+    results: Annotated[
+        Path, typer.Option("--results", metavar="DIR", help="where to look up specs and run ids")
+    ] = Path("results"),
+    data: DataSetOpt = None,
     ci: CiOpt = 0.95,
     bootstrap: BootOpt = 2000,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: SeedOpt = 0,
 ) -> None:
-    """Paired comparison of two judges on the same cases: McNemar and a paired bootstrap, per dimension."""
-    from medrewardbench.report.render import analyze_paths
-    from medrewardbench.report.terminal import comparison_table
+    """Paired comparison of two judges on the same cases: a paired case bootstrap and McNemar, per dimension.
+
+    A judge spec that names several runs (other seeds or settings) is an error that lists their run
+    ids: name one by its run id.
+    """
+    from medrewardbench.metrics.analysis import DataSet, judge_labels
+    from medrewardbench.report.render import analyze_dataset, analyze_paths, find_datasets
+    from medrewardbench.report.terminal import comparison_table, labels_banner
 
     try:
         if Path(run_a).exists() and Path(run_b).exists():
-            analysis = analyze_paths([Path(run_a), Path(run_b)], confidence=ci, n_resamples=bootstrap, seed=seed)
+            analysis = analyze_paths(
+                [Path(run_a), Path(run_b)], data=data, confidence=ci, n_resamples=bootstrap, seed=seed
+            )
             labels = [r.label for r in analysis.runs]
             if len(labels) != 2:
                 raise _fail(
@@ -96,9 +173,38 @@ def compare_command(
                 )
             label_a, label_b = labels
         else:
-            analysis = analyze_paths([results], judges=[run_a, run_b], confidence=ci, n_resamples=bootstrap, seed=seed)
-            by_key = {key: r.label for r in analysis.runs for key in (r.label, r.judge, r.run_id)}
-            label_a, label_b = by_key[run_a], by_key[run_b]
+            datasets = find_datasets([results], judges=[run_a, run_b], data=data)
+
+            def named(dataset: DataSet, key: str) -> list[str]:
+                return [b.record.run_id for b in dataset.runs if key in (b.record.judge_spec, b.record.run_id)]
+
+            both = [d for d in datasets if named(d, run_a) and named(d, run_b)]
+            if not both:
+                raise _fail(f"no data set in {results} holds runs of both {run_a!r} and {run_b!r}")
+            if len(both) > 1:
+                listed = "; ".join(f"{d.data_hash[:12]} ({d.name}, {d.n_cases} cases)" for d in both)
+                raise _fail(f"both judges have runs on several data sets: {listed}; choose one with --data")
+            dataset = both[0]
+            for key in (run_a, run_b):
+                ids = named(dataset, key)
+                if len(ids) > 1:
+                    runs = [b for b in dataset.runs if b.record.run_id in ids]
+                    shown = judge_labels([b.data for b in runs])
+                    listed = "; ".join(f"{b.record.run_id} ({label})" for b, label in zip(runs, shown, strict=True))
+                    raise _fail(f"{key!r} names {len(ids)} runs: {listed}; name one by its run id")
+            chosen = {named(dataset, run_a)[0], named(dataset, run_b)[0]}
+            if len(chosen) != 2:
+                raise _fail(f"{run_a!r} and {run_b!r} name the same run")
+            pair = DataSet(
+                dataset.data_hash,
+                dataset.name,
+                dataset.n_cases,
+                tuple(b for b in dataset.runs if b.record.run_id in chosen),
+            )
+            analysis = analyze_dataset(pair, confidence=ci, n_resamples=bootstrap, seed=seed)
+            by_id = {r.run_id: r.label for r in analysis.runs}
+            label_a, label_b = by_id[named(dataset, run_a)[0]], by_id[named(dataset, run_b)[0]]
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
+    console.print(labels_banner(analysis.dataset.labels))
     console.print(comparison_table(analysis, label_a, label_b))

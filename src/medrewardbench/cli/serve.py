@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from medrewardbench.cli.support import err_console
+from medrewardbench.cli.support import err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.errors import MedRewardBenchError
@@ -23,16 +23,31 @@ def serve_command(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="default max new tokens")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Serve a local transformers vision-language model as an OpenAI-compatible endpoint."""
-    from medrewardbench.serve import run_server
+    """Serve a local transformers vision-language model as an OpenAI-compatible endpoint.
+
+    Needs the serve extra (FastAPI, uvicorn) and the hf extra (torch, transformers); both are
+    checked before the model loads.
+    """
+    from medrewardbench.serve import check_server_requirements, run_server
 
     _setup_logging(verbose)
     try:
         options = JudgeOptions(max_tokens=max_tokens, local=LocalSettings(device=device, dtype=dtype, adapter=adapter))
+        check_server_requirements(adapter=adapter is not None)
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc
-    err_console.print(f"serving {model} on http://{host}:{port}/v1 (Ctrl-C to stop)", highlight=False)
+    shown = terminal_safe(model)
+    served = terminal_safe(model.removeprefix("hf:").removesuffix("#constrained"))
+    err_console.print(f"loading {shown} ...", highlight=False, markup=False)
+
+    def say_ready(base_url: str) -> None:
+        err_console.print(
+            f"serving {shown} on {base_url} (Ctrl-C to stop); judge it with --judge api:{served} --base-url {base_url}",
+            highlight=False,
+            markup=False,
+        )
+
     try:
-        run_server(model, host=host, port=port, options=options)
+        run_server(model, host=host, port=port, options=options, on_ready=say_ready)
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 
@@ -23,6 +27,7 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "plain_help",
     "setup_logging",
     "split_list",
     "split_option",
@@ -102,3 +107,95 @@ def split_option(values: list[str] | None, flag: str) -> list[str] | None:
     if not names:
         raise fail(f"{flag} was given an empty value; name at least one, or leave the flag out")
     return names
+
+
+# ---------------------------------------------------------------------------------- help pages
+
+_TYPE_NAMES: dict[object, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", Path: "PATH", bool: "BOOLEAN"}
+
+
+def _value_name(annotation: Any) -> str:
+    """The kind of value an option or argument takes, as click writes it (``TEXT``, ``INTEGER``, ``PATH``)."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple):
+        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        return _value_name(args[0]) if args else "TEXT"
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _value_name(args[0]) if len(args) == 1 else "TEXT"
+    return _TYPE_NAMES.get(annotation, "TEXT")
+
+
+class _PlainArgument(typer.core.TyperArgument):
+    """An argument shown as click shows it.
+
+    ``RUN_DIR...`` in the usage line and its kind of value (``PATH``) beside it, not typer's
+    ``{runs}...`` and ``<list[path]>``.
+    """
+
+    def _name(self) -> str:
+        name = self.metavar or self.name.upper()
+        return name if self.nargs == 1 or name.endswith("...") else name + "..."
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return _value_name(self.type_descriptor.annotation)
+
+    def _rich_display_name(self) -> str:
+        return self._name()
+
+    def _usage_display_name(self) -> str:
+        return self._name() if self.required else f"[{self._name()}]"
+
+
+def _plain_params(params: list[Any]) -> None:
+    for param in params:
+        if getattr(param, "_plain_help", False):
+            continue
+        param._plain_help = True
+        if param.help:
+            param.help = escape(param.help)  # help is plain text: "hf:OWNER/NAME[@REV]" is no markup tag
+        if isinstance(param, typer.core.TyperOption) and param.metavar is None:
+            # a flag is shown as the flag alone; a value as its kind (a metavar given in the code wins)
+            param.metavar = "" if param.is_flag else _value_name(param.type_descriptor.annotation)
+        elif type(param) is typer.core.TyperArgument:
+            param.__class__ = _PlainArgument
+
+
+class PlainHelpCommand(typer.core.TyperCommand):
+    """A command whose help page writes flags as flags and values as ``TEXT``/``INTEGER``/``PATH``.
+
+    typer's own help shows a type marker for every option (``<bool>`` beside a flag, ``<list[str]>``
+    beside a repeatable option); these pages read like click's instead.
+    """
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_params(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+class PlainHelpGroup(typer.core.TyperGroup):
+    """A command group whose help page shows its options like :class:`PlainHelpCommand`."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_params(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+def plain_help(app: typer.Typer) -> None:
+    """Give every command and group of ``app`` (sub-apps included) the plain help pages.
+
+    Commands and groups that chose a class of their own keep it.
+
+    Args:
+        app: the typer app, after every command was added.
+    """
+    if not isinstance(app.info.cls, type) or app.info.cls is typer.core.TyperGroup:
+        app.info.cls = PlainHelpGroup
+    for command in app.registered_commands:
+        if command.cls in (None, typer.core.TyperCommand):
+            command.cls = PlainHelpCommand
+    for group in app.registered_groups:
+        if not isinstance(group.cls, type) or group.cls is typer.core.TyperGroup:
+            group.cls = PlainHelpGroup
+        if group.typer_instance is not None:
+            plain_help(group.typer_instance)

@@ -26,10 +26,10 @@ from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.metrics.results import POOLED, Estimate, PairwiseComparison
-from medrewardbench.report.format import METRIC, MISSING, interval, p_value, percent, signed_percent
+from medrewardbench.report.format import METRIC, MISSING, estimate, interval, p_value, percent, signed_percent
 from medrewardbench.train.config import METHODS, TrainConfig
 
-__all__ = ["cv_tables", "register_commands"]
+__all__ = ["cv_headline", "cv_tables", "register_commands"]
 
 
 # ---------------------------------------------------------------------------- shared options
@@ -60,7 +60,13 @@ LoraTargetsOpt = Annotated[
 PrecisionOpt = Annotated[str | None, typer.Option("--precision", help="auto | bf16 | fp16 | fp32")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N")]
 CheckpointingOpt = Annotated[
-    bool | None, typer.Option("--gradient-checkpointing/--no-gradient-checkpointing", help="save memory")
+    str | None,
+    typer.Option(
+        "--gradient-checkpointing",
+        metavar="on|off",
+        help="recompute activations to save memory",
+        show_default="off, or the config file's",
+    ),
 ]
 OrdersOpt = Annotated[str | None, typer.Option("--orders", help="both (order augmentation) | original | swapped")]
 TemplateOpt = Annotated[str | None, typer.Option("--template", help="pairwise | pairwise-cot | FILE (SFT/DPO)")]
@@ -75,8 +81,20 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
 
 
+_SWITCH = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
 def build_config(method: str | None, config_file: Path | None, **flags: Any) -> TrainConfig:
-    """Defaults, then the YAML file (with its ``method`` section), then the flags that were given."""
+    """Defaults, then the YAML file (with its ``method`` section), then the flags that were given.
+
+    Raises:
+        ValueError: ``--gradient-checkpointing`` is neither on nor off.
+    """
+    switch = flags.get("gradient_checkpointing")
+    if isinstance(switch, str):
+        if switch.strip().lower() not in _SWITCH:
+            raise ValueError(f"--gradient-checkpointing takes on or off, got {switch!r}")
+        flags["gradient_checkpointing"] = _SWITCH[switch.strip().lower()]
     config = TrainConfig.from_yaml(config_file, method) if config_file is not None else TrainConfig()
     return config.with_overrides(**flags)
 
@@ -144,69 +162,145 @@ def _run_train(
         highlight=False,
     )
     adapter = f" --adapter {result.judge_adapter}" if result.judge_adapter else ""
-    eval_data = card.data.get("heldout_cases_file") or data
-    console.print(
-        f"evaluate it: medrewardbench eval --data {eval_data} --judge {result.judge_spec}{adapter}",
-        highlight=False,
-        soft_wrap=True,
-    )
+    heldout = card.data.get("heldout_cases_file")
+    if heldout:
+        console.print(
+            f"evaluate it on its held-out cases: medrewardbench eval --data {heldout} --judge {result.judge_spec}"
+            f"{adapter} --out {result.output_dir}/eval",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            f"it was trained on every labelled case of {data}: evaluating it there measures what it was trained on. "
+            f"Evaluate it on other data (medrewardbench eval --data OTHER --judge {result.judge_spec}{adapter}), "
+            "or hold cases out: train with --folds K --fold I and evaluate on the heldout_cases.jsonl it writes "
+            "(or run medrewardbench cv, which does every fold)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _loss(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _interval(value: Estimate) -> str:
-    """Accuracy over its interval on a second line: ``79.4`` / ``[64.7, 91.2]``."""
-    if not value.defined:
+def _interval(value: Estimate | None) -> str:
+    """Agreement over its interval on a second line: ``79.4`` / ``[64.7, 91.2]``."""
+    if value is None or not value.defined:
         return MISSING
     return f"{percent(value.point)}\n[dim]{interval(value.low, value.high)}[/]"
 
 
-def _diff(comparison: PairwiseComparison) -> str:
+def _diff(comparison: PairwiseComparison | None) -> str:
     """A signed difference over its interval: ``+29.4`` / ``[+14.7, +41.2]``."""
-    if comparison.diff != comparison.diff:
+    if comparison is None or comparison.diff != comparison.diff:
         return MISSING
     return f"{signed_percent(comparison.diff)}\n[dim]{interval(comparison.low, comparison.high, signed=True)}[/]"
 
 
+def cv_headline(report: Mapping[str, Any]) -> str:
+    """One line: the tuned model's pooled held-out score against the floor, the base and chance."""
+    from medrewardbench.train.cv import CHANCE, HeldOutSummary
+
+    summary = HeldOutSummary.from_json(report)
+    tuned = summary.tuned.pooled
+    resamples = report.get("n_resamples")
+    parts = [f"held-out score {estimate(tuned)}"]
+    for name, comparison in (
+        (report.get("floor_judge") or "floor", summary.floor_comparison),
+        (report.get("base_judge") or "base", summary.comparison),
+    ):
+        if comparison is None:
+            continue
+        test = comparison.pooled
+        parts.append(
+            f"{signed_percent(test.diff)} points vs {name} (p {p_value(test.p_bootstrap, resamples=resamples)})"
+        )
+    above = tuned.low > CHANCE if tuned.has_interval else tuned.point > CHANCE
+    parts.append(f"{'above' if above else 'not above'} chance ({percent(CHANCE)})")
+    return "; ".join(parts) + " (paired case bootstrap)"
+
+
 def cv_tables(report: Mapping[str, Any]) -> list[Table]:
-    """The held-out comparison table and the per-fold table of a cv report (as written to cv.json)."""
-    from medrewardbench.train.cv import HeldOutSummary
+    """The held-out tables of a cv report (as written to cv.json): agreement, paired differences, folds.
+
+    The first table gives each judge's held-out agreement with the labels, the base's failure rate
+    beside its score; the second the differences of the tuned model from the base and from the
+    baseline floor with the paired case bootstrap (the headline p-value), McNemar labelled as
+    treating requests as independent; the third the folds.
+    """
+    from medrewardbench.train.cv import CHANCE, HeldOutSummary
 
     summary = HeldOutSummary.from_json(report)
     confidence = int(round(100 * report["confidence"]))
-    title = (
-        f"{report['method']} cross-validation, {report['k']} folds: held-out {METRIC} (%) on "
-        f"{report['data']['n_held_out_cases']} cases x 2 orders, {confidence}% intervals below each value"
+    resamples = report.get("n_resamples")
+    base_name = report.get("base_judge") or "base"
+    floor_name = report.get("floor_judge") or "floor"
+    table = Table(
+        title=f"{report['method']} cross-validation, {report['k']} folds: held-out {METRIC} (%) on "
+        f"{report['data']['n_held_out_cases']} cases x 2 orders, {confidence}% intervals below each value",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        show_edge=False,
     )
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
     table.add_column("dimension", no_wrap=True)
     table.add_column("tuned", justify="right")
-    if summary.comparison is not None:
+    if summary.base is not None:
         table.add_column("base", justify="right")
-        table.add_column("tuned-base", justify="right")
-        table.add_column("p boot", justify="right")
-        table.add_column("p McN", justify="right")
+    if summary.floor is not None:
+        table.add_column(f"floor ({floor_name.removeprefix('baseline:')})", justify="right")
+    table.add_column("chance", justify="right")
     table.add_column("n", justify="right")
     for column, tuned in summary.tuned.columns():
         cells = [column, _interval(tuned)]
-        if summary.base is not None and summary.comparison is not None:
-            comparison = summary.comparison[column]
-            cells += [
-                _interval(summary.base[column]),
-                _diff(comparison),
-                p_value(comparison.p_bootstrap, resamples=report.get("n_resamples")),
-                p_value(comparison.p_mcnemar),
-            ]
-        cells.append(str(tuned.n))
+        if summary.base is not None:
+            cells.append(_interval(summary.base[column]))
+        if summary.floor is not None:
+            cells.append(_interval(summary.floor[column]))
+        cells += [percent(CHANCE), str(tuned.n)]
         table.add_row(*cells)
-    demo = any(n.startswith("data:") for n in report["notes"])
+    failed = summary.base_failure_rate
     table.caption = (
-        f"tuned: {report['tuned_judge']}; base: {report.get('base_judge') or 'not run'}. Failures count as wrong; "
-        f"{POOLED} = the six dimensions pooled; p boot = paired case bootstrap, p McN = exact McNemar."
-        + (" Labels of this data are illustrative, not expert annotations (see the notes in the JSON)." if demo else "")
+        f"tuned: {report['tuned_judge']}; base: {base_name}"
+        + ("" if summary.base is None or failed != failed else f" (failed {percent(failed)} % of its judgments)")
+        + f"; floor: {floor_name}. Failures count as wrong; {POOLED} = the six dimensions pooled."
     )
+    tables = [table]
+    comparisons = [
+        (name, c) for name, c in ((base_name, summary.comparison), (floor_name, summary.floor_comparison)) if c
+    ]
+    if comparisons:
+        tests = Table(
+            title=f"Tuned minus each comparison (points, paired case bootstrap, {confidence}% intervals)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 1),
+            show_edge=False,
+        )
+        tests.add_column("dimension", no_wrap=True)
+        for name, _ in comparisons:
+            tests.add_column(f"- {name}", justify="right")
+            tests.add_column("p", justify="right")
+        tests.add_column("p McN vs base*", justify="right")
+        for column, _ in summary.tuned.columns():
+            cells = [column]
+            for _, comparison in comparisons:
+                cells += [_diff(comparison[column]), p_value(comparison[column].p_bootstrap, resamples=resamples)]
+            base_test = summary.comparison[column] if summary.comparison is not None else None
+            cells.append(MISSING if base_test is None else p_value(base_test.p_mcnemar))
+            tests.add_row(*cells)
+        tests.caption = (
+            "p = paired case bootstrap (both orders and all dimensions of a case resampled together): the headline "
+            "test. *McNemar treats every request as independent (anti-conservative); it is in cv.json for reference."
+        )
+        tables.append(tests)
+    demo = report.get("labels", {}).get("kind") == "illustrative" or any(
+        "illustrative" in str(n) for n in report.get("notes", [])
+    )
+    if demo:
+        table.caption += " Labels of this data are illustrative, not expert annotations."
     folds = Table(
         title=f"Folds (score: held-out {METRIC} pooled over the six dimensions, %)",
         title_justify="left",
@@ -226,7 +320,8 @@ def cv_tables(report: Mapping[str, Any]) -> list[Table]:
             f"{fold['train_s']:.1f}",
             f"{fold['eval_s']:.1f}",
         )
-    return [table, folds]
+    tables.append(folds)
+    return tables
 
 
 #: TrainConfig fields that the train and cv commands take as flags
@@ -481,16 +576,22 @@ def register_commands(app: typer.Typer) -> None:
         eval_batch_size: Annotated[int | None, typer.Option("--eval-batch-size", min=1)] = None,
         max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="generation limit of hf: judges")] = None,
         dtype: Annotated[str, typer.Option("--dtype", help="evaluation dtype")] = "auto",
-        confidence: Annotated[float, typer.Option("--confidence", help="interval coverage")] = 0.95,
-        n_resamples: Annotated[int, typer.Option("--n-resamples", min=100, help="bootstrap resamples")] = 2000,
+        ci: Annotated[
+            float, typer.Option("--ci", min=0.5, max=0.999, metavar="LEVEL", help="interval coverage (as in report)")
+        ] = 0.95,
+        bootstrap: Annotated[
+            int, typer.Option("--bootstrap", min=100, metavar="N", help="bootstrap resamples (as in report)")
+        ] = 2000,
         reuse: Annotated[
             bool, typer.Option("--reuse", help="reuse fold models trained with identical settings in OUT")
         ] = False,
         quiet: QuietOpt = False,
         verbose: VerboseOpt = False,
     ) -> None:
-        """Cross-validate: train each fold, judge its held-out cases, compare with the untuned base model."""
+        """Cross-validate: train each fold, judge its held-out cases, compare with the base model and the floor."""
+        from medrewardbench.data.provenance import LabelProvenance
         from medrewardbench.judges.options import JudgeOptions, LocalSettings
+        from medrewardbench.report.terminal import labels_banner
         from medrewardbench.train.cv import cross_validate
 
         _setup_logging(verbose)
@@ -534,8 +635,8 @@ def register_commands(app: typer.Typer) -> None:
                 folds=only_fold or None,
                 judge_options=options,
                 baseline_spec=baseline_spec,
-                confidence=confidence,
-                n_resamples=n_resamples,
+                confidence=ci,
+                n_resamples=bootstrap,
                 reuse_models=reuse,
                 train_progress=train_progress,
                 eval_progress=eval_progress,
@@ -545,10 +646,17 @@ def register_commands(app: typer.Typer) -> None:
         finally:
             train_progress.close()
             eval_progress.close()
+        for warning in result.report.get("warnings", []):
+            err_console.print(f"warning: {terminal_safe(warning)}", highlight=False, markup=False, style="yellow")
         if quiet:
             return
+        console.print(labels_banner(LabelProvenance.from_json(result.report.get("labels"))))
         for table in cv_tables(result.report):
             console.print(table)
+        console.print(cv_headline(result.report), highlight=False, markup=False, style="bold")
         console.print(
-            f"Report: {result.report_path} ({result.report['timings']['total_s']:.1f} s in all)", highlight=False
+            f"Report: {result.report_path} ({result.report['timings']['total_s']:.1f} s in all); the pooled held-out "
+            f"report with the cases judged wrong: medrewardbench report {result.out_dir}",
+            highlight=False,
+            soft_wrap=True,
         )

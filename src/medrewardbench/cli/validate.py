@@ -10,28 +10,52 @@ from rich.markup import escape
 from medrewardbench.cli.support import ExternalImagesOpt, OrgansOpt, console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_option as _split_option
+from medrewardbench.data.validate import SourceSummary
 from medrewardbench.errors import MedRewardBenchError
 
 
 def validate_command(
-    source: Annotated[str, typer.Argument(help="a data source, as for eval --data")] = "demo",
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="a data source, as for eval --data")] = "demo",
     organs: OrgansOpt = None,
     allow_external_images: ExternalImagesOpt = False,
 ) -> None:
-    """Check a data source and print every problem at once (exit 1 when there are any)."""
-    from medrewardbench.data import validate_source
+    """Check a data source and print every problem at once (exit 1 when there are any), else a summary."""
+    from medrewardbench.data.validate import check_source
 
     shown = escape(terminal_safe(source or repr(source), keep_newlines=False))
     try:
-        problems = validate_source(
+        report = check_source(
             source, organs=_split_option(organs, "--organs"), allow_external_images=allow_external_images
         )
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc
-    if not problems:
+    if not report.problems:
         console.print(f"[green]ok[/]: {shown} has no problems", highlight=False)
+        if report.summary is not None:
+            _print_summary(report.summary)
         return
-    for problem in problems:
+    for problem in report.problems:
         console.print(terminal_safe(str(problem), keep_newlines=False), highlight=False, soft_wrap=True, markup=False)
-    err_console.print(f"[bold red]{len(problems)} problem(s)[/] in {shown}", highlight=False)
+    err_console.print(f"[bold red]{len(report.problems)} problem(s)[/] in {shown}", highlight=False)
     raise typer.Exit(1)
+
+
+def _print_summary(summary: SourceSummary) -> None:
+    """Cases, organ systems, label coverage per dimension, images decoded and how many are DICOM."""
+    from medrewardbench.report.terminal import labels_banner
+
+    organs = ", ".join(f"{terminal_safe(name)} {n}" for name, n in summary.organ_systems.items())
+    lines = [
+        f"  {summary.cases} cases of {terminal_safe(summary.name)}, "
+        f"{len(summary.organ_systems)} organ systems: {organs}",
+        "  labelled cases per dimension: "
+        + ", ".join(
+            f"{dim} {n}/{summary.cases}" + ("" if n == summary.cases else f" ({100 * n / summary.cases:.0f} %)")
+            for dim, n in summary.labelled.items()
+        ),
+        f"  images: {summary.decoded} of {summary.images} decoded, {summary.dicom} DICOM"
+        + ("" if summary.images == summary.cases else f" ({summary.cases - summary.images} cases without an image)"),
+    ]
+    for line in lines:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    console.print(labels_banner(summary.labels))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -13,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from medrewardbench.cases import Case, ImageRef
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import DataError, DataProblem
 
@@ -30,6 +32,19 @@ _KIND_SUMMARIES: dict[str, str] = {
     NULL_LABEL: "dimension label(s) given as null (not counted)",
     ORPHAN_LABELS: "label row(s) without a case",
 }
+
+
+def group_field_name(name: str) -> str:
+    """A grouping field as cases hold it: ``metadata.site`` is the metadata key ``site``.
+
+    Args:
+        name: the field as a user writes it.
+
+    Returns:
+        The name without a ``metadata.`` prefix, stripped.
+    """
+    name = name.strip()
+    return name[len("metadata.") :] if name.startswith("metadata.") else name
 
 
 def normalize_organ(name: str) -> str:
@@ -192,6 +207,8 @@ class Benchmark:
             a case, and (with ``strict=False``) every error whose rows were skipped. At most
             :data:`WARNINGS_KEPT_PER_KIND` of each kind are kept; :attr:`warning_counts` counts all.
         warning_counts: warning kind (``""`` for warnings without one) -> how many were found.
+        labels: where the labels come from (a dataset card, ``eval --labels``, or the source's
+            default; :mod:`medrewardbench.data.provenance`).
     """
 
     def __init__(
@@ -200,11 +217,13 @@ class Benchmark:
         source: str,
         cases: Iterable[Case] = (),
         warnings: Sequence[DataProblem] = (),
+        labels: LabelProvenance = UNKNOWN_LABELS,
         *,
         warning_counts: Mapping[str, int] | None = None,
     ) -> None:
         self.name = name
         self.source = source
+        self.labels = labels
         self._cases: tuple[Case, ...] | None = tuple(cases)
         self._read: Callable[[], Iterator[Case]] = lambda: iter(self._cases or ())
         self.warnings: tuple[DataProblem, ...] = tuple(warnings)
@@ -214,6 +233,7 @@ class Benchmark:
         self._n_labeled = sum(1 for case in self._cases if case.is_labeled)
         self._hash: str | None = None
         self._contents: bytes | None = None
+        self._group_fields: tuple[str, ...] | None = None
 
     @classmethod
     def streaming(
@@ -227,6 +247,7 @@ class Benchmark:
         n_labeled: int,
         warnings: Sequence[DataProblem] = (),
         warning_counts: Mapping[str, int] | None = None,
+        labels: LabelProvenance = UNKNOWN_LABELS,
     ) -> Benchmark:
         """A benchmark read from its source each time its cases are needed.
 
@@ -239,11 +260,12 @@ class Benchmark:
             n_labeled: how many of them carry an expert label.
             warnings: the warnings kept from loading.
             warning_counts: every warning counted by kind.
+            labels: where the labels come from.
 
         Returns:
             The benchmark.
         """
-        benchmark = cls(name, source, (), warnings, warning_counts=warning_counts)
+        benchmark = cls(name, source, (), warnings, labels, warning_counts=warning_counts)
         benchmark._cases = None
         benchmark._read = read
         benchmark._n_cases = n_cases
@@ -369,6 +391,7 @@ class Benchmark:
                 self.source,
                 tuple(c for c in self._cases if c.is_labeled),
                 self.warnings,
+                self.labels,
                 warning_counts=self.warning_counts,
             )
         parent = self._read
@@ -386,6 +409,7 @@ class Benchmark:
             n_labeled=self._n_labeled,
             warnings=self.warnings,
             warning_counts=self.warning_counts,
+            labels=self.labels,
         )
 
     def select(self, organs: Sequence[str] | None = None, limit: int | None = None) -> Benchmark:
@@ -459,7 +483,7 @@ class Benchmark:
             counts[kind] -= dropped
         counts = {kind: count for kind, count in counts.items() if count > 0}
         if self._cases is not None:
-            return Benchmark(self.name, self.source, tuple(read()), warnings, warning_counts=counts)
+            return Benchmark(self.name, self.source, tuple(read()), warnings, self.labels, warning_counts=counts)
         return Benchmark.streaming(
             self.name,
             self.source,
@@ -469,7 +493,62 @@ class Benchmark:
             n_labeled=n_labeled,
             warnings=warnings,
             warning_counts=counts,
+            labels=self.labels,
         )
+
+    def group_fields(self) -> tuple[str, ...]:
+        """The fields at least one case has a value for, that metrics can group by.
+
+        Returns:
+            Sorted names: case attributes (``organ_system``, ``department``, ``modality``...) and
+            scalar ``metadata`` keys.
+        """
+        if self._group_fields is None:
+            found: set[str] = set()
+            for case in self._read():  # one reading, a case at a time; the answer is kept
+                found.update(name for name, value in case.grouping_metadata().items() if value != "unknown")
+            self._group_fields = tuple(sorted(found))
+        return self._group_fields
+
+    def resolve_group_fields(self, fields: Sequence[str]) -> list[str]:
+        """Check ``--by`` fields against the cases: ``metadata.site`` and ``site`` name the same field.
+
+        Args:
+            fields: field names as given (a ``metadata.`` prefix is dropped).
+
+        Returns:
+            The field names as the cases hold them, each once, in the given order.
+
+        Raises:
+            DataError: a field no case has a value for (the message lists the fields there are).
+        """
+        names = list(dict.fromkeys(group_field_name(f) for f in fields))
+        available = self.group_fields()
+        missing = [name for name in names if name not in available and name != "organ_system"]
+        if missing:
+            shown = ", ".join(repr(name) for name in missing)
+            raise DataError(
+                [
+                    DataProblem(
+                        "--by",
+                        f"no case has a value for {shown}; fields with values: {', '.join(available) or '(none)'}",
+                    )
+                ]
+            )
+        return names
+
+    def with_labels(self, labels: LabelProvenance) -> Benchmark:
+        """The same cases with another label provenance (``eval --labels``).
+
+        Args:
+            labels: where the labels come from.
+
+        Returns:
+            A new benchmark.
+        """
+        other = copy.copy(self)
+        other.labels = labels
+        return other
 
 
 class DataHasher:
@@ -578,6 +657,8 @@ class LoadResult:
     warnings: list[DataProblem] = field(default_factory=list)
     rejected_images: list[tuple[ImageRef, CaseLocation, str | None]] = field(default_factory=list)
     """Images of rows left out for other problems, so that validation can still check them."""
+    labels: LabelProvenance = UNKNOWN_LABELS
+    """Where the labels come from (set by the loader or from the dataset card)."""
 
     def add(self, case: Case, location: CaseLocation) -> None:
         """Append a case and where it came from."""
@@ -647,4 +728,4 @@ class LoadResult:
         if self.warnings:
             logger.info("%s: %d warning(s), e.g. %s", self.source, len(self.warnings), self.warnings[0])
         logger.info("%s: loaded %d case(s)", self.source, len(self.cases))
-        return Benchmark(self.name, self.source, tuple(self.cases), warnings)
+        return Benchmark(self.name, self.source, tuple(self.cases), warnings, self.labels)

@@ -46,6 +46,7 @@ from medrewardbench.data.annotations import (
 from medrewardbench.data.benchmark import NULL_LABEL, UNLABELED, CaseLocation, IdTracker, LoadResult
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import BOM, MAX_JSON_DEPTH, JSONTextError, brief, parse_json, too_deep
+from medrewardbench.data.provenance import CARD_FILENAME
 from medrewardbench.dimensions import DIMENSIONS, Winner, normalize_dimension
 from medrewardbench.errors import DataProblem
 from medrewardbench.images import files as image_files
@@ -72,9 +73,9 @@ _IMAGE_KEYS = frozenset(("path", "bytes", "builtin"))
 _PARQUET_BATCH_ROWS = 256
 MAX_ID_LENGTH = 512
 """Longest case id accepted, in characters."""
-DATASET_CARD_FILENAME = "dataset.json"
-"""A data set's card (name, where its labels come from), written next to the data by ``build export``;
-never read as cases."""
+DATASET_CARD_FILENAME = CARD_FILENAME
+"""A data set's card (name, where its labels come from; :mod:`medrewardbench.data.provenance`), written
+next to the data by ``build export``; never read as cases."""
 
 
 class ProblemSink:

@@ -24,6 +24,7 @@ from medrewardbench.data.benchmark import Benchmark, CaseLocation, IdTracker, Lo
 from medrewardbench.data.canonical import iter_rows, read_json_document
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import JSONTextError
+from medrewardbench.data.provenance import DEMO_LABELS
 from medrewardbench.errors import DataError, DataProblem
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ def iter_demo(
                     record = {**record, "metadata": merged}
             rows.append(record)
         sink.name = str(document.get("name") or "demo")
+        sink.labels = DEMO_LABELS
         rules = (policy or ImagePolicy()).with_roots(path.parent)
         yield from iter_rows(enumerate(rows, start=1), shown, path.parent, sink, rules, ids)
 
@@ -106,7 +108,7 @@ def collect_demo(source: str = "demo", policy: ImagePolicy | None = None) -> Loa
     Raises:
         DataError: the demo file is missing or is not a JSON object with a ``cases`` list.
     """
-    result = LoadResult(name="demo", source=source)
+    result = LoadResult(name="demo", source=source, labels=DEMO_LABELS)
     for case, location, warnings in iter_demo(result, policy):
         result.add(case, location)
         result.warnings.extend(warnings)

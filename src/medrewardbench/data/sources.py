@@ -17,6 +17,7 @@ and builtin images are not concerned.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,6 +37,14 @@ from medrewardbench.data.benchmark import (
 )
 from medrewardbench.data.canonical import CANONICAL_SUFFIXES, canonical_files
 from medrewardbench.data.image_policy import ImagePolicy
+from medrewardbench.data.provenance import (
+    DEMO_LABELS,
+    MED_REWARDBENCH_LABELS,
+    UNKNOWN_LABELS,
+    LabelProvenance,
+    card_path,
+    read_dataset_card,
+)
 from medrewardbench.errors import DataError, DataProblem
 from medrewardbench.images.files import FileRefused, check_regular_file
 
@@ -84,6 +93,7 @@ class SourceReader:
             ``sink``. The reference layout reads only the files of ``organs``; the other kinds read
             everything and leave the organ selection to the caller.
         files: the files it reads, for noticing a change between two readings.
+        labels: where the labels come from (the source's default, or its dataset card).
     """
 
     source: str
@@ -93,6 +103,24 @@ class SourceReader:
         [LoadResult, IdTracker, Sequence[str] | None], Iterator[tuple[Case, CaseLocation, list[DataProblem]]]
     ]
     files: Callable[[], list[Path]]
+    labels: LabelProvenance = UNKNOWN_LABELS
+
+    def with_card(self, data: str | Path) -> SourceReader:
+        """The reader with the data's dataset card applied, if it has one: its name and its labels.
+
+        Args:
+            data: the data file or directory (the card is :func:`~medrewardbench.data.provenance.card_path`).
+
+        Returns:
+            This reader, or a copy with the card's name and labels.
+
+        Raises:
+            DataError: the card cannot be read or holds a bad field.
+        """
+        card = read_dataset_card(card_path(data))
+        if card is None:
+            return self
+        return dataclasses.replace(self, labels=card.labels, name=card.name or self.name)
 
     @property
     def selects_organs(self) -> bool:
@@ -147,7 +175,9 @@ def open_source(
             with demo_file() as path:
                 return [path]
 
-        return SourceReader(source, "demo", "demo", lambda sink, ids, _organs: iter_demo(sink, policy, ids), demo_files)
+        return SourceReader(
+            source, "demo", "demo", lambda sink, ids, _organs: iter_demo(sink, policy, ids), demo_files, DEMO_LABELS
+        )
     if source.startswith(hub.HF_PREFIX):
         repo_id, revision = hub.parse_hf_source(source)
         root = hub.snapshot(repo_id, revision)
@@ -164,7 +194,8 @@ def open_source(
                 root, organs, sink, display_root=shown, policy=hub_policy, ids=ids
             ),
             lambda: reference_files(root),
-        )
+            MED_REWARDBENCH_LABELS if repo_id == hub.DEFAULT_REPO else UNKNOWN_LABELS,
+        ).with_card(root)
     path = Path(source).expanduser()
     _check_local_source(source, path)
     if path.is_dir():
@@ -175,7 +206,7 @@ def open_source(
                 "reference",
                 lambda sink, ids, organs: iter_reference(path, organs, sink, policy=policy, ids=ids),
                 lambda: reference_files(path),
-            )
+            ).with_card(path)
         if not canonical_files(path):
             raise _unknown_source(source, "this directory holds neither pair_gt_all/ nor canonical files")
     elif path.suffix.lower() not in CANONICAL_SUFFIXES:
@@ -186,7 +217,7 @@ def open_source(
         "canonical",
         lambda sink, ids, _organs: iter_canonical(path, sink, policy, ids),
         lambda: canonical_data_files(path),
-    )
+    ).with_card(path)
 
 
 def collect_source(
@@ -216,7 +247,7 @@ def collect_source(
             does not have was asked for.
     """
     reader = open_source(source, allow_external_images=allow_external_images, image_roots=image_roots)
-    result = LoadResult(name=reader.name, source=source)
+    result = LoadResult(name=reader.name, source=source, labels=reader.labels)
     for case, location, warnings in reader.read(result, IdTracker(), organs):
         result.add(case, location)
         result.warnings.extend(warnings)
@@ -252,7 +283,7 @@ def _scan(
     each: Callable[[Case, CaseLocation], None] | None = None,
 ) -> _Scan:
     """Read the whole source once, keeping counts and warnings, not cases."""
-    scan = _Scan(LoadResult(name=reader.name, source=reader.source), ids)
+    scan = _Scan(LoadResult(name=reader.name, source=reader.source, labels=reader.labels), ids)
     wanted = _wanted(organs)
     for case, location, warnings in reader.read(scan.sink, ids, organs):
         scan.organs_seen.add(case.organ_system)
@@ -429,4 +460,5 @@ def load_benchmark(
         n_labeled=scan.n_labeled,
         warnings=log.kept,
         warning_counts=log.counts,
+        labels=scan.sink.labels,
     )

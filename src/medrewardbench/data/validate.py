@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.data.benchmark import CaseLocation, nothing_to_measure
+from medrewardbench.data.provenance import LabelProvenance
 from medrewardbench.data.sources import collect_source
+from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import DataError, DataProblem, ImageError
-from medrewardbench.images import load_image
+from medrewardbench.images import is_dicom, load_image
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +53,111 @@ def check_image(image: ImageRef, location: CaseLocation, case_id: str | None = N
     )
 
 
+@dataclass(frozen=True)
+class SourceSummary:
+    """What a source holds, for the summary a clean ``validate`` prints.
+
+    Attributes:
+        name: the data set's name.
+        cases: cases read.
+        organ_systems: organ system -> cases.
+        labelled: dimension -> cases with a label on it.
+        images: cases with an image.
+        decoded: of those, images that decoded.
+        dicom: of those, DICOM images.
+        labels: where the labels come from.
+    """
+
+    name: str
+    cases: int
+    organ_systems: Mapping[str, int]
+    labelled: Mapping[str, int]
+    images: int
+    decoded: int
+    dicom: int
+    labels: LabelProvenance
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """Every problem of a source, and a summary of what it holds."""
+
+    problems: list[DataProblem]
+    summary: SourceSummary | None
+    """None when the source could not be opened at all"""
+
+
+def check_source(
+    source: str,
+    organs: Sequence[str] | None = None,
+    *,
+    check_images: bool = True,
+    allow_external_images: bool = False,
+    image_roots: Sequence[str | Path] | None = None,
+) -> ValidationReport:
+    """Check a data source like :func:`validate_source`, and summarise what it holds.
+
+    Args:
+        source: as for :func:`medrewardbench.data.load_benchmark`.
+        organs: restrict to these organ systems.
+        check_images: decode every image (the slow part); on by default.
+        allow_external_images: accept image paths outside the data's directory.
+        image_roots: further directories image paths may point into.
+
+    Returns:
+        The problems (sorted by file and row) and the summary of the cases read.
+    """
+    try:
+        result = collect_source(source, organs, allow_external_images=allow_external_images, image_roots=image_roots)
+    except DataError as exc:
+        return ValidationReport(list(exc.problems), None)
+    problems = list(result.errors)
+    empty = nothing_to_measure(source, result.cases)
+    if empty is not None and not (result.errors and not result.cases):
+        problems.append(empty)
+    images: list[tuple[ImageRef, CaseLocation, str | None]] = [
+        (case.image, location, case.case_id) for case, location in zip(result.cases, result.locations, strict=True)
+    ]
+    images += result.rejected_images
+    decoded = dicom = 0
+    if check_images and images:
+        workers = min(8, os.cpu_count() or 1, len(images))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            checked = list(pool.map(lambda item: _check_and_kind(*item), images))
+        for problem, is_dicom_image in checked[: len(result.cases)]:
+            if problem is None and is_dicom_image is not None:
+                decoded += 1
+                dicom += int(is_dicom_image)
+        problems.extend(problem for problem, _ in checked if problem is not None)
+    problems.extend(result.warnings)
+    problems.sort(key=lambda p: (p.file, p.row if p.row is not None else 0))
+    logger.info("%s: %d problem(s) found", source, len(problems))
+    summary = SourceSummary(
+        name=result.name,
+        cases=len(result.cases),
+        organ_systems=dict(sorted(Counter(case.organ_system for case in result.cases).items())),
+        labelled={d: sum(1 for case in result.cases if d in case.labels) for d in DIMENSIONS},
+        images=sum(1 for case in result.cases if case.image.kind != "none"),
+        decoded=decoded,
+        dicom=dicom,
+        labels=result.labels,
+    )
+    return ValidationReport(problems, summary)
+
+
+def _check_and_kind(
+    image: ImageRef, location: CaseLocation, case_id: str | None
+) -> tuple[DataProblem | None, bool | None]:
+    """:func:`check_image`, and whether the image is DICOM (None when there is no image or it failed)."""
+    problem = check_image(image, location, case_id)
+    if problem is not None or image.kind == "none":
+        return problem, None
+    try:
+        return None, is_dicom(image)
+    except ImageError:
+        return None, False
+
+
 def validate_source(
     source: str,
     organs: Sequence[str] | None = None,
@@ -78,24 +187,10 @@ def validate_source(
     Returns:
         The problems, sorted by file and row; empty when the source is clean.
     """
-    try:
-        result = collect_source(source, organs, allow_external_images=allow_external_images, image_roots=image_roots)
-    except DataError as exc:
-        return list(exc.problems)
-    problems = list(result.errors)
-    empty = nothing_to_measure(source, result.cases)
-    if empty is not None and not (result.errors and not result.cases):
-        problems.append(empty)
-    images: list[tuple[ImageRef, CaseLocation, str | None]] = [
-        (case.image, location, case.case_id) for case, location in zip(result.cases, result.locations, strict=True)
-    ]
-    images += result.rejected_images
-    if check_images and images:
-        workers = min(8, os.cpu_count() or 1, len(images))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            checked = pool.map(lambda item: check_image(*item), images)
-            problems.extend(problem for problem in checked if problem is not None)
-    problems.extend(result.warnings)
-    problems.sort(key=lambda p: (p.file, p.row if p.row is not None else 0))
-    logger.info("%s: %d problem(s) found", source, len(problems))
-    return problems
+    return check_source(
+        source,
+        organs,
+        check_images=check_images,
+        allow_external_images=allow_external_images,
+        image_roots=image_roots,
+    ).problems

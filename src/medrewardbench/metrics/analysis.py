@@ -14,15 +14,18 @@ tests treat each (case, dimension) as an item while resampling whole cases.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
@@ -67,11 +70,105 @@ BASELINE_PREFIX = "baseline:"
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """A run's arrays together with its record and the store it came from."""
+    """A run's arrays together with its record, the store it came from and its labels' provenance.
+
+    A run pooled from several stored runs (the held-out runs of a cross-validation's folds) lists
+    them in ``parts``; an ordinary run is its own single part.
+    """
 
     data: RunData
     record: RunRecord
     store_path: Path
+    labels: LabelProvenance = UNKNOWN_LABELS
+    parts: tuple[tuple[Path, RunRecord], ...] = ()
+
+    @property
+    def sources(self) -> tuple[tuple[Path, RunRecord], ...]:
+        """(store file, stored run) of every run this one is made of."""
+        return self.parts or ((self.store_path, self.record),)
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """The runs of one data set (one data fingerprint), as reports show them in one section."""
+
+    data_hash: str
+    name: str
+    n_cases: int
+    runs: tuple[LoadedRun, ...]
+
+    @property
+    def labels(self) -> LabelProvenance:
+        """Where the labels come from: the first declared provenance among the runs' stores."""
+        declared = [run.labels for run in self.runs if run.labels.declared]
+        return declared[0] if declared else self.runs[0].labels
+
+
+def group_by_data(bundles: Sequence[LoadedRun]) -> list[DataSet]:
+    """Split loaded runs by data fingerprint, data sets in the order their first run was found.
+
+    Args:
+        bundles: loaded runs.
+
+    Returns:
+        One :class:`DataSet` per fingerprint.
+    """
+    groups: dict[str, list[LoadedRun]] = {}
+    for bundle in bundles:
+        groups.setdefault(bundle.record.data_hash, []).append(bundle)
+    return [
+        DataSet(data_hash, runs[0].record.dataset_name, runs[0].record.n_cases, tuple(runs))
+        for data_hash, runs in groups.items()
+    ]
+
+
+def resolve_group_fields(dataset: DataSet, fields: Sequence[str]) -> list[str]:
+    """Check ``--by`` fields against the stored cases of a data set (``metadata.site`` is ``site``).
+
+    Args:
+        dataset: the runs of one data set.
+        fields: field names as given.
+
+    Returns:
+        The field names as stored, each once, ``organ_system`` first.
+
+    Raises:
+        ValueError: a field that no stored case has a value for (the message lists those there are).
+    """
+    names = list(dict.fromkeys([STRATA, *(f.strip().removeprefix("metadata.") for f in fields)]))
+    groups = dataset.runs[0].data.groups
+    available = sorted(f for f, values in groups.items() if any(v != "unknown" for v in values))
+    missing = [name for name in names if name != STRATA and name not in available]
+    if missing:
+        raise ValueError(
+            f"--by {', '.join(map(repr, missing))}: no case of {dataset.name} ({dataset.data_hash[:12]}) has a value "
+            f"for it; fields with values: {', '.join(available) or '(none)'}"
+        )
+    return names
+
+
+def select_data(datasets: Sequence[DataSet], wanted: str | None) -> list[DataSet]:
+    """The data sets a ``--data`` value names: a fingerprint prefix (at least 4 characters) or a name.
+
+    Args:
+        datasets: the data sets found.
+        wanted: the value, or None for all of them.
+
+    Returns:
+        The named data set, or all of them.
+
+    Raises:
+        StoreError: the value names none of them, or several (the message lists every data set).
+    """
+    if wanted is None:
+        return list(datasets)
+    key = wanted.strip()
+    matches = [d for d in datasets if (len(key) >= 4 and d.data_hash.startswith(key.lower())) or d.name == key]
+    if len(matches) == 1:
+        return matches
+    listed = "; ".join(f"{d.data_hash[:12]} ({d.name}, {d.n_cases} cases)" for d in datasets)
+    why = "matches several data sets" if matches else "matches no data set"
+    raise StoreError(f"--data {wanted!r} {why}; give a fingerprint prefix: {listed}")
 
 
 def load_run_bundles(paths: Sequence[str | Path]) -> list[LoadedRun]:
@@ -105,7 +202,8 @@ def load_run_bundles(paths: Sequence[str | Path]) -> list[LoadedRun]:
                 cases = tables.get(record.data_hash)
                 if cases is None:  # runs on the same data share one table, across stores as well
                     cases = tables[record.data_hash] = load_case_table(store, record.data_hash)
-                bundles.append(LoadedRun(load_run_data(store, record, cases), record, store_path))
+                labels = store.label_provenance(record.data_hash)
+                bundles.append(LoadedRun(load_run_data(store, record, cases), record, store_path, labels))
     if not bundles:
         shown = ", ".join(str(p) for p in paths) or "(no paths)"
         raise StoreError(f"no runs found under {shown}")
@@ -187,8 +285,59 @@ def annotation_ratings(runs: Sequence[RunData]) -> tuple[npt.NDArray[np.int8], t
     return None
 
 
+def _flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as ``{"sampling.temperature": 0.7, ...}``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flat_config(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+_HIDDEN_KEYS = ("spec", "kind")
+"""Configuration keys that never tell two runs of one spec apart (they are the spec)."""
+
+
+def _shown_value(key: str, value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = str(value)
+    if key.rsplit(".", 1)[-1] in ("model", "adapter", "template") and "/" in text:
+        text = text.rstrip("/").rsplit("/", 1)[-1]  # a path: its last part says enough
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The configuration settings whose values differ between runs of one judge spec.
+
+    Hashes (``..._sha256``) are left out when a readable setting differs too: a different
+    template shows as ``template``, not as its hash.
+
+    Args:
+        configs: the runs' configurations (:meth:`Judge.config`).
+
+    Returns:
+        Dotted setting names (``sampling.temperature``), sorted.
+    """
+    flats = [_flat_config(c) for c in configs]
+    keys = sorted({k for flat in flats for k in flat} - set(_HIDDEN_KEYS))
+    differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1]
+    readable = [k for k in differing if not k.endswith(("_sha256", "fingerprint"))]
+    return readable or differing
+
+
 def judge_labels(runs: Sequence[RunData]) -> list[str]:
-    """Display names: the judge spec, plus the sweep entry's name or a short run id where one spec has several runs.
+    """Display names: the judge spec, and where one spec has several runs, what tells them apart.
+
+    A sweep's entry names them when it gave them names (``api:gpt-4o [cheap]``); otherwise what
+    differs in their configurations: two runs of ``api:gpt-4o`` with seeds 1 and 2 are
+    ``api:gpt-4o (seed 1)`` and ``api:gpt-4o (seed 2)``; runs whose configurations are equal (they
+    differ in nothing that changes an output) fall back to a short run id.
 
     Args:
         runs: the runs.
@@ -196,20 +345,28 @@ def judge_labels(runs: Sequence[RunData]) -> list[str]:
     Returns:
         One unique label per run, in the same order.
     """
-    counts: dict[str, int] = {}
-    for run in runs:
-        counts[run.judge_spec] = counts.get(run.judge_spec, 0) + 1
-    labels = []
-    for run in runs:
-        # a sweep names its entries: two entries of one spec read by their names
-        entry = run.metadata.get("sweep_entry")
-        if counts[run.judge_spec] == 1:
-            label = run.judge_spec
-        elif isinstance(entry, str) and entry and entry != run.judge_spec:
-            label = f"{run.judge_spec} [{entry}]"
-        else:
-            label = f"{run.judge_spec} [{run.run_id[-10:]}]"
-        labels.append(label)
+    by_spec: dict[str, list[int]] = {}
+    for index, run in enumerate(runs):
+        by_spec.setdefault(run.judge_spec, []).append(index)
+    labels = [run.judge_spec for run in runs]
+    for spec, members in by_spec.items():
+        if len(members) == 1:
+            continue
+        differing = config_differences([runs[i].config for i in members])[:3]
+        for i in members:
+            # a sweep names its entries: two entries of one spec read by their names
+            entry = runs[i].metadata.get("sweep_entry")
+            if isinstance(entry, str) and entry and entry != spec:
+                labels[i] = f"{spec} [{entry}]"
+                continue
+            flat = _flat_config(runs[i].config)
+            if differing:
+                what = ", ".join(
+                    f"{k.rsplit('.', 1)[-1].replace('_', ' ')} {_shown_value(k, flat.get(k))}" for k in differing
+                )
+            else:
+                what = f"run {runs[i].run_id[-10:]}"
+            labels[i] = f"{spec} ({what})"
     seen: dict[str, int] = {}
     unique = []
     for label in labels:
@@ -434,6 +591,7 @@ def _dataset_section(
     labels: IntArray,
     groups: Mapping[str, tuple[str, ...]],
     dataset_name: str | None,
+    provenance: LabelProvenance,
 ) -> DatasetSummary:
     group_sizes: dict[str, dict[str, int]] = {}
     for field_name, values in groups.items():
@@ -451,6 +609,7 @@ def _dataset_section(
             d: fixed(stats.expert_coherence_rate(labels, "overall", d)) for d in DIMENSIONS if d != "overall"
         },
         mean_length=(mean_length[0], mean_length[1]),
+        labels=provenance,
     )
 
 
@@ -463,6 +622,7 @@ def analyze(
     group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
     dataset_name: str | None = None,
+    labels: LabelProvenance = UNKNOWN_LABELS,
     block_size: int | None = None,
 ) -> Analysis:
     """Analyse runs of one dataset: every table of a report, with intervals and paired tests.
@@ -484,6 +644,7 @@ def analyze(
         alpha: family-wise level for tiers and for marking pairwise differences significant
             (Holm-adjusted).
         dataset_name: a name to show in reports.
+        labels: where the data's labels come from (reports state it in a banner).
         block_size: resamples drawn at a time (default: as many as fit in about 200 MB); it
             changes memory and speed only, never a number.
 
@@ -503,13 +664,13 @@ def analyze(
     if n_resamples < 0:
         raise ValueError(f"n_resamples must be >= 0, got {n_resamples}")
     first = runs[0]
-    labels = first.labels
+    label_matrix = first.labels
     fields = list(dict.fromkeys([STRATA, *group_fields]))
     groups = {f: tuple(first.groups.get(f, ("unknown",) * first.n_cases)) for f in fields}
     names = judge_labels(runs)
     batch = resample_runs(
         [run.verdicts for run in runs],
-        labels,
+        label_matrix,
         first.lengths,
         groups,
         strata_field=STRATA,
@@ -552,7 +713,7 @@ def analyze(
         )
     return Analysis(
         settings=settings,
-        dataset=_dataset_section(first, labels, groups, dataset_name),
+        dataset=_dataset_section(first, label_matrix, groups, dataset_name, labels),
         runs=tuple(run_results),
         leaderboard=tuple(_leaderboard(run_results, human)),
         pairwise=PairwiseTests(judges=tuple(names), comparisons=tuple(records)),

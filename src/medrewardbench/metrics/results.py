@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import ResultsFormatError
 
@@ -968,12 +969,15 @@ class DatasetSummary:
     """dimension -> how often the labels' winner equals their overall winner"""
     mean_length: tuple[float, float]
     """mean characters of response_1 and response_2"""
+    labels: LabelProvenance = UNKNOWN_LABELS
+    """where the labels come from (every report states it in a banner)"""
 
     def to_json(self) -> dict[str, Any]:
         """The dataset section of ``analysis.json``."""
         return {
             "name": self.name,
             "data_hash": self.data_hash,
+            "labels": self.labels.to_json(),
             "n_cases": self.n_cases,
             "n_labelled": self.n_labelled.to_json(int),
             "groups": {name: dict(sizes) for name, sizes in self.groups.items()},
@@ -997,6 +1001,7 @@ class DatasetSummary:
             expert_longer_rate=DimensionTable.from_json(data["expert_longer_rate"], real),
             expert_coherence=_by_dimension(data["expert_coherence"]),
             mean_length=(real(first), real(second)),
+            labels=LabelProvenance.from_json(data.get("labels")),
         )
 
 
@@ -1070,17 +1075,21 @@ class Analysis:
     schema: str = field(default=SCHEMA)
 
     def run(self, key: str) -> RunAnalysis:
-        """The run with this label, judge spec or run id.
+        """The run with this label, run id or judge spec.
 
         Raises:
-            KeyError: no run matches (the message lists the labels).
+            KeyError: no run matches (the message lists the labels), or a judge spec names several
+                runs (the message lists their run ids: one is never picked silently).
         """
         for run in self.runs:
             if key in (run.label, run.run_id):
                 return run
         matches = [run for run in self.runs if run.judge == key]
-        if matches:
+        if len(matches) == 1:
             return matches[0]
+        if matches:
+            listed = "; ".join(f"{r.run_id} ({r.label})" for r in matches)
+            raise KeyError(f"{key!r} names {len(matches)} runs: {listed}; name one by its run id")
         raise KeyError(f"no run {key!r} in the analysis; runs: {', '.join(r.label for r in self.runs)}")
 
     def ranked_runs(self) -> list[RunAnalysis]:

@@ -16,6 +16,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TextIO
 
+from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import (
     METRICS_SCHEMA,
@@ -119,6 +120,7 @@ def metrics_document(
     metrics_by_run: Mapping[str, RunMetrics],
     leaderboard: Sequence[LeaderboardRow],
     human: HumanCeiling | None = None,
+    labels: Mapping[str, LabelProvenance] | None = None,
 ) -> dict[str, Any]:
     """The content of metrics.json (schema ``medrewardbench.metrics/2``).
 
@@ -129,11 +131,13 @@ def metrics_document(
         human: the human ceiling, when the data has per-annotator labels: each leaderboard entry
             then carries ``vs_annotators`` and the document a ``human`` entry (the human row's
             points per column, the annotators, and how the targets are defined).
+        labels: data fingerprint -> where its labels come from (unknown when missing).
 
     Returns:
         The document.
     """
     datasets = sorted({(r.dataset_name, r.data_hash, r.n_cases) for r in runs})
+    provenance = labels or {}
     extra: dict[str, Any] = {}
     if human is not None:
         extra["human"] = {
@@ -146,7 +150,10 @@ def metrics_document(
     return {
         **extra,
         "schema": METRICS_SCHEMA,
-        "datasets": [{"name": n, "data_hash": h, "n_cases": c} for n, h, c in datasets],
+        "datasets": [
+            {"name": n, "data_hash": h, "n_cases": c, "labels": provenance.get(h, UNKNOWN_LABELS).to_json()}
+            for n, h, c in datasets
+        ],
         "leaderboard": [leaderboard_entry(row) for row in leaderboard],
         "runs": [
             {

@@ -12,8 +12,9 @@ import math
 
 from medrewardbench.metrics.results import Estimate
 
-METRIC = "accuracy"
-"""What the headline metric is called in captions and titles (agreement with the labels)."""
+METRIC = "agreement with the labels"
+"""What the headline metric is called in every table, plot and caption. "Accuracy" is a dimension
+(and the reference layout's ``{dimension}_acc`` column names), never the metric's name."""
 MISSING = "–"
 """What a missing number prints as."""
 P_FLOOR = 0.001

@@ -1,8 +1,10 @@
-"""One self-contained HTML report: inline CSS, inline SVG charts, embedded thumbnails, no network.
+"""One self-contained HTML report: inline CSS, SVG charts and script, embedded images, no network.
 
 The page is rendered from an :func:`~medrewardbench.metrics.analysis.analyze` result with a
 jinja2 template (autoescaping on: judge outputs and case texts are always escaped) and, when
-given, a :class:`CaseGallery` of cases that judges got wrong.
+given, a :class:`CaseGallery` of cases that judges got wrong, with every judge's picks on them.
+A few lines of inline JavaScript filter the page by organ system, judge and dimension and open
+images full size; without JavaScript everything is shown and the page reads (and prints) the same.
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ from typing import Any
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.errors import require
-from medrewardbench.images import load_image
-from medrewardbench.metrics.results import Analysis, Estimate, HumanCeiling, LeaderboardRow, PairwiseComparison
+from medrewardbench.images import dicom_display, is_dicom, load_image
+from medrewardbench.metrics.results import (
+    Analysis,
+    Estimate,
+    HumanCeiling,
+    LeaderboardRow,
+    PairwiseComparison,
+    RunAnalysis,
+)
 from medrewardbench.report import plots
 from medrewardbench.report.format import (
     METRIC,
@@ -33,9 +41,14 @@ from medrewardbench.report.format import (
 )
 
 TEMPLATES = Path(__file__).parent / "templates"
-THUMBNAIL_MAX_SIDE = 256
+IMAGE_MAX_SIDE = 1536
+"""Longest side of an embedded image: shown as a thumbnail, opened at this size (images are never enlarged)."""
 RAW_OUTPUT_LIMIT = 6000
 """Characters of a judge's raw output shown per request; the rest is cut with a note."""
+RATIONALE_LIMIT = 400
+"""Characters of a judge's stated reason shown beside its verdict."""
+SMALL_N = 20
+"""Heatmap cells counting fewer judgments than this (10 cases in both orders) are muted."""
 
 SHORT = {
     "accuracy": "Accuracy",
@@ -61,14 +74,29 @@ class OrderOutcome:
     """dimension -> 1 or 2, None where the judge gave no verdict."""
     raw_output: str | None
     failure: str | None
+    rationale: str | None = None
+    """the judge's own reason for its verdict, when its answer gave one"""
 
 
 @dataclass(frozen=True)
-class JudgeMistake:
-    """One judge's answers on a case it got wrong."""
+class JudgePicks:
+    """One judge's picks on a case, in every order it was judged in."""
 
     judge: str
     outcomes: tuple[OrderOutcome, ...]
+    wrong: bool = True
+    """whether the judge missed the labelled winner (on the gallery's dimension) in at least one order"""
+
+
+@dataclass(frozen=True)
+class ImageView:
+    """A case's image as the report embeds it: one JPEG, shown small, opened full size."""
+
+    uri: str
+    width: int
+    height: int
+    caption: str
+    """what the image is: modality, DICOM window, size in pixels"""
 
 
 @dataclass(frozen=True)
@@ -81,9 +109,10 @@ class CaseView:
     question: str | None = None
     response_1: str | None = None
     response_2: str | None = None
-    image_uri: str | None = None
+    image: ImageView | None = None
     notes: tuple[str, ...] = ()
-    mistakes: tuple[JudgeMistake, ...] = ()
+    picks: tuple[JudgePicks, ...] = ()
+    """every judge's picks, the ones that missed the case marked ``wrong``"""
 
 
 @dataclass(frozen=True)
@@ -92,30 +121,46 @@ class CaseGallery:
 
     cases: tuple[CaseView, ...]
     by_judge: Mapping[str, Sequence[str]]
-    """judge label -> the case ids shown for it (in display order)."""
+    """judge label -> the case ids it got wrong that are shown (in display order)."""
     dimension: str = "overall"
     per_judge: int = 50
     notes: tuple[str, ...] = field(default=())
 
 
-def thumbnail_data_uri(image: ImageRef, max_side: int = THUMBNAIL_MAX_SIDE) -> str:
-    """A small JPEG of an image as a ``data:`` URI, for embedding.
+def case_image(image: ImageRef, *, modality: str | None = None, max_side: int = IMAGE_MAX_SIDE) -> ImageView:
+    """Embed a case's image: a JPEG ``data:`` URI at up to ``max_side`` pixels, and what it is.
+
+    DICOM is rendered as the loaders render it (modality LUT, then the file's VOI window); the
+    caption names the DICOM modality and that window, in Hounsfield units for CT.
 
     Args:
         image: the image reference.
-        max_side: the longest side in pixels after shrinking (images are never enlarged).
+        modality: the case's modality (metadata), for images that do not carry one.
+        max_side: the longest side in pixels after shrinking.
 
     Returns:
-        ``data:image/jpeg;base64,...``.
+        The embedded image with its caption.
 
     Raises:
         ImageError: the image cannot be decoded.
     """
     picture = load_image(image)
+    width, height = picture.size
+    facts = []
+    if is_dicom(image):
+        display = dicom_display(image)
+        facts.append(f"DICOM {display.modality or 'image'}")
+        if display.monochrome:
+            units = f" {display.units}" if display.units else ""
+            facts.append(f"window centre {display.center:g}, width {display.width:g}{units}")
+    elif modality:
+        facts.append(modality)
+    facts.append(f"{width} × {height} px")
     picture.thumbnail((max_side, max_side))
     buffer = io.BytesIO()
-    picture.save(buffer, format="JPEG", quality=78, optimize=True)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    picture.convert("RGB").save(buffer, format="JPEG", quality=85, optimize=True)
+    uri = "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    return ImageView(uri, picture.size[0], picture.size[1], " · ".join(facts))
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,12 +188,74 @@ def _diverging(value: float, scale: float) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dict[str, Any]:
+def _words(text: str | None) -> int | None:
+    return None if text is None else len(text.split())
+
+
+def _sampling(config: Mapping[str, Any]) -> str:
+    """The sampling settings of a judge configuration in a few words (what an API or local judge sent)."""
+    sampling = config.get("sampling")
+    source: Mapping[str, Any] = sampling if isinstance(sampling, Mapping) else config
+    parts: list[str] = []
+    for key, name in (
+        ("temperature", "temperature"),
+        ("top_p", "top-p"),
+        ("max_tokens", "max tokens"),
+        ("max_new_tokens", "max tokens"),
+    ):
+        value = source.get(key)
+        if value is not None and name not in " ".join(parts):
+            parts.append(f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}")
+    if config.get("structured"):
+        parts.append("JSON schema")
+    if config.get("constrained"):
+        parts.append("constrained")
+    return ", ".join(parts)
+
+
+def _seed(config: Mapping[str, Any]) -> Any:
+    sampling = config.get("sampling")
+    if isinstance(sampling, Mapping) and sampling.get("seed") is not None:
+        return sampling["seed"]
+    return config.get("seed")
+
+
+def _configuration_rows(ordered: Sequence[RunAnalysis], run_dates: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One row per judge: what produced its numbers (model, adapter, template, sampling, seed, version, date)."""
+    rows = []
+    for run in ordered:
+        config = run.config
+        spec_name = run.judge.partition(":")[2] or run.judge
+        model = config.get("model") or config.get("base_model") or spec_name
+        template = config.get("template")
+        seed = _seed(config)
+        rows.append(
+            {
+                "label": run.label,
+                "judge": run.judge,
+                "run_id": run.run_id,
+                "model": str(model),
+                "adapter": str(config["adapter"]) if config.get("adapter") else "",
+                "template": "" if template is None else str(template),
+                "sampling": _sampling(config),
+                "seed": "" if seed is None else str(seed),
+                "version": str(run.metadata.get("medrewardbench_version", "")),
+                "date": run_dates.get(run.run_id, ""),
+                "orders": ", ".join(run.orders),
+            }
+        )
+    return rows
+
+
+def _context(
+    analysis: Analysis, gallery: CaseGallery | None, title: str, run_dates: Mapping[str, str]
+) -> dict[str, Any]:
     board = analysis.leaderboard
     ordered = analysis.ranked_runs()
     labels = [r.label for r in ordered]
     settings = analysis.settings
     dataset = analysis.dataset
+    provenance = dataset.labels
 
     leaderboard = [
         {
@@ -172,16 +279,28 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
         }
         for row, run in zip(board, ordered, strict=True)
     ]
+    example = None
+    if board and board[0].score.defined:
+        top = board[0]
+        example = {
+            "label": top.label,
+            "text": estimate(top.score),
+            "point": percent(top.score.point),
+            "low": percent(top.score.low),
+            "high": percent(top.score.high),
+            "has_interval": top.score.has_interval,
+        }
     forest = plots.forest(
         [("◆ " if r.is_baseline else "") + r.label for r in board],
         [optional(r.score.point) for r in board],
         [optional(r.score.low) for r in board],
         [optional(r.score.high) for r in board],
-        title=f"Agreement with the experts, all six dimensions ({round(100 * settings.confidence)} % intervals)",
+        title=f"Score: {METRIC}, all six dimensions ({round(100 * settings.confidence)} % intervals)",
         groups=[r.tier or 0 for r in board],
         reference=0.5,
         reference_label="chance",
         width=900,
+        axis=f"{METRIC}, %",
     )
 
     dimension_rows = [
@@ -189,25 +308,31 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
             "label": r.label,
             "is_baseline": r.is_baseline,
             "cells": [
-                {"text": estimate(r.accuracy[d]), "tier": "" if r.tiers is None else r.tiers[d]} for d in DIMENSIONS
+                {"dim": d, "text": estimate(r.accuracy[d]), "tier": "" if r.tiers is None else r.tiers[d]}
+                for d in DIMENSIONS
             ],
         }
         for r in ordered
     ]
     dimension_bars = [
-        plots.interval_bars(
-            labels,
-            [optional(r.accuracy[d].point) for r in ordered],
-            [optional(r.accuracy[d].low) for r in ordered],
-            [optional(r.accuracy[d].high) for r in ordered],
-            title=d.capitalize(),
-            highlight=[r.is_baseline for r in ordered],
-            reference=0.5,
-            reference_label="chance",
-        )
+        {
+            "dim": d,
+            "svg": plots.interval_bars(
+                labels,
+                [optional(r.accuracy[d].point) for r in ordered],
+                [optional(r.accuracy[d].low) for r in ordered],
+                [optional(r.accuracy[d].high) for r in ordered],
+                title=d.capitalize(),
+                highlight=[r.is_baseline for r in ordered],
+                reference=0.5,
+                reference_label="chance",
+                axis=f"{METRIC}, %",
+            ),
+        }
         for d in DIMENSIONS
     ]
 
+    organ_tokens = {name: f"o{i}" for i, name in enumerate(sorted(dataset.groups.get("organ_system", {})))}
     heatmaps = []
     for r in ordered:
         organ = r.groups.get("organ_system")
@@ -223,6 +348,10 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
                     [[optional(table[d].point) for d in DIMENSIONS] for table in tables],
                     title=r.label,
                     caption_rows=("all (pooled)", "macro (mean)"),
+                    counts=[[table[d].n for d in DIMENSIONS] for table in organ.groups.values()]
+                    + [[organ.micro[d].n for d in DIMENSIONS], [None] * len(DIMENSIONS)],
+                    small_n=SMALL_N,
+                    row_attributes=[f'data-organ="{organ_tokens.get(name, "o-none")}"' for name in organ.groups],
                 ),
             }
         )
@@ -230,7 +359,7 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
     agreement_rows = [
         {
             "label": r.label,
-            "kappa": [coefficient(r.agreement.kappa[d].point) for d in DIMENSIONS],
+            "kappa": [{"dim": d, "text": coefficient(r.agreement.kappa[d].point)} for d in DIMENSIONS],
             "kappa_overall": coefficient_estimate(r.agreement.kappa["overall"]),
             "ac1_overall": coefficient_estimate(r.agreement.ac1["overall"]),
             "coherence": percent(r.coherence.get("accuracy")),
@@ -260,6 +389,7 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
         reference_label="no preference",
         domain=(0.0, 1.0),
         width=900,
+        axis="picks of the response shown first, %",
     )
 
     length_rows = [
@@ -277,10 +407,11 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
         labels,
         [optional(r.length.accuracy_expert_longer["overall"].point) for r in ordered],
         [optional(r.length.accuracy_expert_shorter["overall"].point) for r in ordered],
-        title=f"Overall {METRIC} when the experts preferred the longer vs. the shorter response",
-        first_label="experts preferred the longer",
-        second_label="experts preferred the shorter",
+        title=f"Overall: {METRIC} when the labelled winner is the longer vs. the shorter response",
+        first_label="labelled winner longer",
+        second_label="labelled winner shorter",
         width=900,
+        axis=f"{METRIC}, %",
     )
 
     failures = [
@@ -293,26 +424,37 @@ def _context(analysis: Analysis, gallery: CaseGallery | None, title: str) -> dic
         "title": title,
         "schema": analysis.schema,
         "dataset": dataset,
+        "labels_banner": provenance.banner(),
+        "labels_text": provenance.text(),
+        "labels_by_experts": provenance.by_experts,
+        "metric": METRIC,
+        "example": example,
         "settings": settings,
         "confidence_pct": round(100 * settings.confidence),
         "n_judges": len(board),
         "dimensions": DIMENSIONS,
         "short": SHORT,
         "leaderboard": leaderboard,
+        "configuration": _configuration_rows(ordered, run_dates),
         "with_cost": any(row.has_cost for row in board),
         "forest": forest,
         "dimension_rows": dimension_rows,
         "dimension_bars": dimension_bars,
         "heatmaps": heatmaps,
+        "small_n": SMALL_N,
         "colour_scale": plots.colour_scale(),
         "organ_sizes": dataset.groups.get("organ_system", {}),
+        "judge_labels": labels,
+        # filter tokens: labels and organ names may hold spaces, the data-* lists may not
+        "judge_tokens": {label: f"j{i}" for i, label in enumerate(labels)},
+        "organ_tokens": organ_tokens,
         "agreement_rows": agreement_rows,
-        "expert_coherence": percent(dataset.expert_coherence.get("accuracy")),
+        "labels_coherence": percent(dataset.expert_coherence.get("accuracy")),
         "position_rows": position_rows,
         "position_plot": position_plot,
         "length_rows": length_rows,
         "length_plot": length_plot,
-        "expert_longer": percent(dataset.expert_longer_rate["overall"]),
+        "labels_longer": percent(dataset.expert_longer_rate["overall"]),
         "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
         "gallery": None if gallery is None else _gallery_context(gallery, labels),
@@ -404,11 +546,13 @@ def _human_context(human: HumanCeiling, board: Sequence[LeaderboardRow], confide
 def _pairwise_matrix(analysis: Analysis, board: Sequence[LeaderboardRow]) -> dict[str, Any]:
     """The upper triangle of score differences: row judge (higher rank) minus column judge, in points.
 
-    Rows are ranks 1..J-1 and columns ranks 2..J, so every pair appears once. Significant cells
-    (Holm-adjusted paired bootstrap) are bold on a blue background whose depth grows with the
-    difference; the others are grey text.
+    Rows are ranks 1..J-1 and columns ranks 2..J, so every pair appears once. Each cell prints the
+    difference and, under it, its Holm-adjusted paired-bootstrap p-value (so they survive print).
+    Significant cells are bold on a blue background whose depth grows with the difference; the
+    others are grey text.
     """
     labels = [row.label for row in board]
+    resamples = analysis.settings.n_resamples
     lookup: dict[tuple[str, str], PairwiseComparison] = {}
     for pair in analysis.pairwise.on_score():
         lookup[(pair.a, pair.b)] = pair
@@ -420,24 +564,27 @@ def _pairwise_matrix(analysis: Analysis, board: Sequence[LeaderboardRow]) -> dic
         cells = []
         for j, b in enumerate(labels[1:], start=1):
             if j <= i:
-                cells.append({"text": "", "style": "", "cls": "empty", "title": ""})
+                cells.append({"text": "", "p": "", "style": "", "cls": "empty", "title": ""})
                 continue
             comparison = lookup.get((a, b))
             if comparison is None or comparison.diff != comparison.diff:
-                cells.append({"text": "–", "style": "", "cls": "ns", "title": f"{a} vs {b}: no shared judgments"})
+                cells.append(
+                    {"text": "–", "p": "", "style": "", "cls": "ns", "title": f"{a} vs {b}: no shared judgments"}
+                )
                 continue
             diff = comparison.diff
             text = percent(diff).replace("-", "−")
             if text in ("0.0", "−0.0"):
                 text = "0.0"
             significant = comparison.significant
+            shown_p = p_value(comparison.p_bootstrap_holm, resamples=resamples)
             cells.append(
                 {
                     "text": text,
+                    "p": "p " + shown_p,
                     "style": f"background:{_diverging(diff, scale)}" if significant else "",
                     "cls": "sig" if significant else "ns",
-                    "title": f"{a} minus {b}: {signed_percent(diff)} points, Holm-adjusted p = "
-                    f"{p_value(comparison.p_bootstrap_holm, resamples=analysis.settings.n_resamples)}"
+                    "title": f"{a} minus {b}: {signed_percent(diff)} points, Holm-adjusted p = {shown_p}"
                     + ("" if significant else " (not significant)"),
                 }
             )
@@ -467,7 +614,11 @@ def _verdict_cell(case_label: int | None, outcomes: Sequence[OrderOutcome], dim:
         else:
             parts.append({"text": f"{verdict}✗", "cls": "bad", "title": f"{outcome.order}: response {verdict}, wrong"})
             wrong = True
-    return {"parts": parts, "wrong": wrong}
+    return {"dim": dim, "parts": parts, "wrong": wrong}
+
+
+def _anchor(case_id: str) -> str:
+    return "case-" + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in case_id)
 
 
 def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, Any]:
@@ -476,33 +627,46 @@ def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, A
     for case in gallery.cases:
         rows = []
         raws = []
-        for mistake in sorted(case.mistakes, key=lambda m: rank.get(m.judge, len(rank))):
+        for picks in sorted(case.picks, key=lambda m: rank.get(m.judge, len(rank))):
+            reasons = [
+                {"order": o.order, "text": _clip(o.rationale, RATIONALE_LIMIT)[0]}
+                for o in picks.outcomes
+                if o.rationale
+            ]
             rows.append(
                 {
-                    "judge": mistake.judge,
-                    "orders": "/".join(o.order[:4] for o in mistake.outcomes),
-                    "cells": [_verdict_cell(case.labels.get(d), mistake.outcomes, d) for d in DIMENSIONS],
+                    "judge": picks.judge,
+                    "wrong": picks.wrong,
+                    "cells": [_verdict_cell(case.labels.get(d), picks.outcomes, d) for d in DIMENSIONS],
+                    "reasons": reasons,
                 }
             )
-            for outcome in mistake.outcomes:
+            if not picks.wrong:
+                continue  # raw outputs of the judges that missed the case; the others' picks are in the table
+            for outcome in picks.outcomes:
                 if outcome.raw_output is None and outcome.failure is None:
                     continue  # rule-based judges produce no text
                 raw, cut = _clip(outcome.raw_output)
                 raws.append(
-                    {"judge": mistake.judge, "order": outcome.order, "raw": raw, "cut": cut, "failure": outcome.failure}
+                    {"judge": picks.judge, "order": outcome.order, "raw": raw, "cut": cut, "failure": outcome.failure}
                 )
+        missed_by = [p.judge for p in case.picks if p.wrong]
         cases.append(
             {
                 "id": case.case_id,
-                "anchor": "case-" + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in case.case_id),
+                "anchor": _anchor(case.case_id),
                 "organ": case.organ_system,
+                "missed_by": missed_by,
                 "labels": [case.labels.get(d) for d in DIMENSIONS],
                 "question": case.question,
                 "response_1": case.response_1,
                 "response_2": case.response_2,
-                "image": case.image_uri,
+                "words_1": _words(case.response_1),
+                "words_2": _words(case.response_2),
+                "image": case.image,
                 "notes": case.notes,
                 "rows": rows,
+                "has_reasons": any(row["reasons"] for row in rows),
                 "raws": raws,
                 "n_raw_judges": len({r["judge"] for r in raws}),
             }
@@ -518,6 +682,7 @@ def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, A
     return {
         "cases": cases,
         "index": index,
+        "organs": sorted({c["organ"] for c in cases}),
         "dimension": gallery.dimension,
         "per_judge": gallery.per_judge,
         "notes": gallery.notes,
@@ -530,7 +695,11 @@ def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, A
 
 
 def render_html(
-    analysis: Analysis, gallery: CaseGallery | None = None, *, title: str = "Med-RewardBench report"
+    analysis: Analysis,
+    gallery: CaseGallery | None = None,
+    *,
+    title: str = "Med-RewardBench report",
+    run_dates: Mapping[str, str] | None = None,
 ) -> str:
     """The report page as one string.
 
@@ -538,11 +707,14 @@ def render_html(
         analysis: the output of :func:`medrewardbench.metrics.analysis.analyze`.
         gallery: cases judges got wrong, or None to leave that section out.
         title: the page title.
+        run_dates: run id -> the date the run was last evaluated (the configuration table's date).
 
     Returns:
         A complete HTML document that loads nothing from the network.
     """
-    jinja2: Any = require("jinja2", "report", "The HTML report")
+    import jinja2  # a core dependency, imported here to keep the command line quick to start
+    from markupsafe import Markup as markup  # jinja2's own dependency
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
@@ -551,17 +723,17 @@ def render_html(
         undefined=jinja2.StrictUndefined,
     )
     template = env.get_template("report.html.j2")
-    context = _context(analysis, gallery, title)
-    from markupsafe import Markup as markup  # jinja2's own dependency
-
+    context = _context(analysis, gallery, title, run_dates or {})
     for key in ("forest", "colour_scale", "position_plot", "length_plot"):
         context[key] = markup(context[key])
-    context["dimension_bars"] = [markup(svg) for svg in context["dimension_bars"]]
+    for item in context["dimension_bars"]:
+        item["svg"] = markup(item["svg"])
     for item in context["heatmaps"]:
         item["svg"] = markup(item["svg"])
     if context["human"] is not None:
         context["human"]["plot"] = markup(context["human"]["plot"])
     context["css"] = markup((TEMPLATES / "report.css").read_text("utf-8"))
+    context["script"] = markup((TEMPLATES / "report.js").read_text("utf-8"))
     return str(template.render(**context))
 
 
@@ -571,9 +743,10 @@ def write_html(
     gallery: CaseGallery | None = None,
     *,
     title: str = "Med-RewardBench report",
+    run_dates: Mapping[str, str] | None = None,
 ) -> Path:
     """Render the report and write it (UTF-8). Returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(analysis, gallery, title=title), encoding="utf-8")
+    out.write_text(render_html(analysis, gallery, title=title, run_dates=run_dates), encoding="utf-8")
     return out

@@ -75,16 +75,33 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         f"{name}{dataset.n_cases} cases · {len(board)} judges · data fingerprint `{dataset.data_hash[:12]}` · "
         f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
     )
+    out += ["", f"> **{_esc(dataset.labels.banner())}**", ""]
+    if board and board[0].score.defined:
+        top = board[0]
+        if top.score.has_interval:
+            example = (
+                f"- `{estimate(top.score)}`, the score of {_esc(top.label)} (first row below), reads: "
+                f"{percent(top.score.point)} % of its judgments agree with the labels, with a {conf} % interval from "
+                f"{percent(top.score.low)} to {percent(top.score.high)} (cases resampled within organ systems). "
+                "50 % is chance."
+            )
+        else:
+            example = (
+                f"- `{estimate(top.score)}`, the score of {_esc(top.label)} (first row below), reads: "
+                f"{percent(top.score.point)} % of its judgments agree with the labels. 50 % is chance."
+            )
+    else:
+        example = "- 50 % is chance."
     out += [
-        "",
         "## How to read",
         "",
-        "- Numbers are the share (%) of judgments that agree with the medical experts. Each case is judged in both "
-        "presentation orders and both count; a failed judgment (error, unparseable) counts as wrong.",
-        f"- `71.2 [68.0, 74.3]` is an estimate with its {conf} % interval (cases resampled within organ systems). "
-        "50 % is chance.",
+        f"- Numbers are the {METRIC}: the share (%) of judgments that name the answer the labels prefer "
+        f"(labels: {_esc(dataset.labels.text())}). Each case is judged in both presentation orders and both count; "
+        "a failed judgment (error, unparseable) counts as wrong.",
+        example,
         "- **Score** pools all six dimensions (equal to their mean when every case is labelled on all six); "
-        "**macro** weights every organ system equally. Consistent and 1st pos. pool the six dimensions too.",
+        "**macro** weights every organ system equally. Consistent and 1st pos. pool the six dimensions too. "
+        '"Accuracy" is one of the six dimensions, never the score.',
         f"- **Tier**: tier 1 is the leader plus every judge not significantly different from it (paired bootstrap, "
         f"Holm-corrected, α = {settings.alpha}); the rule repeats on the rest. Members of one tier may still "
         "differ from each other.",
@@ -192,7 +209,8 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
     out += [
         "## Agreement beyond chance",
         "",
-        "Cohen's κ per dimension and Gwet's AC1 (overall) over answered judgments; 0 = chance, 1 = perfect.",
+        "Cohen's κ with the labels per dimension and Gwet's AC1 (overall) over answered judgments; 0 = chance, "
+        "1 = perfect.",
         "",
     ]
     out += _table(
@@ -229,7 +247,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             ]
         )
     out += _table(
-        ["Judge", "Consistent", "Picks first shown", f"Strict {METRIC}", "Original order", "Swapped order"],
+        ["Judge", "Consistent", "Picks first shown", "Strict agreement", "Original order", "Swapped order"],
         position_rows,
     )
 
@@ -237,17 +255,17 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "",
         "## Length bias",
         "",
-        f"The experts preferred the longer answer in {percent(dataset.expert_longer_rate['overall'])} % of "
-        "cases (overall). A length-biased judge picks the longer answer much more often and is far more accurate "
-        "when the experts preferred the longer answer.",
+        f"The labelled winner is the longer answer in {percent(dataset.expert_longer_rate['overall'])} % of "
+        "cases (overall). A length-biased judge picks the longer answer much more often, and agrees with the labels "
+        "far more often when their winner is the longer answer.",
         "",
     ]
     out += _table(
         [
             "Judge",
             "Picks the longer",
-            "Overall acc., experts preferred longer (n)",
-            "Overall acc., experts preferred shorter (n)",
+            "Overall agreement, labelled winner longer (n)",
+            "Overall agreement, labelled winner shorter (n)",
         ],
         [
             [
@@ -267,13 +285,14 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "## Pairwise differences",
         "",
         f"{len(significant)} of {len(pairs)} pairs differ significantly on the score (paired bootstrap, Holm). "
-        "McNemar tests and every dimension are in the CSV, JSON and spreadsheet outputs.",
+        "McNemar tests (which treat judgments as independent) and every dimension are in the CSV, JSON and "
+        "spreadsheet outputs.",
         "",
     ]
     if significant:
         listed = significant[:MAX_PAIRS_LISTED]
         out += _table(
-            ["Judge A", "Judge B", "A − B (points)", "Holm p (bootstrap)", "McNemar p (Holm)"],
+            ["Judge A", "Judge B", "A − B (points)", "Holm p (bootstrap)", "McNemar p (Holm, judgments indep.)"],
             [
                 [
                     _esc(c.a),

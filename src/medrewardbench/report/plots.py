@@ -108,6 +108,9 @@ def heatmap(
     *,
     title: str,
     caption_rows: Sequence[str] = (),
+    counts: Sequence[Sequence[int | None]] | None = None,
+    small_n: int = 0,
+    row_attributes: Sequence[str] = (),
     cell_width: int = 58,
     cell_height: int = 24,
 ) -> str:
@@ -119,12 +122,17 @@ def heatmap(
         values: rows of fractions in [0, 1]; None draws a pale cell with a dash.
         title: the chart title (also the accessible name).
         caption_rows: row labels to set apart with a rule above them (e.g. "all", "macro").
+        counts: the n behind each value, printed small under it (None leaves a cell's n out).
+        small_n: cells whose n is below this are muted (pale, grey text, a dashed outline).
+        row_attributes: per row, attributes for the row's ``<g>`` (``'data-organ="o1"'``), for page scripts.
         cell_width: cell width in pixels.
-        cell_height: cell height in pixels.
+        cell_height: cell height in pixels (taller when counts are printed).
 
     Returns:
-        The ``<svg>`` element; every cell prints its value in percent.
+        The ``<svg>`` element; every cell prints its value in percent, and its n when given.
     """
+    if counts is not None:
+        cell_height = max(cell_height, 34)
     left = _label_width(row_labels, 12, 26)
     top = 30 + 44
     width = left + cell_width * len(col_labels) + 10
@@ -146,6 +154,8 @@ def heatmap(
     for r, label in enumerate(row_labels):
         y = top + r * cell_height
         bold = "600" if label in caption_rows else "normal"
+        attributes = row_attributes[r] if r < len(row_attributes) else ""
+        parts.append(f'<g class="row" {attributes}>' if attributes else '<g class="row">')
         parts.append(
             _text(left - 6, y + cell_height / 2 + 4, _clip_label(label, 26), size=12, anchor="end", weight=bold)
         )
@@ -155,18 +165,31 @@ def heatmap(
             )
         for c, value in enumerate(values[r]):
             x = left + c * cell_width
+            n = None if counts is None else counts[r][c]
+            muted = n is not None and n < small_n
             if value is None:
                 fill, ink, content = MISSING, GREY, "–"
             else:
                 fill = viridis(value)
                 ink, content = text_colour_on(fill), pct(value)
+            tip = f"{label}, {col_labels[c]}: {content} %" + ("" if n is None else f" of {n}")
+            tip += " (few: read with care)" if muted else ""
+            opacity = ' fill-opacity="0.4" stroke="#777" stroke-dasharray="3 2"' if muted else ""
             parts.append(
+                f'<g class="cell{" small-n" if muted else ""}"><title>{escape(tip)}</title>'
                 f'<rect x="{x + 1:.1f}" y="{y + 1:.1f}" width="{cell_width - 2}" height="{cell_height - 2}" '
-                f'fill="{fill}" rx="2"/>'
+                f'fill="{fill}" rx="2"{opacity}/>'
             )
-            parts.append(
-                _text(x + cell_width / 2, y + cell_height / 2 + 4, content, size=12, anchor="middle", fill=ink)
-            )
+            if muted:
+                ink = "#444"
+            text_y = y + cell_height / 2 + (0 if n is not None else 4)
+            parts.append(_text(x + cell_width / 2, text_y, content, size=12, anchor="middle", fill=ink))
+            if n is not None:
+                parts.append(
+                    _text(x + cell_width / 2, y + cell_height - 6, f"n {n}", size=9, anchor="middle", fill=ink)
+                )
+            parts.append("</g>")
+        parts.append("</g>")
     parts.append("</svg>")
     return "".join(parts)
 
@@ -176,7 +199,7 @@ def colour_scale(width: int = 260) -> str:
     height = 34
     stops = "".join(f'<stop offset="{t:.3f}" stop-color="{c}"/>' for t, c in VIRIDIS)
     return (
-        _open_svg(width, height, "Colour scale: accuracy from 0 to 100 percent", "chart legend")
+        _open_svg(width, height, "Colour scale: agreement with the labels from 0 to 100 percent", "chart legend")
         + f'<defs><linearGradient id="viridis-scale">{stops}</linearGradient></defs>'
         + f'<rect x="10" y="2" width="{width - 20}" height="12" fill="url(#viridis-scale)"/>'
         + _text(10, 28, "0 %", size=11)
@@ -209,6 +232,7 @@ def interval_bars(
     reference_label: str = "",
     width: int = 590,
     row_height: int = 18,
+    axis: str = "percent",
 ) -> str:
     """Horizontal bars (0-100 %) with interval whiskers and the value printed after each bar.
 
@@ -223,6 +247,7 @@ def interval_bars(
         reference_label: its label.
         width: total width in pixels.
         row_height: pixels per bar.
+        axis: the title of the value axis.
 
     Returns:
         The ``<svg>`` element.
@@ -288,7 +313,7 @@ def interval_bars(
         )
         if reference_label:
             parts.append(_text(xr + 3, top - 6, reference_label, size=10, fill=ORANGE))
-    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 3))
+    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 3, axis))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -306,6 +331,7 @@ def forest(
     width: int = 640,
     row_height: int = 20,
     domain: tuple[float, float] | None = None,
+    axis: str = "percent",
 ) -> str:
     """Point estimates with interval lines, one row each; alternating bands mark ``groups`` (tiers).
 
@@ -322,6 +348,7 @@ def forest(
         width: total width.
         row_height: pixels per row.
         domain: the x range; by default it is fitted to the intervals (padded, within [0, 1]).
+        axis: the title of the value axis.
 
     Returns:
         The ``<svg>`` element.
@@ -390,7 +417,7 @@ def forest(
             parts.append(
                 _text(width - 4, ym + 4, f"tier {groups[i]}" if groups[i] else "–", size=11, anchor="end", fill=GREY)
             )
-    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4))
+    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4, axis))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -405,6 +432,7 @@ def dumbbell(
     second_label: str,
     width: int = 640,
     row_height: int = 20,
+    axis: str = "percent",
 ) -> str:
     """Two values per row joined by a line: a circle (first, blue) and a square (second, orange).
 
@@ -419,6 +447,7 @@ def dumbbell(
         second_label: legend text of the second series.
         width: total width.
         row_height: pixels per row.
+        axis: the title of the value axis.
 
     Returns:
         The ``<svg>`` element.
@@ -457,6 +486,6 @@ def dumbbell(
                 f'<circle cx="{sx(a):.1f}" cy="{ym - 2:.1f}" r="4.5" fill="{BLUE}" stroke="#fff" stroke-width="1"/>'
             )
         parts.append(_text(x1 + 8, ym + 4, f"{pct(a)} / {pct(b)}", size=11, fill="#333"))
-    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4))
+    parts.append(_axis_title(x0 + (x1 - x0) / 2, height - 4, axis))
     parts.append("</svg>")
     return "".join(parts)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
+from medrewardbench.data.provenance import LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, HumanCeiling, LeaderboardRow, RunAnalysis
 from medrewardbench.report.format import (
@@ -101,7 +102,8 @@ def leaderboard_table(
             *([percent(None if row.vs_annotators is None else row.vs_annotators.point)] if human is not None else []),
         )
     table.caption = (
-        f"{METRIC} in % vs. expert labels, failures counted wrong; score = all six dimensions pooled; {POSITION_NOTE}"
+        f"{METRIC} in %, failures counted wrong; score = all six dimensions pooled; acc ... overall = the six "
+        f"dimensions; {POSITION_NOTE}"
     )
     if human is not None:
         table.add_section()
@@ -112,12 +114,12 @@ def leaderboard_table(
 
 
 def dimension_table(run: RunAnalysis) -> Table:
-    """One run: per dimension accuracy, answered accuracy, failure rate, per order, position measures."""
-    table = Table(title=_title(f"{run.judge}: agreement with the experts"), title_justify="left")
-    for name in ("dimension", "acc", "answered acc", "fail", "n"):
+    """One run per dimension: agreement with the labels (all and answered), failures, per order, position."""
+    table = Table(title=_title(f"{run.label}: {METRIC} (%)"), title_justify="left")
+    for name in ("dimension", "agree", "agree answered", "fail", "n"):
         table.add_column(name, justify="left" if name == "dimension" else "right")
     for order in run.by_order:
-        table.add_column(f"acc {order}", justify="right")
+        table.add_column(f"agree {order}", justify="right")
     table.add_column("consist.", justify="right")
     table.add_column("1st-pos", justify="right")
     for column, label in (*((d, d) for d in DIMENSIONS), (None, POOLED_LABEL)):
@@ -141,9 +143,9 @@ def dimension_table(run: RunAnalysis) -> Table:
 
 
 def group_table(run: RunAnalysis, field: str) -> Table:
-    """One run: accuracy per group of a metadata field (rows) and dimension (columns)."""
+    """One run: agreement with the labels per group of a metadata field (rows) and dimension (columns)."""
     grouped = run.groups[field]
-    table = Table(title=_title(f"{run.judge}: {METRIC} by {field}"), title_justify="left")
+    table = Table(title=_title(f"{run.label}: {METRIC} (%) by {field}"), title_justify="left")
     table.add_column(plain(field))
     table.add_column("n req", justify="right")
     for dim in DIMENSIONS:
@@ -156,7 +158,7 @@ def group_table(run: RunAnalysis, field: str) -> Table:
 
 
 def reference_table(run: RunAnalysis) -> Table:
-    """Accuracy per organ system as the reference implementation lays it out: fractions, 4 decimals."""
+    """Agreement per organ system as the reference implementation lays it out (``{dimension}_acc``, fractions)."""
     table = Table(title=_title(f"{run.judge}: {METRIC} per organ system (reference layout)"), title_justify="left")
     table.add_column("modality")
     for dim in DIMENSIONS:
@@ -228,17 +230,17 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
 
 
 def comparison_table(analysis: Analysis, judge_a: str, judge_b: str) -> Table:
-    """Paired tests of two judges per dimension: accuracies, difference with interval, p-values."""
+    """Paired tests of two judges per dimension: agreement of each, difference with interval, p-values."""
     ci = round(100 * analysis.settings.confidence)
     table = Table(title=_title(f"{judge_a}  vs  {judge_b} (paired, same cases)"), title_justify="left")
     for name in (
         "dimension",
-        "acc A",
-        "acc B",
+        "agree A",
+        "agree B",
         f"A - B [{ci}% CI]",
         "p bootstrap",
         "McNemar b/c",
-        "p McNemar",
+        "p McNemar (indep.)",
         "pairs",
     ):
         table.add_column(name, justify="left" if name == "dimension" else "right")
@@ -259,3 +261,15 @@ def comparison_table(analysis: Analysis, judge_a: str, judge_b: str) -> Table:
         "The bootstrap resamples cases (both orders together); McNemar treats requests as independent."
     )
     return table
+
+
+def labels_banner(labels: LabelProvenance) -> Text:
+    """The labels' provenance as one line for the terminal (bold orange when not expert labels).
+
+    Args:
+        labels: where the labels come from.
+
+    Returns:
+        The text.
+    """
+    return Text(terminal_safe(labels.banner(), keep_newlines=False), style="" if labels.by_experts else "bold yellow")

@@ -4,10 +4,12 @@ Reference layout: one sheet per judge (named after it, at most 31 characters), o
 system with the columns ``modality``, ``model`` and ``{dimension}_acc`` for the six dimensions,
 values as fractions. This writer keeps that layout, adds an ``all_acc`` column (the pooled score)
 and ``n_cases``, and closes each judge sheet with an ``all`` row (every case) and a ``macro`` row
-(mean over organ systems). Three more sheets follow the leaderboard: ``leaderboard`` (first),
-``pairwise`` and ``position_length``. When the data has per-annotator labels, the leaderboard gains
+(mean over organ systems). More sheets: ``leaderboard`` (first), then after the judges ``pairwise``,
+``position_length``, ``human_ceiling`` and ``about`` (the data set, where its labels come from,
+what the numbers mean). When the data has per-annotator labels, the leaderboard gains
 ``vs_annotators`` columns and, below the judges, the ``human (leave-one-out)`` row (not a judge,
-not ranked), and a ``human_ceiling`` sheet holds every number of the human ceiling in long format.
+not ranked), and the ``human_ceiling`` sheet holds every number of the human ceiling in long format
+(it is absent otherwise).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.errors import require
 from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
+from medrewardbench.report.format import METRIC
 from medrewardbench.report.human import human_long_rows
 
-SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling")
+SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "about")
 HUMAN_COLUMNS: tuple[str, ...] = (
     "label",
     "run_id",
@@ -108,7 +110,7 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
     Returns:
         The path written.
     """
-    openpyxl: Any = require("openpyxl", "report", "The spreadsheet report")
+    import openpyxl  # a core dependency, imported here to keep the command line quick to start
     from openpyxl.styles import Font
 
     bold = Font(bold=True)
@@ -228,13 +230,13 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         "longer_preference",
         "longer_preference_low",
         "longer_preference_high",
-        "expert_longer_rate",
-        "accuracy_expert_longer",
-        "n_expert_longer",
-        "accuracy_expert_shorter",
-        "n_expert_shorter",
+        "labels_longer_rate",
+        "agreement_labels_longer",
+        "n_labels_longer",
+        "agreement_labels_shorter",
+        "n_labels_shorter",
         "coherence_overall_accuracy",
-        "expert_coherence_overall_accuracy",
+        "labels_coherence_overall_accuracy",
     ]
     position.append(position_columns)
     for run in ordered:
@@ -277,6 +279,26 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         for record in human_long_rows(human):
             human_sheet.append([record[c] for c in HUMAN_COLUMNS])
         _style_header(human_sheet, bold, [34, 30, 30, 18, 14, 22, 10, 10, 10, 8])
+    about = workbook.create_sheet("about")
+    for key, value in (
+        ("dataset", dataset.name or ""),
+        ("data_fingerprint", dataset.data_hash),
+        ("cases", dataset.n_cases),
+        ("labels", dataset.labels.banner()),
+        ("labels_kind", dataset.labels.kind),
+        ("metric", f"{METRIC}: the share of judgments naming the labelled winner; failures count as wrong"),
+        ("columns", "{dimension}_acc: the metric on that dimension (the reference layout's names); all_acc: pooled"),
+        (
+            "intervals",
+            f"{round(100 * analysis.settings.confidence)} % case bootstrap, "
+            f"{analysis.settings.n_resamples} resamples, seed {analysis.settings.seed}",
+        ),
+    ):
+        about.append([key, value])
+    about.column_dimensions["A"].width = 18
+    about.column_dimensions["B"].width = 120
+    for cell in about["A"]:
+        cell.font = bold
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

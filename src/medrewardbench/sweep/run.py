@@ -556,6 +556,7 @@ def _run_locked(
         raise EvaluationInterrupted(None, total, "hashing the data") from None
     interrupted = False
     with Store.in_dir(out) as store:
+        store.set_label_provenance(data_hash, benchmark.labels)
         driver = _Driver(config, options, benchmark, data_hash, store, entries, sink, judge_factory)
         owns_ray = False
         try:
@@ -665,12 +666,18 @@ def _finish(
         fields = ["organ_system", *[f for f in config.group_by if f != "organ_system"]]
         data = {run.run_id: load_run_data(store, run) for run in all_runs}
         metrics = {run_id: run_metrics(d, fields) for run_id, d in data.items()}
-        points = analyze(list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name)
+        labels = store.label_provenance(data_hash)
+        points = analyze(
+            list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name, labels=labels
+        )
         files["judgments"] = out / "judgments.jsonl"
         files["metrics_json"] = out / "metrics.json"
         files["metrics_csv"] = out / "metrics.csv"
         write_judgments_jsonl(store, all_runs, files["judgments"])
-        write_metrics_json(metrics_document(all_runs, metrics, points.leaderboard, points.human), files["metrics_json"])
+        write_metrics_json(
+            metrics_document(all_runs, metrics, points.leaderboard, points.human, labels={data_hash: labels}),
+            files["metrics_json"],
+        )
         write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
         if options.report and not interrupted and sweep_runs:
             analysis = _report(config, out, [run.run_id for run in sweep_runs], fields, files, sink)

@@ -166,9 +166,12 @@ def train(
         hyperparameters["head_learning_rate"] = config.resolved_head_learning_rate(method)
     if fold is not None:
         from medrewardbench.data.canonical import write_canonical
+        from medrewardbench.data.provenance import write_dataset_card
 
         heldout_path = write_canonical(fold.evaluation.cases, out / HELDOUT_FILE)
         data["heldout_cases_file"] = str(heldout_path.resolve())
+        if benchmark.labels.declared:  # the held-out cases keep their labels' provenance (eval reads the card)
+            write_dataset_card(out, f"{benchmark.name} (fold {fold.index} of {fold.k}, held out)", benchmark.labels)
     card = TrainingCard(
         method=method,
         base_model=resolve_model_name(base_model),

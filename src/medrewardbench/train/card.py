@@ -25,8 +25,10 @@ __all__ = [
     "CARD_FILE",
     "CARD_FORMAT",
     "TrainingCard",
+    "TrainingOverlap",
     "library_versions",
     "read_training_card",
+    "training_overlap",
 ]
 
 CARD_FILE = "training_card.json"
@@ -146,3 +148,41 @@ def library_versions(
         except importlib_metadata.PackageNotFoundError:
             continue
     return versions
+
+
+@dataclass(frozen=True)
+class TrainingOverlap:
+    """Evaluated cases that a trained model saw in training."""
+
+    model_dir: Path
+    overlapping: tuple[str, ...]
+    """the evaluated case ids listed among the card's training cases, in evaluation order"""
+    n_evaluated: int
+    heldout_cases_file: str | None
+    """the held-out cases the card names (trained with --folds/--fold), if any"""
+
+
+def training_overlap(model_dir: str | Path, case_ids: Sequence[str]) -> TrainingOverlap | None:
+    """Which of the cases about to be evaluated the model in ``model_dir`` was trained on.
+
+    Args:
+        model_dir: an adapter or reward-model directory; it may hold no training card at all.
+        case_ids: the evaluated cases.
+
+    Returns:
+        The overlap when the directory holds a readable training card listing at least one of the
+        cases; None otherwise (no card, an unreadable one, or no shared case).
+    """
+    directory = Path(model_dir).expanduser()
+    if not (directory / CARD_FILE).is_file():
+        return None
+    try:
+        card = read_training_card(directory)
+    except MedRewardBenchError:
+        return None
+    trained = set(card.train_case_ids)
+    shared = tuple(case_id for case_id in case_ids if case_id in trained)
+    if not shared:
+        return None
+    heldout = card.data.get("heldout_cases_file")
+    return TrainingOverlap(directory, shared, len(case_ids), str(heldout) if heldout else None)

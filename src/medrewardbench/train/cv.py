@@ -10,19 +10,23 @@ organ system), :func:`cross_validate`
    ``rm:FOLD_MODEL`` (reward models).
 
 The held-out judgments of all folds are pooled (each case judged once per order, by the model
-that never saw it), and the untuned base model (by default ``hf:BASE``, the same judge without an
-adapter) is run on the same cases. Both are analysed together by
-:func:`~medrewardbench.metrics.analysis.analyze`, as ``report`` analyses runs: per dimension and
-pooled over dimensions, the held-out accuracy of both with case-bootstrap intervals stratified by
-organ system, their difference with a paired bootstrap interval and p-value (the same resamples
-for both judges), and the exact McNemar test. Failures (unparseable answers, reward ties) count as
-wrong, as everywhere in medrewardbench.
+that never saw it), and two comparisons are judged on the same cases: the untuned base model (by
+default ``hf:BASE``, the same judge without an adapter) and the baseline floor ``baseline:longer``
+(the longer answer wins; a trained judge that does not beat it has learned little). All are
+analysed together by :func:`~medrewardbench.metrics.analysis.analyze`, as ``report`` analyses
+runs: per dimension and pooled over dimensions, the held-out agreement with the labels with
+case-bootstrap intervals stratified by organ system, and the differences with a paired bootstrap
+interval and p-value (the same resamples for every judge; the headline test). The exact McNemar
+test is kept in ``cv.json``, labelled as what it is: it treats every request as independent.
+Chance (50 %) is the last reference. Failures (unparseable answers, reward ties) count as wrong,
+as everywhere in medrewardbench; the base model's failure rate is reported beside its score, and a
+base that failed more than half of its requests is a warning (comparing with it flatters).
 
-Output layout::
+Output layout (``medrewardbench report OUT`` renders it as one pooled held-out report)::
 
     OUT/fold-<i>/model/     adapter or reward model + training_card.json
     OUT/fold-<i>/eval/      store, judgments.jsonl, metrics.json of the held-out cases
-    OUT/baseline/           the untuned base model on the pooled held-out cases
+    OUT/baseline/           the base model and the baseline floor on the pooled held-out cases
     OUT/cv.json             the report
 """
 
@@ -46,6 +50,7 @@ from medrewardbench.evaluation import ProgressSink, evaluate
 from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.core import RunData, load_run_data
+from medrewardbench.metrics.heldout import COMPARISON_DIR, CV_FILE, CV_FORMAT
 from medrewardbench.metrics.results import STRATA, ColumnTable, Estimate, PairwiseComparison, number
 from medrewardbench.store import Store
 from medrewardbench.train.api import TrainResult, train
@@ -66,12 +71,17 @@ __all__ = [
     "default_baseline_spec",
 ]
 
-CV_FILE = "cv.json"
-CV_FORMAT = "medrewardbench-cv"
-CV_VERSION = 2
-"""2: held-out tables are the typed results' tables (``{dimension or "all": estimate}``), the
+CV_VERSION = 3
+"""3: the baseline floor (``floor``, ``floor_comparison``), the base's failure rate and warnings;
+2: held-out tables are the typed results' tables (``{dimension or "all": estimate}``), the
 comparison holds pairwise records, and a fold's ``score`` is its pooled held-out accuracy."""
 ORDERS = (Order.ORIGINAL, Order.SWAPPED)
+FLOOR_SPEC = "baseline:longer"
+"""The baseline floor every cross-validation is also compared with."""
+CHANCE = 0.5
+"""Agreement of a coin flip."""
+BASE_FAILURE_WARNING = 0.5
+"""A base judge failing more than this share of its requests makes a comparison with it flatter."""
 
 
 class LeakageError(MedRewardBenchError):
@@ -198,29 +208,87 @@ def _check_no_leakage(result: TrainResult, split: FoldSplit) -> None:
 
 @dataclass(frozen=True)
 class HeldOutSummary:
-    """The pooled held-out result: both judges' accuracy and their paired comparison, per column."""
+    """The pooled held-out result: agreement of the tuned model and of each comparison, and the paired tests.
+
+    Attributes:
+        tuned: the trained models' held-out agreement with the labels, per column.
+        base: the untuned base model's, on the same cases (None when not run).
+        comparison: tuned (``a``) against base (``b``), per column.
+        floor: the baseline floor's (``baseline:longer``), on the same cases (None when not run).
+        floor_comparison: tuned against the floor, per column.
+        base_failure_rate: the share of the base's judgments that failed (NaN without a base).
+        base_failures: the base's failure reasons with counts, most common first.
+    """
 
     tuned: ColumnTable[Estimate]
     base: ColumnTable[Estimate] | None
     comparison: ColumnTable[PairwiseComparison] | None
-    """tuned (``a``) against base (``b``)"""
+    floor: ColumnTable[Estimate] | None = None
+    floor_comparison: ColumnTable[PairwiseComparison] | None = None
+    base_failure_rate: float = float("nan")
+    base_failures: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def base_mostly_failed(self) -> bool:
+        """Whether the base failed more than half of its requests (a comparison with it flatters)."""
+        return self.base_failure_rate > BASE_FAILURE_WARNING
+
+    def warnings(self, base_label: str = "the base judge") -> list[str]:
+        """What a reader must know before trusting the comparison with the base, in words."""
+        if not self.base_mostly_failed:
+            return []
+        reasons = "; ".join(f"{reason} ({count})" for reason, count in list(self.base_failures.items())[:2])
+        return [
+            f"{base_label} failed {100 * self.base_failure_rate:.1f} % of its judgments"
+            + (f" (most common: {reasons})" if reasons else "")
+            + ": failures count as wrong, so the difference from it flatters the tuned model; compare with the "
+            f"baseline floor ({FLOOR_SPEC}) and chance instead, or make the base answer (hf: judges: --constrained)"
+        ]
 
     def to_json(self) -> dict[str, Any]:
-        """``{"tuned": table, "base": table or None, "comparison": {column: record} or None}``."""
+        """The tables and comparisons as ``cv.json`` holds them."""
+
+        def table(value: ColumnTable[Estimate] | None) -> Any:
+            return None if value is None else value.to_json(Estimate.to_json)
+
+        def tests(value: ColumnTable[PairwiseComparison] | None) -> Any:
+            return None if value is None else value.to_json(PairwiseComparison.to_json)
+
         return {
-            "tuned": self.tuned.to_json(Estimate.to_json),
-            "base": None if self.base is None else self.base.to_json(Estimate.to_json),
-            "comparison": None if self.comparison is None else self.comparison.to_json(PairwiseComparison.to_json),
+            "tuned": table(self.tuned),
+            "base": table(self.base),
+            "comparison": tests(self.comparison),
+            "floor": table(self.floor),
+            "floor_comparison": tests(self.floor_comparison),
+            "base_failure_rate": number(self.base_failure_rate),
+            "base_failures": dict(self.base_failures),
+            "chance": CHANCE,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HeldOutSummary:
-        """Read :meth:`to_json` output (or a whole cv.json report)."""
-        base, comparison = data.get("base"), data.get("comparison")
+        """Read :meth:`to_json` output (or a whole cv.json report, version 2 or 3)."""
+
+        def table(key: str) -> ColumnTable[Estimate] | None:
+            value = data.get(key)
+            return None if value is None else ColumnTable.from_json(value, Estimate.from_json)
+
+        def tests(key: str) -> ColumnTable[PairwiseComparison] | None:
+            value = data.get(key)
+            return None if value is None else ColumnTable.from_json(value, PairwiseComparison.from_json)
+
+        tuned = table("tuned")
+        if tuned is None:
+            raise MedRewardBenchError("a cross-validation report without a tuned table")
+        rate = data.get("base_failure_rate")
         return cls(
-            tuned=ColumnTable.from_json(data["tuned"], Estimate.from_json),
-            base=None if base is None else ColumnTable.from_json(base, Estimate.from_json),
-            comparison=None if comparison is None else ColumnTable.from_json(comparison, PairwiseComparison.from_json),
+            tuned=tuned,
+            base=table("base"),
+            comparison=tests("comparison"),
+            floor=table("floor"),
+            floor_comparison=tests("floor_comparison"),
+            base_failure_rate=float("nan") if rate is None else float(rate),
+            base_failures={str(k): int(v) for k, v in (data.get("base_failures") or {}).items()},
         )
 
 
@@ -231,6 +299,7 @@ def _held_out_run(
     labels: npt.NDArray[np.int8],
     organs: Sequence[str],
     lengths: npt.NDArray[np.int64],
+    failures: Mapping[str, int] | None = None,
 ) -> RunData:
     return RunData(
         run_id=run_id,
@@ -242,6 +311,7 @@ def _held_out_run(
         lengths=lengths,
         groups={STRATA: tuple(organs)},
         orders=ORDERS,
+        failures=dict(failures or {}),
     )
 
 
@@ -257,11 +327,14 @@ def summarize(
     tuned_label: str = "tuned",
     base_label: str = "base",
     lengths: npt.ArrayLike | None = None,
+    floor: npt.NDArray[np.int8] | None = None,
+    floor_label: str = FLOOR_SPEC,
+    base_failures: Mapping[str, int] | None = None,
 ) -> HeldOutSummary:
-    """Held-out accuracies with intervals and the paired comparison with the base model.
+    """Held-out agreement with intervals, and the paired comparisons with the base model and the floor.
 
-    The two judges are analysed together like runs in a report (the same bootstrap resamples for
-    both, stratified by organ system), so the numbers mean what they mean everywhere else.
+    The judges are analysed together like runs in a report (the same bootstrap resamples for all,
+    stratified by organ system), so the numbers mean what they mean everywhere else.
 
     Args:
         tuned: (n, 2, n_dims) pooled held-out verdicts of the trained models.
@@ -273,23 +346,43 @@ def summarize(
         seed: bootstrap seed.
         tuned_label: the tuned judge's name in the comparison records.
         base_label: the base judge's name in the comparison records.
-        lengths: (n, 2) response lengths; they play no part in accuracy and may be left out.
+        lengths: (n, 2) response lengths; they play no part in agreement and may be left out.
+        floor: (n, 2, n_dims) verdicts of the baseline floor on the same cases, or None.
+        floor_label: the floor's name in the comparison records.
+        base_failures: the base's failure reasons with counts (reported with its failure rate).
 
     Returns:
-        The :class:`HeldOutSummary` (base and comparison None without a base).
+        The :class:`HeldOutSummary` (a comparison is None when its judge was not run).
     """
     n = len(labels)
     case_lengths = np.zeros((n, 2), dtype=np.int64) if lengths is None else np.asarray(lengths, dtype=np.int64)
     runs = [_held_out_run("tuned", tuned_label, tuned, labels, organs, case_lengths)]
     if base is not None:
-        runs.append(_held_out_run("base", base_label, base, labels, organs, case_lengths))
+        runs.append(_held_out_run("base", base_label, base, labels, organs, case_lengths, base_failures))
+    if floor is not None:
+        runs.append(_held_out_run("floor", floor_label, floor, labels, organs, case_lengths))
     analysis = analyze(runs, confidence=confidence, n_resamples=n_resamples, seed=seed)
-    tuned_run = analysis.runs[0]
-    if base is None:
-        return HeldOutSummary(tuned_run.accuracy, None, None)
-    base_run = analysis.runs[1]
-    comparison = ColumnTable.of(analysis.pairwise.between(tuned_run.label, base_run.label))
-    return HeldOutSummary(tuned_run.accuracy, base_run.accuracy, comparison)
+    by_id = {run.run_id: run for run in analysis.runs}
+    tuned_run = by_id["tuned"]
+
+    def against(run_id: str) -> tuple[ColumnTable[Estimate] | None, ColumnTable[PairwiseComparison] | None]:
+        other = by_id.get(run_id)
+        if other is None:
+            return None, None
+        return other.accuracy, ColumnTable.of(analysis.pairwise.between(tuned_run.label, other.label))
+
+    base_table, comparison = against("base")
+    floor_table, floor_comparison = against("floor")
+    base_run = by_id.get("base")
+    return HeldOutSummary(
+        tuned_run.accuracy,
+        base_table,
+        comparison,
+        floor_table,
+        floor_comparison,
+        base_failure_rate=float("nan") if base_run is None else base_run.failure_rate.pooled,
+        base_failures=dict(base_failures or {}),
+    )
 
 
 def cross_validate(
@@ -305,6 +398,7 @@ def cross_validate(
     judge_options: JudgeOptions | None = None,
     baseline_spec: str | None = "default",
     baseline_options: JudgeOptions | None = None,
+    floor_spec: str | None = FLOOR_SPEC,
     confidence: float = 0.95,
     n_resamples: int = 2000,
     reuse_models: bool = False,
@@ -327,6 +421,7 @@ def cross_validate(
             ``local.constrained``...); the adapter is set per fold.
         baseline_spec: the untuned judge; ``"default"`` is :func:`default_baseline_spec`, None skips it.
         baseline_options: its options; None uses ``judge_options`` without an adapter.
+        floor_spec: the baseline floor judged on the same cases (default ``baseline:longer``); None skips it.
         confidence: interval coverage.
         n_resamples: bootstrap resamples.
         reuse_models: skip training a fold whose model directory already holds a model trained
@@ -418,7 +513,10 @@ def cross_validate(
         )
         logger.info("fold %d: held-out score %.4f", index, fold_run.score.point)
     held_out = Benchmark(
-        labelled.name, labelled.source, tuple(case for case in labelled.cases if case.case_id in tuned_by_case)
+        labelled.name,
+        labelled.source,
+        tuple(case for case in labelled.cases if case.case_id in tuned_by_case),
+        labels=labelled.labels,
     )
     case_ids = held_out.case_ids()
     n, d = len(case_ids), len(DIMENSIONS)
@@ -428,15 +526,18 @@ def cross_validate(
             labels[i, j] = case.labels.get(dim, 0)
     tuned = np.stack([tuned_by_case[case_id] for case_id in case_ids]).astype(np.int8)
     base: npt.NDArray[np.int8] | None = None
+    floor: npt.NDArray[np.int8] | None = None
+    base_failures: dict[str, int] = {}
     resolved_baseline = default_baseline_spec(base_model) if baseline_spec == "default" else baseline_spec
     baseline_s = 0.0
     baseline_run: str | None = None
+    floor_run: str | None = None
     if resolved_baseline:
         baseline_started = time.perf_counter()
         evaluation = evaluate(
             held_out,
             [resolved_baseline],
-            out / "baseline",
+            out / COMPARISON_DIR,
             orders=ORDERS,
             options=baseline_options or options.with_local(adapter=None),
             progress=eval_progress,
@@ -444,7 +545,13 @@ def cross_validate(
         baseline_run = evaluation.runs[0].run_id
         base_by_case = _verdicts_by_case(evaluation.out_dir, baseline_run)
         base = np.stack([base_by_case[case_id] for case_id in case_ids]).astype(np.int8)
+        base_failures = dict(evaluation.health[0].reasons) if evaluation.health else {}
         baseline_s = time.perf_counter() - baseline_started
+    if floor_spec:
+        evaluation = evaluate(held_out, [floor_spec], out / COMPARISON_DIR, orders=ORDERS, progress=eval_progress)
+        floor_run = evaluation.runs[0].run_id
+        floor_by_case = _verdicts_by_case(evaluation.out_dir, floor_run)
+        floor = np.stack([floor_by_case[case_id] for case_id in case_ids]).astype(np.int8)
     organs = tuple(case.organ_system for case in held_out.cases)
     tuned_label = f"hf:{base_model} + fold LoRA adapters ({method})" if method != "rm" else "rm: fold reward models"
     summary = summarize(
@@ -458,16 +565,21 @@ def cross_validate(
         tuned_label=tuned_label,
         base_label=resolved_baseline or "base",
         lengths=[(len(case.response_1), len(case.response_2)) for case in held_out.cases],
+        floor=floor,
+        floor_label=floor_spec or FLOOR_SPEC,
+        base_failures=base_failures,
     )
     notes = [
         "held-out: each case is judged, in both orders, only by the model of the fold that did not train on it",
         "failures (unparseable answers, equal reward scores) count as wrong",
-        "intervals: case bootstrap stratified by organ system; diff = tuned - base with a paired bootstrap "
-        "(same resamples); McNemar treats the two orders of a case as separate pairs (somewhat anti-conservative)",
+        "intervals: case bootstrap stratified by organ system; differences (tuned - base, tuned - floor) with a "
+        "paired case bootstrap on the same resamples, whose p_bootstrap is the headline test",
+        "p_mcnemar treats every request (case x order x dimension) as independent, which the two orders and six "
+        "dimensions of a case are not: it is anti-conservative and not the headline",
+        f"chance: {CHANCE:.0%} agreement; the floor ({floor_spec or 'not run'}) picks the longer answer",
+        f"labels: {held_out.labels.banner()}",
     ]
-    label_note = next((c.metadata.get("label_note") for c in held_out.cases if c.metadata.get("label_note")), None)
-    if label_note:
-        notes.append(f"data: {label_note}")
+    warnings = summary.warnings(resolved_baseline or "the base judge")
     report: dict[str, Any] = {
         "format": CV_FORMAT,
         "version": CV_VERSION,
@@ -487,7 +599,11 @@ def cross_validate(
         "tuned_judge": tuned_label,
         "base_judge": resolved_baseline,
         "baseline_run_id": baseline_run,
+        "floor_judge": floor_spec,
+        "floor_run_id": floor_run,
+        "labels": held_out.labels.to_json(),
         **summary.to_json(),
+        "warnings": warnings,
         "folds": [outcome.as_dict() for outcome in outcomes],
         "hyperparameters": config.as_dict(),
         "confidence": confidence,

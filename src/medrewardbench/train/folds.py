@@ -146,6 +146,6 @@ def split_with_assignment(
         k=k,
         index=index,
         seed=seed,
-        train=Benchmark(benchmark.name, benchmark.source, train),
-        evaluation=Benchmark(benchmark.name, benchmark.source, held_out),
+        train=Benchmark(benchmark.name, benchmark.source, train, labels=benchmark.labels),
+        evaluation=Benchmark(benchmark.name, benchmark.source, held_out, labels=benchmark.labels),
     )
