@@ -216,7 +216,7 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         raise ValueError(f"the case table is of data {cases.data_hash[:12]}, the run of {run.data_hash[:12]}")
     n, d = cases.n_cases, len(DIMENSIONS)
     verdicts = np.full((n, 2, d), NOT_RUN, dtype=np.int8)
-    prompt_tokens = completion_tokens = 0
+    prompt_tokens = completion_tokens = n_failed = 0
     latencies: list[float] = []
     powers = 3 ** np.arange(d, dtype=np.int64)
     for block in store.iter_verdict_rows(run):
@@ -229,7 +229,9 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         if cases.position_index is not None:
             positions = cases.position_index[positions]
         packed = (code // 2)[:, None] // powers[None, :] % 3  # (rows, dims): 1, 2 or 0 (no verdict)
-        values = np.where((code % 2 == 1)[:, None], FAILED, packed)  # a failed request has no verdict
+        failed = code % 2 == 1
+        n_failed += int(failed.sum())
+        values = np.where(failed[:, None], FAILED, packed)  # a failed request has no verdict
         verdicts[positions, orders] = values.astype(np.int8)
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": math.fsum(latencies)}
     return RunData(
@@ -242,7 +244,7 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         lengths=cases.lengths,
         groups=cases.groups,
         orders=run.orders,
-        failures=store.failure_counts(run),
+        failures=store.failure_counts(run) if n_failed else {},  # its reasons: another pass, when needed
         usage=usage,
         config=run.config,
         metadata=run.metadata,
