@@ -586,6 +586,8 @@ class IdTracker:
       reports nothing. :meth:`repeated` then gives the hashes seen more than once (usually none).
     * ``IdTracker.exact_for(hashes)``: exact, but only for ids with those hashes, the few that a
       hashing pass found repeated; every other id costs nothing.
+    * ``IdTracker.looking_for(ids)``: tracks nothing, and tells readers that may skip rows whose
+      id is not one of ``ids`` (:func:`~medrewardbench.data.sources.find_cases`) before checking them.
 
     Ids are tracked per scope (a file, an organ system); the hashing pass pools the scopes, so
     anything repeated in any scope is found.
@@ -596,6 +598,15 @@ class IdTracker:
         self._hashing = hashing
         self._hashes = array("q")
         self._seen: dict[str, dict[str, CaseLocation]] = {}
+        self.wanted: frozenset[str] | None = None
+        """When set, the only ids the caller wants: a reader may skip other rows unchecked."""
+
+    @classmethod
+    def looking_for(cls, ids: frozenset[str]) -> IdTracker:
+        """No tracking; rows whose id is not in ``ids`` may be skipped unchecked."""
+        tracker = cls(only=frozenset())
+        tracker.wanted = ids
+        return tracker
 
     @classmethod
     def hashing(cls) -> IdTracker:

@@ -544,7 +544,10 @@ def iter_rows(
     """
     errors = ProblemSink(file, sink.errors)
     tracker = ids if ids is not None else IdTracker()
+    wanted = tracker.wanted
     for row, record in rows:
+        if wanted is not None and (not isinstance(record, Mapping) or record.get("id") not in wanted):
+            continue  # a caller looking for a few cases: the other rows are not even checked
         row_warnings = ProblemSink(file)
         case = case_from_record(record, row, base_dir, errors, policy, row_warnings)
         raw_id = record.get("id") if isinstance(record, Mapping) else None

@@ -374,7 +374,7 @@ def find_cases(
     reader = open_source(source, allow_external_images=allow_external_images, image_roots=image_roots)
     sink = LoadResult(name=reader.name, source=source)
     found: dict[str, Case] = {}
-    for case, _location, _warnings in reader.read(sink, IdTracker.hashing(), None):
+    for case, _location, _warnings in reader.read(sink, IdTracker.looking_for(frozenset(wanted)), None):
         if case.case_id in wanted and case.case_id not in found:
             found[case.case_id] = case
             if len(found) == len(wanted):
