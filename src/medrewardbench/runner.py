@@ -59,8 +59,8 @@ class RunPlan:
         """The requests still to judge, in case order then order, read a chunk of cases at a time.
 
         Args:
-            store: when given, each chunk's registered content hashes are read from it, so that the
-                cases' images are not read again to hash them.
+            store: when given, the registered content hashes of cases whose hash the benchmark did
+                not keep are read from it, so that the cases' images are not read again to hash them.
 
         Yields:
             The requests.
@@ -69,19 +69,28 @@ class RunPlan:
             return
         position = 0
         for chunk in self.benchmark.iter_chunks(PLAN_CHUNK):
+            start = position
             masks = self.pending_mask[position : position + len(chunk)]
             position += len(chunk)
-            wanted = [case for case, mask in zip(chunk, masks, strict=True) if mask]
+            wanted = [(offset, case) for offset, (case, mask) in enumerate(zip(chunk, masks, strict=True)) if mask]
             if not wanted:
                 continue
-            if store is not None:
-                known = store.done_for_cases(
-                    self.run.judge_fingerprint, self.run.data_hash, [case.case_id for case in wanted]
+            unknown = []
+            for offset, case in wanted:
+                known = self.benchmark.content_hash_at(start + offset)  # kept from the fingerprint pass
+                if known is not None:
+                    case.prime_content_hash(known)
+                else:
+                    unknown.append(case)
+            if store is not None and unknown:
+                stored = store.done_for_cases(
+                    self.run.judge_fingerprint, self.run.data_hash, [case.case_id for case in unknown]
                 )
-                for case in wanted:
-                    if case.case_id in known:
-                        case.prime_content_hash(known[case.case_id][0])
-            for case, mask in zip(chunk, masks, strict=True):
+                for case in unknown:
+                    if case.case_id in stored:
+                        case.prime_content_hash(stored[case.case_id][0])
+            for offset, case in wanted:
+                mask = masks[offset]
                 for i, order in enumerate(self.orders):
                     if mask >> i & 1:
                         yield JudgeRequest(case, order)
