@@ -11,8 +11,18 @@ of realistic length), and prints the seconds taken and the HTML size.
 Goals (issue): analysis of 32 judges x 1,026 cases x 6 dimensions x 2 orders with 2,000
 resamples in under 5 s on a 2-core machine; the HTML under 10 MB.
 
+With ``--from-store DIR`` it measures the whole ``report`` instead, as users run it: the same
+synthetic judges are written once into a real results store under DIR (one store, one run per judge,
+every judgment a row, the cases a canonical JSONL file that the HTML gallery re-reads), and a fresh
+process renders every format from that store (:func:`medrewardbench.report.render.render_report`:
+load the runs, analyse, write Markdown, CSV, JSON, XLSX and HTML). It prints the wall time and the
+peak RSS of that process. Goal (scale issue): 32 judges x 100,000 cases x 6 dimensions x 2 orders
+with 2,000 resamples in under 60 s and under 2 GB.
+
 Usage: python benchmarks/bench_analysis.py [--judges 32] [--cases 1026] [--resamples 2000]
        [--repeat 3] [--per-judge 50] [--out DIR]
+       python benchmarks/bench_analysis.py --from-store DIR [--judges 32] [--cases 100000]
+       [--resamples 2000] [--timeout 1800]
 """
 
 from __future__ import annotations
@@ -20,7 +30,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -161,15 +174,193 @@ def gallery_inputs(
     return cases, judgments
 
 
+def write_store(root: Path, n_judges: int, n_cases: int) -> Path:
+    """The synthetic runs as a real results store: cases in a canonical file, one run per judge.
+
+    The cases (builtin CT image, texts of the synthetic lengths) go to ``root/cases.jsonl`` and are
+    hashed and registered by the library itself; the judgments are inserted in bulk with SQL (the
+    store's own layout), which is what ``eval`` would have left behind. Reused when already built.
+    """
+    from medrewardbench.data import load_benchmark
+    from medrewardbench.store import RunRecord, Store, judgment_fingerprint, make_run_id
+
+    run_dir = root / f"store-{n_judges}x{n_cases}"
+    done = run_dir / "complete"
+    if done.is_file():
+        return run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runs = synthesise(n_judges, n_cases)
+    first = runs[0]
+    data_file = run_dir / "cases.jsonl"
+    sentence = "The image shows findings consistent with the clinical question; the report should mention them. "
+    with data_file.open("w", encoding="utf-8") as handle:
+        for i in range(n_cases):
+            n1, n2 = (int(v) for v in first.lengths[i])
+            row = {
+                "id": first.case_ids[i],
+                "image": {"builtin": "pydicom:CT_small.dcm"},
+                "question": f"Describe the abnormality visible in image {i} and suggest the next diagnostic step.",
+                "response_1": (sentence * (n1 // len(sentence) + 1))[:n1],
+                "response_2": (sentence * (n2 // len(sentence) + 1))[:n2],
+                "labels": {d: int(first.labels[i, k]) for k, d in enumerate(DIMENSIONS)},
+                "organ_system": first.groups["organ_system"][i],
+                "department": ("radiology", "ophthalmology", "pathology")[i % 3],
+            }
+            handle.write(json.dumps(row) + "\n")
+    benchmark = load_benchmark(str(data_file))
+    data_hash = benchmark.data_hash()
+    hashes = [case.content_hash() for case in benchmark]
+    store_path = run_dir / "medrewardbench.sqlite"
+    store_path.unlink(missing_ok=True)
+    reason = (
+        "Response A identifies the lesion and its location correctly, while response B misses the "
+        "differential diagnosis; both are relevant, A is more complete."
+    )
+    with Store(store_path) as store:
+        for j, run in enumerate(runs):
+            judge_fp = f"synthetic-judge-{j:03d}"
+            record = RunRecord(
+                run_id=make_run_id(run.judge_spec, judge_fp, data_hash),
+                judge_spec=run.judge_spec,
+                judge_fingerprint=judge_fp,
+                data_hash=data_hash,
+                dataset_name="synthetic",
+                dataset_source=str(data_file),
+                orders=run.orders,
+                config={"spec": run.judge_spec},
+                metadata={},
+                n_cases=n_cases,
+            )
+            store.register_run(record, benchmark.cases if j == 0 else [], data_hash)
+    db = sqlite3.connect(store_path)
+    letters = {1: "1", 2: "2"}
+    for j, run in enumerate(runs):
+        judge_fp = f"synthetic-judge-{j:03d}"
+        rows = []
+        for i in range(n_cases):
+            case_id = first.case_ids[i]
+            for o, order in enumerate(run.orders):
+                verdict = run.verdicts[i, o].tolist()
+                failed = verdict[0] == 0
+                verdicts = (
+                    "{}"
+                    if failed
+                    else "{"
+                    + ", ".join(
+                        f'"{d}": {letters[v]}' for d, v in sorted(zip(DIMENSIONS, verdict, strict=True)) if v > 0
+                    )
+                    + "}"
+                )
+                raw = None if failed else json.dumps({"overall": "A", "reason": reason})
+                rows.append(
+                    (
+                        judge_fp,
+                        case_id,
+                        order.value,
+                        hashes[i],
+                        judgment_fingerprint(judge_fp, hashes[i], order),
+                        verdicts,
+                        raw,
+                        "HTTP 429: rate limited" if failed else None,
+                        "{}",
+                        0.5,
+                        900,
+                        120,
+                        None,
+                        "{}",
+                        0.0,
+                    )
+                )
+        with db:
+            db.executemany(
+                """INSERT OR REPLACE INTO judgments(judge_fingerprint, case_id, order_, case_hash,
+                       fingerprint, verdicts_json, raw_output, failure, dimension_failures_json,
+                       latency_s, prompt_tokens, completion_tokens, scores_json, extra_json, created_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                rows,
+            )
+    db.close()
+    done.write_text("ok\n")
+    return run_dir
+
+
+REPORT_CHILD = r"""
+import json, resource, sys, time
+from medrewardbench.report.render import render_report
+
+run_dir, out, resamples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start = time.perf_counter()
+written = render_report([run_dir], out, n_resamples=resamples, group_fields=("organ_system", "department"))
+wall = time.perf_counter() - start
+peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+sizes = {kind: path.stat().st_size for kind, path in written.items()}
+print(json.dumps({"wall_s": wall, "peak_rss_mb": peak_kb / 1024, "sizes": sizes}))
+"""
+
+
+def report_from_store(
+    root: Path, n_judges: int, n_cases: int, resamples: int, timeout: float, memory_limit_gb: float | None = None
+) -> None:
+    """Build (or reuse) the store, then time ``render_report`` on it in a fresh process.
+
+    ``memory_limit_gb`` caps the child's address space (a report that needs more fails with a
+    MemoryError instead of pushing a shared machine into swap or the OOM killer).
+    """
+    start = time.perf_counter()
+    run_dir = write_store(root, n_judges, n_cases)
+    print(f"store: {run_dir} (ready in {time.perf_counter() - start:.1f} s)")
+    out = root / f"report-{n_judges}x{n_cases}"
+
+    def limit_memory() -> None:
+        if memory_limit_gb is not None:
+            import resource
+
+            cap = int(memory_limit_gb * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", REPORT_CHILD, str(run_dir), str(out), str(resamples)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=limit_memory,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"report: did not finish within {timeout:.0f} s")
+        return
+    if done.returncode != 0:
+        print(f"report: failed with exit status {done.returncode}: {done.stderr.strip()[-2000:]}")
+        return
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    sizes = ", ".join(f"{kind} {size / 1e6:.2f} MB" for kind, size in figures["sizes"].items())
+    print(
+        f"report: {figures['wall_s']:.1f} s wall, peak RSS {figures['peak_rss_mb']:.0f} MB "
+        f"(goal < 60 s and < 2048 MB); {sizes}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--judges", type=int, default=32)
-    parser.add_argument("--cases", type=int, default=1026)
+    parser.add_argument("--cases", type=int, default=None, help="default 1026; 100000 with --from-store")
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--per-judge", type=int, default=50)
     parser.add_argument("--out", type=Path, default=None, help="where to keep report.html (default: a temp dir)")
+    parser.add_argument("--from-store", type=Path, default=None, help="time the whole report from a store built here")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="--from-store: give the report this long")
+    parser.add_argument("--memory-limit-gb", type=float, default=None, help="--from-store: cap the report's memory")
     args = parser.parse_args()
+    if args.from_store is not None:
+        n_cases = args.cases or 100_000
+        print(
+            f"report from a store: {args.judges} judges x {n_cases} cases x {len(DIMENSIONS)} dimensions x "
+            f"2 orders, {args.resamples} resamples"
+        )
+        report_from_store(args.from_store, args.judges, n_cases, args.resamples, args.timeout, args.memory_limit_gb)
+        return
+    args.cases = args.cases or 1026
 
     runs = synthesise(args.judges, args.cases)
     n_pairs = args.judges * (args.judges - 1) // 2

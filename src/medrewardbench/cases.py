@@ -103,6 +103,14 @@ class Case:
             cached = self._hash_cache["content"] = digest.hexdigest()
         return cached
 
+    def prime_content_hash(self, content_hash: str) -> None:
+        """Take the content hash as known (recorded in the store under this data's fingerprint).
+
+        Args:
+            content_hash: what :meth:`content_hash` returns for this case.
+        """
+        self._hash_cache.setdefault("content", content_hash)
+
     def grouping_metadata(self) -> dict[str, str]:
         """Every field a metric may be grouped by, as strings (for storage and reports)."""
         out = {name: self.group_value(name) for name in _GROUPABLE_ATTRIBUTES}

@@ -396,12 +396,7 @@ def _health(run: RunRecord, data: RunData) -> RunHealth:
 
 def _stored_requests(store: Store, judges: Sequence[Judge], benchmark: Benchmark, orders: Sequence[Order]) -> int:
     """How many of this call's requests (every judge, case and order) the store holds."""
-    hashes = {case.case_id: case.content_hash() for case in benchmark.cases}  # cached: no image is read
-    wanted = {o.value for o in orders}
-    count = 0
-    for judge in judges:
-        done = store.completed(judge.fingerprint())
-        count += sum(
-            1 for (case_id, order), case_hash in done.items() if order in wanted and hashes.get(case_id) == case_hash
-        )
-    return count
+    if not store.count_cases(benchmark.data_hash()):
+        return 0  # no judge got as far as recording the cases: nothing of this data is stored
+    data_hash = benchmark.data_hash()
+    return sum(store.count_done(judge.fingerprint(), data_hash, orders) for judge in judges)

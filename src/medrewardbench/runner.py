@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from medrewardbench import __version__
@@ -27,15 +27,73 @@ ProgressCallback = Callable[[int], None]
 """Called with the number of requests just finished."""
 
 
+PLAN_CHUNK = 256
+"""Cases read, registered and looked up in the store at a time while planning and dispatching."""
+
+
 @dataclass(frozen=True)
 class RunPlan:
-    """What a run will do before it does it."""
+    """What a run will do before it does it.
+
+    The plan holds no request: one byte per case says which orders are still to judge, and
+    :meth:`iter_requests` reads the cases from the benchmark again, a chunk at a time, when the run
+    dispatches them.
+    """
 
     run: RunRecord
-    requests: tuple[JudgeRequest, ...]
-    """Requests still to judge (the store has the rest)."""
     total_requests: int
     reused: int
+    benchmark: Benchmark
+    orders: tuple[Order, ...]
+    pending_mask: bytes
+    """Per case, in order: bit ``i`` is set when ``orders[i]`` is still to judge."""
+    n_pending: int
+    """Requests still to judge (the store has the rest)."""
+
+    @property
+    def requests(self) -> tuple[JudgeRequest, ...]:
+        """Every request still to judge, in case order then order, in memory (for small data)."""
+        return tuple(self.iter_requests())
+
+    def iter_requests(self, store: Store | None = None) -> Iterator[JudgeRequest]:
+        """The requests still to judge, in case order then order, read a chunk of cases at a time.
+
+        Args:
+            store: when given, the registered content hashes of cases whose hash the benchmark did
+                not keep are read from it, so that the cases' images are not read again to hash them.
+
+        Yields:
+            The requests.
+        """
+        if not self.n_pending:
+            return
+        position = 0
+        for chunk in self.benchmark.iter_chunks(PLAN_CHUNK):
+            start = position
+            masks = self.pending_mask[position : position + len(chunk)]
+            position += len(chunk)
+            wanted = [(offset, case) for offset, (case, mask) in enumerate(zip(chunk, masks, strict=True)) if mask]
+            if not wanted:
+                continue
+            unknown = []
+            for offset, case in wanted:
+                known = self.benchmark.content_hash_at(start + offset)  # kept from the fingerprint pass
+                if known is not None:
+                    case.prime_content_hash(known)
+                else:
+                    unknown.append(case)
+            if store is not None and unknown:
+                stored = store.done_for_cases(
+                    self.run.judge_fingerprint, self.run.data_hash, [case.case_id for case in unknown]
+                )
+                for case in unknown:
+                    if case.case_id in stored:
+                        case.prime_content_hash(stored[case.case_id][0])
+            for offset, case in wanted:
+                mask = masks[offset]
+                for i, order in enumerate(self.orders):
+                    if mask >> i & 1:
+                        yield JudgeRequest(case, order)
 
 
 @dataclass(frozen=True)
@@ -60,17 +118,22 @@ def plan_run(
 ) -> RunPlan:
     """Register the run in the store and work out which requests are still missing.
 
+    The benchmark is read twice, a chunk at a time: once for its fingerprint, once to record its
+    cases (unless the store holds them already) and ask the store which of each chunk's requests it
+    has. Memory holds one chunk and one byte per case.
+
     Args:
         judge: the judge to run.
         benchmark: the cases (already selected by organ and limit).
         store: the results store.
-        orders: presentation orders to judge.
+        orders: presentation orders to judge (at most 8).
         fresh: forget every stored judgment of this judge configuration first.
         retry_failures: judge again requests whose stored judgment failed as a whole.
 
     Returns:
-        The run record and the requests still to judge, in case order then order.
+        The run record and which requests are still to judge.
     """
+    orders = tuple(orders)
     judge_fp = judge.fingerprint()
     data_hash = benchmark.data_hash()
     run = RunRecord(
@@ -80,7 +143,7 @@ def plan_run(
         data_hash=data_hash,
         dataset_name=benchmark.name,
         dataset_source=benchmark.source,
-        orders=tuple(orders),
+        orders=orders,
         config=judge.config(),
         # the tool's version, for the report's configuration table (not part of the fingerprint)
         metadata={**judge.metadata(), "medrewardbench_version": __version__},
@@ -89,18 +152,40 @@ def plan_run(
     if fresh:
         removed = store.delete_judgments(judge_fp)
         log.info("fresh run: removed %d stored judgments of %s", removed, judge.spec)
-    store.register_run(run, benchmark.cases, data_hash)
-    done = store.completed(judge_fp, include_failures=not retry_failures)
-    pending: list[JudgeRequest] = []
-    reused = 0
-    for case in benchmark.cases:
-        case_hash = case.content_hash()
-        for order in orders:
-            if done.get((case.case_id, order.value)) == case_hash:
-                reused += 1
-            else:
-                pending.append(JudgeRequest(case, order))
-    return RunPlan(run=run, requests=tuple(pending), total_requests=len(benchmark) * len(orders), reused=reused)
+    registered = store.count_cases(data_hash) == len(benchmark)
+    mask = bytearray(len(benchmark))
+    reused = pending = position = 0
+    for chunk in benchmark.iter_chunks(PLAN_CHUNK):
+        if not registered:
+            for offset, case in enumerate(chunk):
+                known = benchmark.content_hash_at(position + offset)
+                if known is not None:
+                    case.prime_content_hash(known)  # hashed with the data: the image is not read again
+            store.add_cases(data_hash, chunk, position)
+        done = store.done_for_cases(
+            judge_fp, data_hash, [case.case_id for case in chunk], include_failures=not retry_failures
+        )
+        for case in chunk:
+            stored = done.get(case.case_id)
+            bits = 0
+            for i, order in enumerate(orders):
+                if stored is not None and order.value in stored[1]:
+                    reused += 1
+                else:
+                    bits |= 1 << i
+                    pending += 1
+            mask[position] = bits
+            position += 1
+    store.register_run(run, (), data_hash)  # after its cases: a kill while planning leaves no half-registered run
+    return RunPlan(
+        run=run,
+        total_requests=len(benchmark) * len(orders),
+        reused=reused,
+        benchmark=benchmark,
+        orders=orders,
+        pending_mask=bytes(mask),
+        n_pending=pending,
+    )
 
 
 def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> StoredJudgment:
@@ -132,12 +217,18 @@ def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> Stor
     )
 
 
+MAX_PENDING_ROWS = 4096
+"""Finished judgments held at most before they are written, whatever the judge's concurrency."""
+
+
 class _StoreWriter:
     """Commits finished judgments, one transaction for all the batches that finish in one loop turn.
 
     A commit per judgment costs more CPU on the event loop than the judge's own work once dozens of
     API requests are in flight. The first batch to finish in a turn waits one turn for the others
-    and then writes them all, so no finished judgment waits longer than that.
+    and then writes them all, so no finished judgment waits longer than that. A batch that joins
+    waits for that write too, so that a judge that never awaits (an instant judge) cannot pile up
+    finished results ahead of the writer; past :data:`MAX_PENDING_ROWS` they are written at once.
     """
 
     def __init__(self, store: Store, judge_fp: str, progress: ProgressCallback | None) -> None:
@@ -152,7 +243,11 @@ class _StoreWriter:
     async def add(self, rows: list[StoredJudgment]) -> None:
         self._pending.extend(rows)
         if self._collecting:
-            return  # the batch that opened this turn's transaction writes these too
+            # the batch that opened this turn's transaction writes these too: let it run first
+            if len(self._pending) >= MAX_PENDING_ROWS:
+                self.flush()
+            await asyncio.sleep(0)
+            return
         self._collecting = True
         try:
             await asyncio.sleep(0)  # the other batches that finished in this turn join in
@@ -171,10 +266,16 @@ class _StoreWriter:
             self.progress(len(rows))
 
 
-def _batches(requests: Sequence[JudgeRequest], size: int) -> Iterator[Sequence[JudgeRequest]]:
+def _batches(requests: Iterable[JudgeRequest], size: int) -> Iterator[Sequence[JudgeRequest]]:
     size = max(1, size)
-    for start in range(0, len(requests), size):
-        yield requests[start : start + size]
+    batch: list[JudgeRequest] = []
+    for request in requests:
+        batch.append(request)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 async def _judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
@@ -196,9 +297,7 @@ async def _judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[Jud
 
 
 def _with_latency(result: JudgeResult, latency: float) -> JudgeResult:
-    from dataclasses import replace
-
-    return replace(result, latency_s=latency)
+    return JudgeResult(**{**vars(result), "latency_s": latency})  # dataclasses.replace, without its introspection
 
 
 async def execute_plan(
@@ -211,11 +310,12 @@ async def execute_plan(
     """Judge every pending request of a plan and store each batch as it finishes.
 
     At most ``judge.concurrency`` batches of ``judge.batch_size`` requests are in flight: one per
-    worker, each taking the next batch of the plan when its last one is stored.
+    worker, each taking the next batch of the plan when its last one is stored. The requests are
+    made as the workers take them (:meth:`RunPlan.iter_requests`), never all at once.
     """
     started = time.perf_counter()
     judge_fp = plan.run.judge_fingerprint
-    batches = _batches(plan.requests, judge.batch_size)
+    batches = _batches(plan.iter_requests(store), judge.batch_size)
     writer = _StoreWriter(store, judge_fp, progress)
 
     async def worker() -> None:

@@ -298,23 +298,20 @@ class Store:
             yield db
 
     # ---- runs and cases -------------------------------------------------------------------
-    def register_run(self, run: RunRecord, cases: Sequence[Case], data_hash: str) -> None:
-        """Record a run and the cases it covers (idempotent: re-registering updates config)."""
+    def register_run(self, run: RunRecord, cases: Iterable[Case], data_hash: str) -> None:
+        """Record a run and the cases it covers (idempotent: re-registering updates config).
+
+        The cases are written as they come, in one transaction: any iterable works, and a long
+        stream of cases (a benchmark read from its source chunk by chunk) is never held whole.
+        Pass no cases when the store already has them (:meth:`count_cases`).
+
+        Args:
+            run: the run.
+            cases: the cases, in order (their positions are their indices).
+            data_hash: the data fingerprint they were hashed into.
+        """
         now = time.time()
-        case_rows = [
-            (
-                data_hash,
-                position,
-                case.case_id,
-                case.content_hash(),
-                json.dumps({d: case.labels[d] for d in DIMENSIONS if d in case.labels}),
-                json.dumps(case.grouping_metadata(), sort_keys=True, ensure_ascii=False),
-                len(case.response_1),
-                len(case.response_2),
-                _annotations_json(case.annotations),
-            )
-            for position, case in enumerate(cases)
-        ]
+        case_rows = _case_rows(data_hash, cases, 0)
         with self._transaction() as db:
             db.execute(
                 """INSERT INTO runs(run_id, judge_spec, judge_fingerprint, data_hash, dataset_name,
@@ -337,11 +334,32 @@ class Store:
                     now,
                 ),
             )
-            db.executemany(
-                """INSERT OR REPLACE INTO cases(data_hash, position, case_id, case_hash, labels_json,
-                       groups_json, len_1, len_2, annotations_json) VALUES (?,?,?,?,?,?,?,?,?)""",
-                case_rows,
-            )
+            db.executemany(_INSERT_CASE, case_rows)
+
+    def add_cases(self, data_hash: str, cases: Iterable[Case], start: int) -> None:
+        """Record some of a data set's cases (a chunk of them) and commit at once.
+
+        The run itself is recorded with :meth:`register_run` (no cases) once every chunk is in.
+
+        Args:
+            data_hash: the data fingerprint they were hashed into.
+            cases: the cases, in order.
+            start: the position of the first of them in the data set.
+        """
+        with self._transaction() as db:
+            db.executemany(_INSERT_CASE, _case_rows(data_hash, cases, start))
+
+    def count_cases(self, data_hash: str) -> int:
+        """How many cases the store holds for a data fingerprint.
+
+        Args:
+            data_hash: the data fingerprint.
+
+        Returns:
+            The number of case rows.
+        """
+        row = self._db.execute("SELECT COUNT(*) FROM cases WHERE data_hash=?", (data_hash,)).fetchone()
+        return int(row[0])
 
     def set_label_provenance(self, data_hash: str, labels: LabelProvenance) -> None:
         """Record where the labels of a data set come from.
@@ -425,12 +443,14 @@ class Store:
         return _run_from_row(row)
 
     def cases(self, data_hash: str) -> list[StoredCase]:
-        """The cases registered for one data set, in case order, with their per-annotator labels."""
-        rows = self._db.execute(
-            """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2, annotations_json FROM cases
-               WHERE data_hash=? ORDER BY position""",
-            (data_hash,),
-        ).fetchall()
+        """Every case of a data fingerprint, in order, with its per-annotator labels (for small data).
+
+        Args:
+            data_hash: the data fingerprint.
+
+        Returns:
+            The cases; :meth:`iter_case_rows` reads them without building them all.
+        """
         return [
             StoredCase(
                 r[0],
@@ -439,14 +459,36 @@ class Store:
                 json.loads(r[3]),
                 r[4],
                 r[5],
-                _annotations_from_json(r[6]),
+                _annotations_from_json(r[7]),
             )
-            for r in rows
+            for r in self.iter_case_rows(data_hash)
         ]
+
+    def iter_case_rows(self, data_hash: str, case_ids: Sequence[str] | None = None) -> Iterator[tuple[Any, ...]]:
+        """The stored rows of a data fingerprint's cases, in order, read a few thousand at a time.
+
+        Args:
+            data_hash: the data fingerprint.
+            case_ids: only these cases (None: all of them).
+
+        Yields:
+            ``(case_id, case_hash, labels_json, groups_json, len_1, len_2, position, annotations_json)``.
+        """
+        query = """SELECT case_id, case_hash, labels_json, groups_json, len_1, len_2, position, annotations_json
+                   FROM cases WHERE data_hash=?"""
+        if case_ids is None:
+            yield from _fetch_all(self._db.execute(query + " ORDER BY position", (data_hash,)))
+            return
+        for part in _parts(list(case_ids)):
+            marks = ",".join("?" * len(part))
+            yield from self._db.execute(query + f" AND case_id IN ({marks}) ORDER BY position", (data_hash, *part))
 
     # ---- judgments ------------------------------------------------------------------------
     def completed(self, judge_fingerprint: str, *, include_failures: bool = True) -> dict[tuple[str, str], str]:
         """(case_id, order) -> case_hash of every stored judgment of a judge configuration.
+
+        It holds one entry per judgment: the runner asks :meth:`done_for_cases` chunk by chunk
+        instead.
 
         Args:
             judge_fingerprint: the judge's fingerprint.
@@ -457,6 +499,61 @@ class Store:
         if not include_failures:
             query += " AND failure IS NULL"
         return {(r[0], r[1]): r[2] for r in self._db.execute(query, (judge_fingerprint,))}
+
+    def done_for_cases(
+        self, judge_fingerprint: str, data_hash: str, case_ids: Sequence[str], *, include_failures: bool = True
+    ) -> dict[str, tuple[str, set[str]]]:
+        """For some registered cases: their stored content hash and the orders already judged on it.
+
+        Args:
+            judge_fingerprint: the judge's fingerprint.
+            data_hash: the data fingerprint the cases were registered under.
+            case_ids: the cases (a chunk of them).
+            include_failures: when False, judgments that failed as a whole do not count as done.
+
+        Returns:
+            case id -> (case hash, orders whose judgment of that content is stored); a case that is
+            not registered under ``data_hash`` is absent.
+        """
+        failure = "" if include_failures else " AND j.failure IS NULL"
+        found: dict[str, tuple[str, set[str]]] = {}
+        for part in _parts(list(case_ids)):
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                f"""SELECT c.case_id, c.case_hash, j.order_ FROM cases c LEFT JOIN judgments j
+                      ON j.judge_fingerprint=? AND j.case_id=c.case_id AND j.case_hash=c.case_hash{failure}
+                    WHERE c.data_hash=? AND c.case_id IN ({marks})""",
+                (judge_fingerprint, data_hash, *part),
+            )
+            for case_id, case_hash, order in rows:
+                orders = found.setdefault(case_id, (case_hash, set()))[1]
+                if order is not None:
+                    orders.add(order)
+        return found
+
+    def count_done(
+        self, judge_fingerprint: str, data_hash: str, orders: Sequence[Order], *, include_failures: bool = True
+    ) -> int:
+        """How many of a data set's requests a judge configuration has stored, on the cases' current content.
+
+        Args:
+            judge_fingerprint: the judge's fingerprint.
+            data_hash: the data fingerprint (its cases must be registered).
+            orders: the orders that count.
+            include_failures: when False, judgments that failed as a whole are not counted.
+
+        Returns:
+            The number of stored (case, order) judgments whose case hash matches the registered case.
+        """
+        failure = "" if include_failures else " AND j.failure IS NULL"
+        marks = ",".join("?" * len(orders))
+        row = self._db.execute(
+            f"""SELECT COUNT(*) FROM cases c JOIN judgments j
+                  ON j.judge_fingerprint=? AND j.case_id=c.case_id AND j.case_hash=c.case_hash{failure}
+                WHERE c.data_hash=? AND j.order_ IN ({marks})""",
+            (judge_fingerprint, data_hash, *(o.value for o in orders)),
+        ).fetchone()
+        return int(row[0])
 
     def write_judgments(self, judge_fingerprint: str, rows: Iterable[StoredJudgment]) -> int:
         """Insert (or replace) judgments and commit at once. Returns how many were written.
@@ -510,27 +607,51 @@ class Store:
         return cursor.rowcount
 
     def judgments_for_run(self, run: RunRecord) -> list[StoredJudgment]:
-        """The judgments that belong to a run: its judge, its cases (matching hashes), its orders."""
-        rows = self._db.execute(
-            """SELECT j.case_id, j.order_, j.case_hash, j.fingerprint, j.verdicts_json, j.raw_output,
+        """The judgments that belong to a run: its judge, its cases (matching hashes), its orders.
+
+        Builds one object per judgment: :meth:`iter_judgments_for_run` streams them, and metrics read
+        :meth:`iter_verdict_rows`.
+        """
+        return list(self.iter_judgments_for_run(run))
+
+    def iter_judgments_for_run(self, run: RunRecord, case_ids: Sequence[str] | None = None) -> Iterator[StoredJudgment]:
+        """A run's judgments in case order, read a few thousand rows at a time.
+
+        Args:
+            run: the run.
+            case_ids: only these cases (None: every case of the run).
+
+        Yields:
+            The run's judgments in case order, then order.
+        """
+        query = """SELECT j.case_id, j.order_, j.case_hash, j.fingerprint, j.verdicts_json, j.raw_output,
                       j.failure, j.dimension_failures_json, j.latency_s, j.prompt_tokens,
                       j.completion_tokens, j.scores_json, j.extra_json
                FROM cases c JOIN judgments j
                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
-               WHERE c.data_hash = ?
-               ORDER BY c.position, j.order_""",
-            (run.judge_fingerprint, run.data_hash),
-        ).fetchall()
+               WHERE c.data_hash = ?"""
         wanted = {o.value for o in run.orders}
         # stores written before the scrubber existed, or keys registered only now (the variable the
         # run names is set in this process): texts are scrubbed on the way out as well
         register_secret_env(run.metadata.get("api_key_env"))
-        out = []
-        for r in rows:
-            if r[1] not in wanted:
-                continue
-            out.append(
-                StoredJudgment(
+        if case_ids is None:
+            ordered = query + " ORDER BY c.position, j.order_"
+            cursors: Iterable[Iterable[Sequence[Any]]] = [
+                _fetch_all(self._db.execute(ordered, (run.judge_fingerprint, run.data_hash)))
+            ]
+        else:
+            cursors = (
+                self._db.execute(
+                    query + f" AND c.case_id IN ({','.join('?' * len(part))}) ORDER BY c.position, j.order_",
+                    (run.judge_fingerprint, run.data_hash, *part),
+                )
+                for part in _parts(list(case_ids))
+            )
+        for cursor in cursors:
+            for r in cursor:
+                if r[1] not in wanted:
+                    continue
+                yield StoredJudgment(
                     case_id=r[0],
                     order=Order(r[1]),
                     case_hash=r[2],
@@ -545,8 +666,65 @@ class Store:
                     scores=None if r[11] is None else json.loads(r[11]),
                     extra=json.loads(_scrubbed_json(r[12])),
                 )
-            )
-        return out
+
+    def iter_verdict_rows(self, run: RunRecord, rows_at_a_time: int = 65_536) -> Iterator[list[tuple[int, ...]]]:
+        """A run's verdicts packed into small integers, a block of rows at a time (what metrics read).
+
+        Few columns per row, so that millions of judgments cross into Python quickly.
+
+        Args:
+            run: the run.
+            rows_at_a_time: rows per block.
+
+        Yields:
+            Lists of ``(key, code, prompt_tokens, completion_tokens, latency_s)``: ``key`` is the
+            case's position times 2, plus 1 for the swapped order; ``code`` is 1 for a judgment that
+            failed as a whole, plus 2 times the verdicts in base 3 (the ``d``-th dimension of
+            :data:`~medrewardbench.dimensions.DIMENSIONS` times ``3**d``; each 1, 2 or 0 for no
+            verdict); then the usage (0 when unknown), so that one pass gives what :meth:`usage`
+            sums.
+        """
+        packed = " + ".join(
+            f"{3**d} * coalesce(json_extract(j.verdicts_json, '$.{dim}'), 0)" for d, dim in enumerate(DIMENSIONS)
+        )
+        marks = ",".join("?" * len(run.orders))
+        cursor = self._db.execute(
+            f"""SELECT c.position * 2 + (j.order_ = 'swapped'), (j.failure IS NOT NULL) + 2 * ({packed}),
+                       coalesce(j.prompt_tokens, 0), coalesce(j.completion_tokens, 0), coalesce(j.latency_s, 0.0)
+                FROM cases c JOIN judgments j
+                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
+                WHERE c.data_hash = ? AND j.order_ IN ({marks})""",
+            (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
+        )
+        while True:
+            block = cursor.fetchmany(rows_at_a_time)
+            if not block:
+                return
+            yield block
+
+    def failure_counts(self, run: RunRecord) -> dict[str, int]:
+        """How often each failure reason occurs in a run (first line of the reason, at most 80 characters).
+
+        Args:
+            run: the run.
+
+        Returns:
+            reason -> count, most common first (ties by reason).
+        """
+        marks = ",".join("?" * len(run.orders))
+        rows = self._db.execute(
+            f"""SELECT j.failure, COUNT(*) FROM cases c JOIN judgments j
+                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
+                WHERE c.data_hash = ? AND j.failure IS NOT NULL AND j.order_ IN ({marks})
+                GROUP BY j.failure""",
+            (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
+        )
+        counts: dict[str, int] = {}
+        for failure, count in rows:
+            text = scrub(failure)
+            key = text.splitlines()[0][:80] if text else "failure"
+            counts[key] = counts.get(key, 0) + int(count)
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def update_run_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> None:
         """Replace a run's metadata (facts that do not change outputs, such as its cost).
@@ -657,8 +835,16 @@ class Store:
         return int(row[0])
 
     def usage(self, run: RunRecord) -> dict[str, Any]:
-        """Summed token usage and latency over a run's judgments."""
-        return summed_usage(self.judgments_for_run(run))
+        """Summed token usage and latency over a run's judgments (unknown values count as zero)."""
+        marks = ",".join("?" * len(run.orders))
+        prompt, completion, latency = self._db.execute(
+            f"""SELECT COALESCE(SUM(j.prompt_tokens), 0), COALESCE(SUM(j.completion_tokens), 0), TOTAL(j.latency_s)
+                FROM cases c JOIN judgments j
+                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
+                WHERE c.data_hash = ? AND j.order_ IN ({marks})""",
+            (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
+        ).fetchone()
+        return {"prompt_tokens": int(prompt), "completion_tokens": int(completion), "latency_s": float(latency)}
 
 
 def summed_usage(judgments: Iterable[StoredJudgment]) -> dict[str, Any]:
@@ -669,6 +855,25 @@ def summed_usage(judgments: Iterable[StoredJudgment]) -> dict[str, Any]:
         totals["completion_tokens"] += j.completion_tokens or 0
         totals["latency_s"] += j.latency_s or 0.0
     return totals
+
+
+_INSERT_CASE = """INSERT OR REPLACE INTO cases(data_hash, position, case_id, case_hash, labels_json,
+       groups_json, len_1, len_2, annotations_json) VALUES (?,?,?,?,?,?,?,?,?)"""
+
+
+def _case_rows(data_hash: str, cases: Iterable[Case], start: int) -> Iterator[tuple[Any, ...]]:
+    for position, case in enumerate(cases, start):
+        yield (
+            data_hash,
+            position,
+            case.case_id,
+            case.content_hash(),
+            json.dumps({d: case.labels[d] for d in DIMENSIONS if d in case.labels}),
+            json.dumps(case.grouping_metadata(), sort_keys=True, ensure_ascii=False),
+            len(case.response_1),
+            len(case.response_2),
+            _annotations_json(case.annotations),
+        )
 
 
 def _run_from_row(row: Sequence[Any]) -> RunRecord:
@@ -686,6 +891,24 @@ def _run_from_row(row: Sequence[Any]) -> RunRecord:
         created_at=row[10],
         updated_at=row[11],
     )
+
+
+_SQL_PARAMETERS = 900
+"""Most values bound in one statement (SQLite allows 999 in old builds)."""
+
+
+def _parts(values: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(values), _SQL_PARAMETERS):
+        yield values[start : start + _SQL_PARAMETERS]
+
+
+def _fetch_all(cursor: sqlite3.Cursor, rows_at_a_time: int = 4096) -> Iterator[Any]:
+    """A cursor's rows, fetched a block at a time (never all at once)."""
+    while True:
+        block = cursor.fetchmany(rows_at_a_time)
+        if not block:
+            return
+        yield from block
 
 
 def find_stores(paths: Sequence[str | Path]) -> list[Path]:

@@ -108,6 +108,27 @@ def test_analysis_benchmark_times_the_analysis_and_writes_the_html(tmp_path: Pat
 
 
 @pytest.mark.slow
+def test_analysis_benchmark_times_the_whole_report_from_a_store(tmp_path: Path) -> None:
+    out = run_script(
+        "bench_analysis.py", "--from-store", str(tmp_path), "--judges", "3", "--cases", "300", "--resamples", "50"
+    )
+    found = re.search(r"report: ([\d.]+) s wall, peak RSS (\d+) MB \(goal < 60 s and < 2048 MB\); (.*)$", out, re.M)
+    assert found is not None, out
+    assert float(found.group(1)) > 0 and int(found.group(2)) > 0
+    assert "html" in found.group(3) and "csv" in found.group(3)
+
+
+@pytest.mark.slow
+def test_build_memory_benchmark_prints_every_step_and_the_growth(tmp_path: Path) -> None:
+    out = run_script("bench_build_memory.py", "--quick", "--workdir", str(tmp_path))
+    rows = re.findall(r"^\s+(\d+) (\w+)\s+([\d.]+)\s+([\d.]+)$", out, re.MULTILINE)
+    steps = ["import", "filter", "responses", "pairs", "labels", "export", "report"]
+    assert [(size, step) for size, step, *_ in rows] == [(size, step) for size in ("1000", "4000") for step in steps]
+    assert re.search(r"^\s+4000 pairs\s+4000$", out, re.MULTILINE), out
+    assert re.search(r"peak RSS growth from 1000 to 4000 questions: -?[\d.]+ MB", out), out
+
+
+@pytest.mark.slow
 def test_faults_benchmark_kills_and_resumes_with_nothing_lost_or_duplicated(tmp_path: Path) -> None:
     out = run_script("bench_faults.py", "--quick", "--workdir", str(tmp_path))
     assert re.search(r"^lost: 0$", out, re.MULTILINE) and re.search(r"^duplicated: 0$", out, re.MULTILINE), out

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import hashlib
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import NamedTuple
+
+import numpy as np
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
@@ -77,28 +79,33 @@ def unknown_organs_problem(source: str, requested: Sequence[str], available: Seq
     )
 
 
-def nothing_to_measure(source: str, cases: Sequence[Case]) -> DataProblem | None:
+def nothing_to_measure(source: str, cases: Sequence[Case] | Benchmark) -> DataProblem | None:
     """The problem of a selection of cases on which no accuracy can be measured, if it is one.
 
     Args:
         source: the data source, for the problem's file.
-        cases: the cases (after any organ selection and limit).
+        cases: the cases (after any organ selection and limit), or a benchmark (its counts are used:
+            nothing is read).
 
     Returns:
         A problem when there is no case, or no case carries an expert label; else None.
     """
-    if not cases:
+    n_cases = len(cases)
+    labeled = cases.n_labeled if isinstance(cases, Benchmark) else sum(1 for case in cases if case.is_labeled)
+    if not n_cases:
         return DataProblem(source, "no cases in the data: nothing can be measured")
-    if not any(case.is_labeled for case in cases):
+    if not labeled:
         return DataProblem(
             source,
-            f"none of the {len(cases)} case(s) carries an expert label: nothing can be measured",
+            f"none of the {n_cases} case(s) carries an expert label: nothing can be measured",
             field="labels",
         )
     return None
 
 
-def summarize_warnings(warnings: Sequence[DataProblem], max_lines: int = 10) -> list[str]:
+def summarize_warnings(
+    warnings: Sequence[DataProblem], max_lines: int = 10, counts: Mapping[str, int] | None = None
+) -> list[str]:
     """Warnings as a few lines: problems that come in numbers are counted, the rest listed.
 
     Warnings with a kind (cases without labels, null labels, labels without a case) become one
@@ -109,6 +116,8 @@ def summarize_warnings(warnings: Sequence[DataProblem], max_lines: int = 10) -> 
         warnings: the warnings, in order.
         max_lines: the most lines returned (one per counted kind at least); a last line says
             how many more there are.
+        counts: every warning counted by kind (``""`` for those without one), when ``warnings``
+            keeps only some of them (:attr:`Benchmark.warning_counts`).
 
     Returns:
         Lines to print (not escaped for a terminal).
@@ -122,71 +131,237 @@ def summarize_warnings(warnings: Sequence[DataProblem], max_lines: int = 10) -> 
         else:
             rest.append(warning)
     for kind, found in by_kind.items():
-        if len(found) == 1:
+        total = max(len(found), (counts or {}).get(kind, 0))
+        if total == 1:
             rest.insert(0, found[0])
             continue
         first = found[0]
         where = first.file + (f", row {first.row}" if first.row is not None else "")
         where += f" (case {first.case_id})" if first.case_id is not None else ""
-        lines.append(f"{len(found)} {_KIND_SUMMARIES[kind]} (first: {where})")
+        lines.append(f"{total} {_KIND_SUMMARIES[kind]} (first: {where})")
     room = max(max_lines - len(lines), 0)
-    if len(rest) > room:
+    # warnings listed one by one that were counted but not kept are added to the last line's count
+    kept: dict[str, int] = {}
+    for warning in warnings:
+        kept[warning.kind or ""] = kept.get(warning.kind or "", 0) + 1
+    unkept = sum(
+        max(count - kept.get(kind, 0), 0) for kind, count in (counts or {}).items() if kind not in _KIND_SUMMARIES
+    )
+    if len(rest) > room or unkept:
         room = max(room - 1, 0)  # keep a line to say how many more there are
     lines.extend(str(problem) for problem in rest[:room])
-    if len(rest) > room:
-        lines.append(f"... and {len(rest) - room} more warning(s)")
+    if len(rest) - room + unkept > 0:
+        lines.append(f"... and {len(rest) - room + unkept} more warning(s)")
     return lines
 
 
-@dataclass(frozen=True)
+CHUNK_SIZE = 256
+"""Cases per chunk when a benchmark is read from its source a chunk at a time."""
+WARNINGS_KEPT_PER_KIND = 100
+"""Warnings of one kind kept with their details; beyond that they are only counted."""
+
+
+def _warning_counts(warnings: Sequence[DataProblem]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for warning in warnings:
+        counts[warning.kind or ""] = counts.get(warning.kind or "", 0) + 1
+    return counts
+
+
+class WarningLog:
+    """Warnings as they are found: every one counted, at most :data:`WARNINGS_KEPT_PER_KIND` of a kind kept."""
+
+    def __init__(self, keep_per_kind: int = WARNINGS_KEPT_PER_KIND) -> None:
+        self.keep_per_kind = keep_per_kind
+        self.kept: list[DataProblem] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, warning: DataProblem) -> None:
+        """Count one warning, and keep it while its kind has room."""
+        kind = warning.kind or ""
+        count = self.counts.get(kind, 0)
+        self.counts[kind] = count + 1
+        if count < self.keep_per_kind:
+            self.kept.append(warning)
+
+    def extend(self, warnings: Iterable[DataProblem]) -> None:
+        """:meth:`add` each warning."""
+        for warning in warnings:
+            self.add(warning)
+
+
 class Benchmark:
-    """A loaded set of cases, in a deterministic order, with the warnings found while loading.
+    """A set of cases in a deterministic order, with the warnings found while loading it.
+
+    A benchmark is read from its source whenever its cases are needed: iterate it (or
+    :meth:`iter_chunks`) and the cases come one chunk at a time, so that a data set of any size is
+    never held in memory whole. The loaders (:func:`~medrewardbench.data.load_benchmark`) give such
+    streaming benchmarks; ``Benchmark(name, source, cases)`` wraps cases already in memory, one
+    more kind of source. The count, the organ systems and the warnings are known from the first
+    reading.
 
     Attributes:
         name: a short human-readable name (``"demo"``, ``"Med-RewardBench"``, a file stem).
         source: the source string it was loaded from (``"demo"``, ``"hf:owner/name"``, a path).
-        cases: the cases, in source order (organ files sorted by name, rows in file order).
         warnings: problems that did not stop loading: cases without expert labels, labels without
-            a case, and (with ``strict=False``) every error whose rows were skipped.
+            a case, and (with ``strict=False``) every error whose rows were skipped. At most
+            :data:`WARNINGS_KEPT_PER_KIND` of each kind are kept; :attr:`warning_counts` counts all.
+        warning_counts: warning kind (``""`` for warnings without one) -> how many were found.
         labels: where the labels come from (a dataset card, ``eval --labels``, or the source's
             default; :mod:`medrewardbench.data.provenance`).
     """
 
-    name: str
-    source: str
-    cases: tuple[Case, ...]
-    warnings: tuple[DataProblem, ...] = ()
-    labels: LabelProvenance = UNKNOWN_LABELS
+    def __init__(
+        self,
+        name: str,
+        source: str,
+        cases: Iterable[Case] = (),
+        warnings: Sequence[DataProblem] = (),
+        labels: LabelProvenance = UNKNOWN_LABELS,
+        *,
+        warning_counts: Mapping[str, int] | None = None,
+    ) -> None:
+        self.name = name
+        self.source = source
+        self.labels = labels
+        self._cases: tuple[Case, ...] | None = tuple(cases)
+        self._read: Callable[[], Iterator[Case]] = lambda: iter(self._cases or ())
+        self.warnings: tuple[DataProblem, ...] = tuple(warnings)
+        self.warning_counts: dict[str, int] = dict(warning_counts or _warning_counts(self.warnings))
+        self._n_cases = len(self._cases)
+        self._organs = tuple(sorted({case.organ_system for case in self._cases}))
+        self._n_labeled = sum(1 for case in self._cases if case.is_labeled)
+        self._hash: str | None = None
+        self._contents: bytes | None = None
+        self._group_fields: tuple[str, ...] | None = None
+
+    @classmethod
+    def streaming(
+        cls,
+        name: str,
+        source: str,
+        read: Callable[[], Iterator[Case]],
+        *,
+        n_cases: int,
+        organ_systems: Iterable[str],
+        n_labeled: int,
+        warnings: Sequence[DataProblem] = (),
+        warning_counts: Mapping[str, int] | None = None,
+        labels: LabelProvenance = UNKNOWN_LABELS,
+    ) -> Benchmark:
+        """A benchmark read from its source each time its cases are needed.
+
+        Args:
+            name: the benchmark's name.
+            source: the source string.
+            read: gives a fresh iterator over the cases, in order, each time it is called.
+            n_cases: how many cases ``read`` gives.
+            organ_systems: their distinct organ systems.
+            n_labeled: how many of them carry an expert label.
+            warnings: the warnings kept from loading.
+            warning_counts: every warning counted by kind.
+            labels: where the labels come from.
+
+        Returns:
+            The benchmark.
+        """
+        benchmark = cls(name, source, (), warnings, labels, warning_counts=warning_counts)
+        benchmark._cases = None
+        benchmark._read = read
+        benchmark._n_cases = n_cases
+        benchmark._organs = tuple(sorted(set(organ_systems)))
+        benchmark._n_labeled = n_labeled
+        return benchmark
+
+    def __repr__(self) -> str:
+        kind = "in memory" if self._cases is not None else "streaming"
+        return f"Benchmark({self.name!r}, {self.source!r}, {self._n_cases} cases, {kind})"
 
     def __len__(self) -> int:
-        return len(self.cases)
+        return self._n_cases
 
     def __iter__(self) -> Iterator[Case]:
-        return iter(self.cases)
+        return self._read()
 
-    @cached_property
-    def _data_hash(self) -> str:
-        digest = hashlib.sha256()
-        for case in self.cases:
-            labels = [[dim, case.labels[dim]] for dim in DIMENSIONS if dim in case.labels]
-            record = [case.case_id, case.content_hash(), labels]
-            digest.update(json.dumps(record, ensure_ascii=False).encode("utf-8"))
-            digest.update(b"\n")
-        return digest.hexdigest()
+    @property
+    def in_memory(self) -> bool:
+        """Whether the cases are held in memory (else they are read from the source when needed)."""
+        return self._cases is not None
+
+    @property
+    def n_labeled(self) -> int:
+        """How many cases carry at least one expert label."""
+        return self._n_labeled
+
+    @property
+    def cases(self) -> tuple[Case, ...]:
+        """Every case, in order, in memory.
+
+        A streaming benchmark reads them all from its source for this (each time): fine for small
+        data, but code that must scale iterates the benchmark or :meth:`iter_chunks` instead.
+        """
+        if self._cases is not None:
+            return self._cases
+        return tuple(self._read())
+
+    def iter_chunks(self, size: int = CHUNK_SIZE) -> Iterator[list[Case]]:
+        """The cases in order, ``size`` at a time.
+
+        Args:
+            size: cases per chunk.
+
+        Yields:
+            Lists of at most ``size`` cases.
+        """
+        chunk: list[Case] = []
+        for case in self._read():
+            chunk.append(case)
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
 
     def data_hash(self) -> str:
         """The data fingerprint: a SHA-256 over, in case order, each case's id, content and labels.
 
         Reports compare it to refuse mixing results computed on different data. It reads every
-        image's bytes once (cached afterwards).
+        case once, and every image's bytes, in one pass; the result is kept.
 
         Returns:
             A 64-character hex digest.
 
         Raises:
             ImageError: an image cannot be read.
+            DataError: the source changed since it was loaded.
         """
-        return self._data_hash
+        if self._hash is None:
+            digest = DataHasher()
+            contents = bytearray()
+            for case in self._read():
+                digest.add(case)
+                if self._cases is None:
+                    contents += bytes.fromhex(case.content_hash())
+            self._hash = digest.hexdigest()
+            self._contents = bytes(contents) if self._cases is None else None
+        return self._hash
+
+    def content_hash_at(self, position: int) -> str | None:
+        """The content hash of the case at a position, as :meth:`data_hash` found it.
+
+        A streaming benchmark keeps its cases' content hashes (32 bytes a case) once it has been
+        hashed, so that later readings need not read the images again; an in-memory benchmark's
+        cases keep their own.
+
+        Args:
+            position: the case's index.
+
+        Returns:
+            The hex digest, or None when not known.
+        """
+        if self._contents is None or not 0 <= position < len(self._contents) // 32:
+            return None
+        return self._contents[32 * position : 32 * position + 32].hex()
 
     def organ_systems(self) -> tuple[str, ...]:
         """The distinct organ systems of the cases.
@@ -194,15 +369,15 @@ class Benchmark:
         Returns:
             Sorted organ-system names.
         """
-        return tuple(sorted({case.organ_system for case in self.cases}))
+        return self._organs
 
     def case_ids(self) -> tuple[str, ...]:
-        """The case ids in order.
+        """The case ids in order (read from the source for a streaming benchmark).
 
         Returns:
             One id per case.
         """
-        return tuple(case.case_id for case in self.cases)
+        return tuple(case.case_id for case in self._read())
 
     def labeled(self) -> Benchmark:
         """The cases that carry at least one expert label.
@@ -210,8 +385,31 @@ class Benchmark:
         Returns:
             A new benchmark with the unlabeled cases left out (warnings kept).
         """
-        return Benchmark(
-            self.name, self.source, tuple(c for c in self.cases if c.is_labeled), self.warnings, self.labels
+        if self._cases is not None:
+            return Benchmark(
+                self.name,
+                self.source,
+                tuple(c for c in self._cases if c.is_labeled),
+                self.warnings,
+                self.labels,
+                warning_counts=self.warning_counts,
+            )
+        parent = self._read
+
+        def read() -> Iterator[Case]:
+            return (case for case in parent() if case.is_labeled)
+
+        organs = {case.organ_system for case in read()}
+        return Benchmark.streaming(
+            self.name,
+            self.source,
+            read,
+            n_cases=self._n_labeled,
+            organ_systems=organs,
+            n_labeled=self._n_labeled,
+            warnings=self.warnings,
+            warning_counts=self.warning_counts,
+            labels=self.labels,
         )
 
     def select(self, organs: Sequence[str] | None = None, limit: int | None = None) -> Benchmark:
@@ -233,24 +431,46 @@ class Benchmark:
         """
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, got {limit}")
-        cases = self.cases
         wanted: set[str] | None = None
         if organs:
             wanted = {normalize_organ(name) for name in organs}
-            available = {normalize_organ(case.organ_system) for case in cases}
+            available = {normalize_organ(name) for name in self._organs}
             unknown = [name for name in organs if normalize_organ(name) not in available]
             if unknown:
-                raise DataError([unknown_organs_problem(self.source, unknown, self.organ_systems())])
-            cases = tuple(case for case in cases if normalize_organ(case.organ_system) in wanted)
-        if limit is not None:
-            cases = cases[:limit]
-        all_ids = {case.case_id for case in self.cases}
-        kept_ids = {case.case_id for case in cases}
+                raise DataError([unknown_organs_problem(self.source, unknown, self._organs)])
+        parent = self._read
+
+        def read() -> Iterator[Case]:
+            kept = 0
+            for case in parent():
+                if wanted is not None and normalize_organ(case.organ_system) not in wanted:
+                    continue
+                if limit is not None and kept >= limit:
+                    return
+                kept += 1
+                yield case
+
+        # one pass over the parent: what is kept, and which of the warnings' cases exist at all
+        asked = {problem.case_id for problem in self.warnings if problem.case_id is not None}
+        all_ids: set[str] = set()
+        kept_ids: set[str] = set()
+        kept_organs: set[str] = set()
+        n_kept = n_labeled = 0
+        for case in parent():
+            if case.case_id in asked:
+                all_ids.add(case.case_id)
+            if wanted is not None and normalize_organ(case.organ_system) not in wanted:
+                continue
+            if limit is not None and n_kept >= limit:
+                continue
+            n_kept += 1
+            n_labeled += case.is_labeled
+            kept_organs.add(case.organ_system)
+            if case.case_id in asked:
+                kept_ids.add(case.case_id)
 
         def keep(problem: DataProblem) -> bool:
-            if problem.case_id is None:
-                return True
-            if problem.case_id in kept_ids:
+            if problem.case_id is None or problem.case_id in kept_ids:
                 return True
             if problem.case_id in all_ids:
                 return False
@@ -258,7 +478,23 @@ class Benchmark:
             return wanted is None or normalize_organ(problem.case_id.split("/", 1)[0]) in wanted
 
         warnings = tuple(problem for problem in self.warnings if keep(problem))
-        return Benchmark(self.name, self.source, cases, warnings, self.labels)
+        counts = dict(self.warning_counts)
+        for kind, dropped in _warning_counts([p for p in self.warnings if not keep(p)]).items():
+            counts[kind] -= dropped
+        counts = {kind: count for kind, count in counts.items() if count > 0}
+        if self._cases is not None:
+            return Benchmark(self.name, self.source, tuple(read()), warnings, self.labels, warning_counts=counts)
+        return Benchmark.streaming(
+            self.name,
+            self.source,
+            read,
+            n_cases=n_kept,
+            organ_systems=kept_organs,
+            n_labeled=n_labeled,
+            warnings=warnings,
+            warning_counts=counts,
+            labels=self.labels,
+        )
 
     def group_fields(self) -> tuple[str, ...]:
         """The fields at least one case has a value for, that metrics can group by.
@@ -267,10 +503,12 @@ class Benchmark:
             Sorted names: case attributes (``organ_system``, ``department``, ``modality``...) and
             scalar ``metadata`` keys.
         """
-        found: set[str] = set()
-        for case in self.cases:
-            found.update(name for name, value in case.grouping_metadata().items() if value != "unknown")
-        return tuple(sorted(found))
+        if self._group_fields is None:
+            found: set[str] = set()
+            for case in self._read():  # one reading, a case at a time; the answer is kept
+                found.update(name for name, value in case.grouping_metadata().items() if value != "unknown")
+            self._group_fields = tuple(sorted(found))
+        return self._group_fields
 
     def resolve_group_fields(self, fields: Sequence[str]) -> list[str]:
         """Check ``--by`` fields against the cases: ``metadata.site`` and ``site`` name the same field.
@@ -308,7 +546,27 @@ class Benchmark:
         Returns:
             A new benchmark.
         """
-        return dataclasses.replace(self, labels=labels)
+        other = copy.copy(self)
+        other.labels = labels
+        return other
+
+
+class DataHasher:
+    """The data fingerprint built one case at a time (what :meth:`Benchmark.data_hash` computes)."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+
+    def add(self, case: Case) -> None:
+        """Add the next case (its id, content hash and labels)."""
+        labels = [[dim, case.labels[dim]] for dim in DIMENSIONS if dim in case.labels]
+        record = [case.case_id, case.content_hash(), labels]
+        self._digest.update(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+        self._digest.update(b"\n")
+
+    def hexdigest(self) -> str:
+        """The fingerprint of the cases added so far."""
+        return self._digest.hexdigest()
 
 
 class CaseLocation(NamedTuple):
@@ -316,6 +574,82 @@ class CaseLocation(NamedTuple):
 
     file: str
     row: int
+
+
+class IdTracker:
+    """Finds ids given twice, in bounded memory.
+
+    Three modes:
+
+    * ``IdTracker()``: exact; remembers every id with where it first appeared (small data).
+    * ``IdTracker.hashing()``: a first pass over large data; keeps an 8-byte hash per id and
+      reports nothing. :meth:`repeated` then gives the hashes seen more than once (usually none).
+    * ``IdTracker.exact_for(hashes)``: exact, but only for ids with those hashes, the few that a
+      hashing pass found repeated; every other id costs nothing.
+    * ``IdTracker.looking_for(ids)``: tracks nothing, and tells readers that may skip rows whose
+      id is not one of ``ids`` (:func:`~medrewardbench.data.sources.find_cases`) before checking them.
+
+    Ids are tracked per scope (a file, an organ system); the hashing pass pools the scopes, so
+    anything repeated in any scope is found.
+    """
+
+    def __init__(self, only: frozenset[int] | None = None, *, hashing: bool = False) -> None:
+        self._only = only
+        self._hashing = hashing
+        self._hashes = array("q")
+        self._seen: dict[str, dict[str, CaseLocation]] = {}
+        self.wanted: frozenset[str] | None = None
+        """When set, the only ids the caller wants: a reader may skip other rows unchecked."""
+
+    @classmethod
+    def looking_for(cls, ids: frozenset[str]) -> IdTracker:
+        """No tracking; rows whose id is not in ``ids`` may be skipped unchecked."""
+        tracker = cls(only=frozenset())
+        tracker.wanted = ids
+        return tracker
+
+    @classmethod
+    def hashing(cls) -> IdTracker:
+        """A first pass: hashes only, never a duplicate reported."""
+        return cls(hashing=True)
+
+    @classmethod
+    def exact_for(cls, hashes: frozenset[int]) -> IdTracker:
+        """Exact tracking of the ids with these hashes only."""
+        return cls(hashes)
+
+    def first(self, scope: str, key: str, location: CaseLocation, *, hashed: bool = True) -> CaseLocation | None:
+        """Where ``key`` was first seen in ``scope``, or None when this is its first time (it is remembered).
+
+        Args:
+            scope: where ids must be unique (a file, or ``""`` for the whole source).
+            key: the id.
+            location: where it is now.
+            hashed: whether a hashing pass records it (a check that repeats another one on the
+                same rows passes False).
+
+        Returns:
+            The first location, or None.
+        """
+        if self._hashing:
+            if hashed:
+                self._hashes.append(hash(key))
+            return None
+        if self._only is not None and hash(key) not in self._only:
+            return None
+        seen = self._seen.setdefault(scope, {})
+        first = seen.get(key)
+        if first is None:
+            seen[key] = location
+        return first
+
+    def repeated(self) -> frozenset[int]:
+        """After a hashing pass: the hashes recorded more than once."""
+        if not self._hashes:
+            return frozenset()
+        values = np.sort(np.frombuffer(self._hashes, dtype=np.int64))
+        twice = values[1:][values[1:] == values[:-1]]
+        return frozenset(int(v) for v in np.unique(twice).tolist())
 
 
 @dataclass

@@ -43,7 +43,7 @@ from medrewardbench.data.annotations import (
     resolve_labels,
     undecided_warnings,
 )
-from medrewardbench.data.benchmark import NULL_LABEL, UNLABELED, CaseLocation, LoadResult
+from medrewardbench.data.benchmark import NULL_LABEL, UNLABELED, CaseLocation, IdTracker, LoadResult
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import BOM, MAX_JSON_DEPTH, JSONTextError, brief, parse_json, too_deep
 from medrewardbench.data.provenance import CARD_FILENAME
@@ -517,6 +517,55 @@ def case_from_record(
     )
 
 
+def iter_rows(
+    rows: Iterable[tuple[int, object]],
+    file: str,
+    base_dir: Path,
+    sink: LoadResult,
+    policy: ImagePolicy | None = None,
+    ids: IdTracker | None = None,
+) -> Iterator[tuple[Case, CaseLocation, list[DataProblem]]]:
+    """The cases of numbered canonical rows, one at a time; repeated ids are errors.
+
+    Problems go to ``sink.errors`` and the images of rows left out to ``sink.rejected_images``; each
+    case comes with its own warnings (no expert labels, dimensions labelled null, undecided
+    majorities), which the caller keeps or drops with the case.
+
+    Args:
+        rows: (1-based row number, row) pairs.
+        file: the file name to put in problems and locations.
+        base_dir: the directory that relative image paths are relative to.
+        sink: where problems and rejected images go (its ``cases`` are not touched).
+        policy: which image paths are allowed; None allows paths inside ``base_dir`` only.
+        ids: finds repeated ids (scope: this file); None tracks every id exactly.
+
+    Yields:
+        ``(case, location, warnings)`` for every valid row whose id is new in the file.
+    """
+    errors = ProblemSink(file, sink.errors)
+    tracker = ids if ids is not None else IdTracker()
+    wanted = tracker.wanted
+    for row, record in rows:
+        if wanted is not None and (not isinstance(record, Mapping) or record.get("id") not in wanted):
+            continue  # a caller looking for a few cases: the other rows are not even checked
+        row_warnings = ProblemSink(file)
+        case = case_from_record(record, row, base_dir, errors, policy, row_warnings)
+        raw_id = record.get("id") if isinstance(record, Mapping) else None
+        location = CaseLocation(file, row)
+        duplicate = False
+        if isinstance(raw_id, str) and raw_id.strip():
+            first = tracker.first(file, raw_id, location)
+            if first is not None:
+                errors.add(f"duplicate id {raw_id!r} (first at row {first.row})", row, "id", raw_id)
+                duplicate = True
+        if case is not None and not duplicate:
+            yield case, location, [*row_warnings.problems, *undecided_warnings(case, file, row)]
+        elif isinstance(record, Mapping) and _too_deep_field(record) is None:
+            scratch = ProblemSink(file)  # its problems were reported already
+            image = image_ref_from_value(record.get("image"), base_dir, scratch, row, policy=policy)
+            sink.reject_image(image, location, raw_id if isinstance(raw_id, str) else None)
+
+
 def load_rows(
     rows: Iterable[tuple[int, object]],
     file: str,
@@ -535,28 +584,9 @@ def load_rows(
         result: where cases, locations, problems and warnings go.
         policy: which image paths are allowed; None allows paths inside ``base_dir`` only.
     """
-    sink = ProblemSink(file, result.errors)
-    first_row: dict[str, int] = {}
-    for row, record in rows:
-        row_warnings = ProblemSink(file)
-        case = case_from_record(record, row, base_dir, sink, policy, row_warnings)
-        raw_id = record.get("id") if isinstance(record, Mapping) else None
-        location = CaseLocation(file, row)
-        duplicate = False
-        if isinstance(raw_id, str) and raw_id.strip():
-            duplicate = raw_id in first_row
-            if duplicate:
-                sink.add(f"duplicate id {raw_id!r} (first at row {first_row[raw_id]})", row, "id", raw_id)
-            else:
-                first_row[raw_id] = row
-        if case is not None and not duplicate:
-            result.add(case, location)
-            result.warnings.extend(row_warnings.problems)
-            result.warnings.extend(undecided_warnings(case, file, row))
-        elif isinstance(record, Mapping) and _too_deep_field(record) is None:
-            scratch = ProblemSink(file)  # its problems were reported already
-            image = image_ref_from_value(record.get("image"), base_dir, scratch, row, policy=policy)
-            result.reject_image(image, location, raw_id if isinstance(raw_id, str) else None)
+    for case, location, warnings in iter_rows(rows, file, base_dir, result, policy):
+        result.add(case, location)
+        result.warnings.extend(warnings)
 
 
 def cases_from_records(
@@ -714,6 +744,76 @@ def canonical_files(directory: Path) -> list[Path]:
     )
 
 
+def iter_canonical(
+    path: str | Path,
+    sink: LoadResult,
+    policy: ImagePolicy | None = None,
+    ids: IdTracker | None = None,
+) -> Iterator[tuple[Case, CaseLocation, list[DataProblem]]]:
+    """Read a canonical file or a directory of canonical files one case at a time.
+
+    Ids must be unique across all files of a directory. Image paths must stay inside the
+    directory of the data (see :class:`~medrewardbench.data.image_policy.ImagePolicy`).
+
+    Args:
+        path: a ``.jsonl``, ``.json`` or ``.parquet`` file, or a directory of them.
+        sink: where problems and the images of rows left out go.
+        policy: user settings for image paths; the data's directory is always allowed.
+        ids: finds repeated ids (None: every id exactly).
+
+    Yields:
+        ``(case, location, warnings)`` in file order (files sorted by name), rows in file order.
+    """
+    root = Path(path)
+    files = canonical_files(root) if root.is_dir() else [root]
+    if not files:
+        ProblemSink(str(root), sink.errors).add(
+            f"no canonical data files ({', '.join(CANONICAL_SUFFIXES)}) in this directory"
+        )
+        return
+    data_dir = root if root.is_dir() else root.parent
+    rules = (policy or ImagePolicy()).with_roots(data_dir)
+    tracker = ids if ids is not None else IdTracker()
+    for file_path in files:
+        display = str(file_path)
+        file_sink = ProblemSink(display, sink.errors)
+        try:
+            check_regular_file(file_path)
+        except FileRefused as exc:
+            file_sink.add(str(exc))
+            continue
+        for case, location, warnings in iter_rows(
+            _rows(file_path, file_sink), display, file_path.parent, sink, rules, tracker
+        ):
+            first = tracker.first("", case.case_id, location, hashed=False)
+            if first is not None:
+                sink.errors.append(
+                    DataProblem(
+                        location.file,
+                        f"duplicate id {case.case_id!r} (first in {first.file}, row {first.row})",
+                        row=location.row,
+                        field="id",
+                        case_id=case.case_id,
+                    )
+                )
+                sink.reject_image(case.image, location, case.case_id)
+                continue
+            yield case, location, warnings
+
+
+def canonical_data_files(path: str | Path) -> list[Path]:
+    """The files a canonical source reads (what :func:`iter_canonical` opens), for change checks.
+
+    Args:
+        path: a canonical file or directory.
+
+    Returns:
+        The files.
+    """
+    root = Path(path)
+    return canonical_files(root) if root.is_dir() else [root]
+
+
 def load_canonical(
     path: str | Path,
     source: str | None = None,
@@ -721,8 +821,7 @@ def load_canonical(
 ) -> LoadResult:
     """Read a canonical file or a directory of canonical files, collecting every problem.
 
-    Ids must be unique across all files of a directory. Image paths must stay inside the
-    directory of the data (see :class:`~medrewardbench.data.image_policy.ImagePolicy`).
+    Every case is kept in the result: for small data (:func:`iter_canonical` streams).
 
     Args:
         path: a ``.jsonl``, ``.json`` or ``.parquet`` file, or a directory of them.
@@ -735,48 +834,9 @@ def load_canonical(
     """
     root = Path(path)
     result = LoadResult(name=root.stem if root.is_file() else root.name, source=source or str(path))
-    files = canonical_files(root) if root.is_dir() else [root]
-    if not files:
-        ProblemSink(str(root), result.errors).add(
-            f"no canonical data files ({', '.join(CANONICAL_SUFFIXES)}) in this directory"
-        )
-        return result
-    data_dir = root if root.is_dir() else root.parent
-    rules = (policy or ImagePolicy()).with_roots(data_dir)
-    seen: dict[str, CaseLocation] = {}
-    for file_path in files:
-        file_result = LoadResult(name=result.name, source=result.source)
-        display = str(file_path)
-        sink = ProblemSink(display, file_result.errors)
-        try:
-            check_regular_file(file_path)
-        except FileRefused as exc:
-            sink.add(str(exc))
-        else:
-            load_rows(_rows(file_path, sink), display, file_path.parent, file_result, rules)
-        result.rejected_images.extend(file_result.rejected_images)
-        rejected: set[CaseLocation] = set()
-        for case, location in zip(file_result.cases, file_result.locations, strict=True):
-            if case.case_id in seen:
-                first = seen[case.case_id]
-                result.errors.append(
-                    DataProblem(
-                        location.file,
-                        f"duplicate id {case.case_id!r} (first in {first.file}, row {first.row})",
-                        row=location.row,
-                        field="id",
-                        case_id=case.case_id,
-                    )
-                )
-                result.reject_image(case.image, location, case.case_id)
-                rejected.add(location)
-                continue
-            seen[case.case_id] = location
-            result.add(case, location)
-        result.errors.extend(file_result.errors)
-        result.warnings.extend(
-            w for w in file_result.warnings if w.row is None or CaseLocation(w.file, w.row) not in rejected
-        )
+    for case, location, warnings in iter_canonical(root, result, policy):
+        result.add(case, location)
+        result.warnings.extend(warnings)
     result.errors.sort(key=lambda p: (p.file, p.row or 0))
     return result
 

@@ -14,12 +14,14 @@ they give the human-ceiling tables something to show.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from importlib import resources
 from pathlib import Path
 
-from medrewardbench.data.benchmark import Benchmark, LoadResult
-from medrewardbench.data.canonical import load_rows, read_json_document
+from medrewardbench.cases import Case
+from medrewardbench.data.benchmark import Benchmark, CaseLocation, IdTracker, LoadResult
+from medrewardbench.data.canonical import iter_rows, read_json_document
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import JSONTextError
 from medrewardbench.data.provenance import DEMO_LABELS
@@ -43,16 +45,24 @@ def _demo_resource() -> AbstractContextManager[Path]:
     return resources.as_file(resources.files("medrewardbench.data").joinpath(DEMO_RESOURCE))
 
 
-def collect_demo(source: str = "demo", policy: ImagePolicy | None = None) -> LoadResult:
-    """Read the demo file, collecting every problem.
+def demo_file() -> AbstractContextManager[Path]:
+    """A context manager yielding a real path to the demo file (for change checks)."""
+    return _demo_resource()
+
+
+def iter_demo(
+    sink: LoadResult, policy: ImagePolicy | None = None, ids: IdTracker | None = None
+) -> Iterator[tuple[Case, CaseLocation, list[DataProblem]]]:
+    """Read the demo file one case at a time; its name goes to ``sink.name``.
 
     Args:
-        source: the source string to record.
+        sink: where problems go (and the demo's name).
         policy: user settings for image paths (the demo's own images are builtins); the demo
             file's directory is always allowed.
+        ids: finds repeated ids (None: every id exactly).
 
-    Returns:
-        The demo cases (each with ``metadata["label_note"]``), errors and warnings.
+    Yields:
+        ``(case, location, warnings)``; every case's metadata carries ``"label_note"``.
 
     Raises:
         DataError: the demo file is missing or is not a JSON object with a ``cases`` list.
@@ -78,9 +88,30 @@ def collect_demo(source: str = "demo", policy: ImagePolicy | None = None) -> Loa
                 if metadata is None or isinstance(metadata, dict):
                     record = {**record, "metadata": merged}
             rows.append(record)
-        result = LoadResult(name=str(document.get("name") or "demo"), source=source, labels=DEMO_LABELS)
+        sink.name = str(document.get("name") or "demo")
+        sink.labels = DEMO_LABELS
         rules = (policy or ImagePolicy()).with_roots(path.parent)
-        load_rows(enumerate(rows, start=1), shown, path.parent, result, rules)
+        yield from iter_rows(enumerate(rows, start=1), shown, path.parent, sink, rules, ids)
+
+
+def collect_demo(source: str = "demo", policy: ImagePolicy | None = None) -> LoadResult:
+    """Read the demo file, collecting every problem.
+
+    Args:
+        source: the source string to record.
+        policy: user settings for image paths (the demo's own images are builtins); the demo
+            file's directory is always allowed.
+
+    Returns:
+        The demo cases (each with ``metadata["label_note"]``), errors and warnings.
+
+    Raises:
+        DataError: the demo file is missing or is not a JSON object with a ``cases`` list.
+    """
+    result = LoadResult(name="demo", source=source, labels=DEMO_LABELS)
+    for case, location, warnings in iter_demo(result, policy):
+        result.add(case, location)
+        result.warnings.extend(warnings)
     return result
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from medrewardbench.data.benchmark import (
     ORPHAN_LABELS,
     UNLABELED,
     CaseLocation,
+    IdTracker,
     LoadResult,
     normalize_organ,
     unknown_organs_problem,
@@ -112,12 +113,18 @@ def _optional_text(value: object) -> str | None:
     return text or None
 
 
-@dataclass
 class _LabelRow:
-    row: int
-    labels: dict[str, Winner]
-    clean: bool = True
-    """No problem was reported for this row (so that an empty result deserves a warning)."""
+    """One labels-file row, kept until its organ's parquet file has been read."""
+
+    __slots__ = ("clean", "labels", "row", "used")
+
+    def __init__(self, row: int, labels: dict[str, Winner], clean: bool = True) -> None:
+        self.row = row
+        self.labels = labels
+        self.clean = clean
+        """No problem was reported for this row (so that an empty result deserves a warning)."""
+        self.used = False
+        """A parquet row has this question id (else the labels have no case)."""
 
 
 @dataclass
@@ -127,6 +134,7 @@ class _OrganLabels:
 
 def _read_labels(path: Path, organ: str, sink: ProblemSink, warnings: ProblemSink) -> _OrganLabels:
     found = _OrganLabels()
+    shared: dict[tuple[tuple[str, Winner], ...], dict[str, Winner]] = {}
     for row, record in json_lines(path, sink):
         if not isinstance(record, dict):
             sink.add(f"row must be an object, got {type(record).__name__}", row)
@@ -153,42 +161,67 @@ def _read_labels(path: Path, organ: str, sink: ProblemSink, warnings: ProblemSin
         labels = parse_labels(
             record["human_answer"], sink, row, case_id=f"{organ}/{qid}", field="human_answer", warnings=warnings
         )
+        # a few hundred distinct label sets at most: cases share them instead of a dict each
+        labels = shared.setdefault(tuple(labels.items()), labels)
         found.by_question[qid] = _LabelRow(row, labels, clean=len(sink.problems) == before)
     return found
 
 
-def _read_parquet(
+class _Seen:
+    """What a parquet file turned out to hold: whether it could be read, and its question ids."""
+
+    def __init__(self, labels: _OrganLabels | None) -> None:
+        self.labels = labels
+        self.opened = False
+
+    def __call__(self, qid: str) -> None:
+        if self.labels is not None:
+            label_row = self.labels.by_question.get(qid)
+            if label_row is not None:
+                label_row.used = True
+
+
+def _iter_parquet(
     path: Path,
     display: str,
     organ: str,
     sink: ProblemSink,
     result: LoadResult,
     policy: ImagePolicy,
-) -> tuple[list[tuple[str, Case, CaseLocation]], set[str] | None]:
-    """Read one organ's parquet file.
+    ids: IdTracker,
+    seen: _Seen,
+) -> Iterator[tuple[str, Case, CaseLocation]]:
+    """Read one organ's parquet file a batch of rows at a time.
 
-    Returns:
-        (question_id, case, location) for the valid rows, and every question_id seen in the file
-        (None when the file could not be read at all).
+    Args:
+        path: the parquet file.
+        display: its name in problems.
+        organ: the organ system.
+        sink: where problems go.
+        result: where the images of rows left out go.
+        policy: which image paths are allowed.
+        ids: finds repeated question ids.
+        seen: told whether the file could be read and every question id it has (valid row or not).
+
+    Yields:
+        (question_id, case, location) for the valid rows.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out: list[tuple[str, Case, CaseLocation]] = []
     try:
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
         sink.add(f"unreadable parquet file: {' '.join(str(exc).split())}")
-        return out, None
+        return
     names = set(parquet.schema_arrow.names)
     missing = [name for name in REQUIRED_COLUMNS if name not in names]
     if missing:
         sink.add(f"missing required column(s): {', '.join(missing)}; columns present: {', '.join(sorted(names))}")
-        return out, None
+        return
     columns = [name for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if name in names]
-    first_row: dict[str, int] = {}
-    mismatched: dict[str, list[int]] = {}
-    seen: set[str] = set()
+    seen.opened = True
+    mismatched: dict[str, tuple[int, int]] = {}  # modality_type -> (rows, first row)
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=columns):
@@ -198,10 +231,11 @@ def _read_parquet(
                 record = {name: values[index] for name, values in data.items()}
                 seen_qid = _question_id(record.get("question_id"))
                 if seen_qid is not None:
-                    seen.add(seen_qid)
+                    seen(seen_qid)
                 modality_type = _optional_text(record.get("modality_type"))
                 if modality_type is not None and normalize_organ(modality_type) != normalize_organ(organ):
-                    mismatched.setdefault(modality_type, []).append(row)
+                    count, first_row = mismatched.get(modality_type, (0, row))
+                    mismatched[modality_type] = (count + 1, first_row)
                 case = _case_from_row(record, row, path.parent, organ, sink, policy)
                 if case is None:
                     scratch = ProblemSink(display)  # its problems were reported already
@@ -210,27 +244,27 @@ def _read_parquet(
                     result.reject_image(image, CaseLocation(display, row), case_id)
                     continue
                 qid, built = case
-                if qid in first_row:
+                location = CaseLocation(display, row)
+                first = ids.first(organ, qid, location)
+                if first is not None:
                     sink.add(
-                        f"duplicate question_id {qid!r} (first at row {first_row[qid]})",
+                        f"duplicate question_id {qid!r} (first at row {first.row})",
                         row,
                         "question_id",
                         built.case_id,
                     )
-                    result.reject_image(built.image, CaseLocation(display, row), built.case_id)
+                    result.reject_image(built.image, location, built.case_id)
                     continue
-                first_row[qid] = row
-                out.append((qid, built, CaseLocation(display, row)))
+                yield qid, built, location
     except (OSError, pa.ArrowException) as exc:
         sink.add(f"unreadable parquet file (after row {row}): {' '.join(str(exc).split())}")
-    for value, rows in mismatched.items():
+    for value, (count, first_row) in mismatched.items():
         sink.add(
-            f"mismatched organ files: modality_type {value!r} in {len(rows)} row(s) "
-            f"(first at row {rows[0]}) disagrees with the file name {organ!r}",
-            rows[0],
+            f"mismatched organ files: modality_type {value!r} in {count} row(s) "
+            f"(first at row {first_row}) disagrees with the file name {organ!r}",
+            first_row,
             "modality_type",
         )
-    return out, seen
 
 
 def _case_from_row(
@@ -294,31 +328,49 @@ def _case_from_row(
     )
 
 
-def load_reference(
+def reference_files(root: str | Path, organs: Sequence[str] | None = None) -> list[Path]:
+    """The labels and parquet files a reference-layout source reads, for change checks.
+
+    Args:
+        root: a directory containing ``pair_gt_all/``, or ``pair_gt_all`` itself.
+        organs: the organ systems read (None: all).
+
+    Returns:
+        The files that exist.
+    """
+    gt = gt_directory(Path(root))
+    wanted = {normalize_organ(name) for name in organs} if organs else None
+    files = []
+    for organ in available_organs(Path(root)):
+        if wanted is not None and normalize_organ(organ) not in wanted:
+            continue
+        for path in (gt / f"{organ}.jsonl", gt / PARQUET_DIR / f"{organ}.parquet"):
+            if path.is_file():
+                files.append(path)
+    return files
+
+
+def iter_reference(
     root: str | Path,
-    organs: Sequence[str] | None = None,
+    organs: Sequence[str] | None,
+    result: LoadResult,
     *,
-    source: str | None = None,
     display_root: str | None = None,
     policy: ImagePolicy | None = None,
-) -> LoadResult:
-    """Read a reference-layout directory, collecting every problem.
-
-    Cases without labels are kept (with empty labels) and reported as warnings, as are labels whose
-    question_id has no case and dimensions labelled null. An organ with a labels file but no
-    parquet file (or the reverse), and a parquet whose ``modality_type`` disagrees with its file
-    name, are errors. Image paths must stay inside the data directory (the one that holds
-    ``pair_gt_all/``) unless the policy allows more.
+    ids: IdTracker | None = None,
+) -> Iterator[tuple[Case, CaseLocation, list[DataProblem]]]:
+    """Read a reference-layout directory one case at a time (see :func:`load_reference`).
 
     Args:
         root: a directory containing ``pair_gt_all/``, or ``pair_gt_all`` itself.
         organs: organ systems (file stems) to read; None reads all.
-        source: the source string to record (defaults to ``str(root)``).
+        result: where problems, warnings about no single case and the images of rows left out go.
         display_root: how to name ``root`` in problems (defaults to ``str(root)``).
         policy: user settings for image paths; the data directory is always allowed.
+        ids: finds repeated question ids (None: every id exactly).
 
-    Returns:
-        Cases in organ-name order then parquet row order, with locations, errors and warnings.
+    Yields:
+        ``(case, location, warnings)``: organs in name order, rows in parquet order.
 
     Raises:
         DataError: the directory has no organ files, or an organ name is not available.
@@ -327,7 +379,6 @@ def load_reference(
     gt = gt_directory(root_path)
     shown_root = display_root if display_root is not None else str(root_path)
     base = shown_root if gt == root_path else f"{shown_root}/{GT_DIR}"
-    result = LoadResult(name=REFERENCE_NAME, source=source or str(root))
     present = available_organs(root_path)
     if not present:
         raise DataError(
@@ -342,9 +393,46 @@ def load_reference(
         wanted = {by_norm[normalize_organ(name)] for name in organs}
         selected = [name for name in present if name in wanted]
     rules = (policy or ImagePolicy()).with_roots(gt.parent)
+    tracker = ids if ids is not None else IdTracker()
     for organ in selected:
-        _load_organ(gt, organ, base, result, rules)
+        yield from _iter_organ(gt, organ, base, result, rules, tracker)
     logger.debug("%s: read %d organ(s): %s", result.source, len(selected), ", ".join(selected))
+
+
+def load_reference(
+    root: str | Path,
+    organs: Sequence[str] | None = None,
+    *,
+    source: str | None = None,
+    display_root: str | None = None,
+    policy: ImagePolicy | None = None,
+) -> LoadResult:
+    """Read a reference-layout directory, collecting every problem.
+
+    Cases without labels are kept (with empty labels) and reported as warnings, as are labels whose
+    question_id has no case and dimensions labelled null. An organ with a labels file but no
+    parquet file (or the reverse), and a parquet whose ``modality_type`` disagrees with its file
+    name, are errors. Image paths must stay inside the data directory (the one that holds
+    ``pair_gt_all/``) unless the policy allows more. Every case is kept in the result: for small
+    data (:func:`iter_reference` streams).
+
+    Args:
+        root: a directory containing ``pair_gt_all/``, or ``pair_gt_all`` itself.
+        organs: organ systems (file stems) to read; None reads all.
+        source: the source string to record (defaults to ``str(root)``).
+        display_root: how to name ``root`` in problems (defaults to ``str(root)``).
+        policy: user settings for image paths; the data directory is always allowed.
+
+    Returns:
+        Cases in organ-name order then parquet row order, with locations, errors and warnings.
+
+    Raises:
+        DataError: the directory has no organ files, or an organ name is not available.
+    """
+    result = LoadResult(name=REFERENCE_NAME, source=source or str(root))
+    for case, location, warnings in iter_reference(root, organs, result, display_root=display_root, policy=policy):
+        result.add(case, location)
+        result.warnings.extend(warnings)
     return result
 
 
@@ -360,7 +448,9 @@ def _file_state(path: Path, display: str, result: LoadResult) -> str:
     return "ok"
 
 
-def _load_organ(gt: Path, organ: str, base: str, result: LoadResult, policy: ImagePolicy) -> None:
+def _iter_organ(
+    gt: Path, organ: str, base: str, result: LoadResult, policy: ImagePolicy, ids: IdTracker
+) -> Iterator[tuple[Case, CaseLocation, list[DataProblem]]]:
     labels_path = gt / f"{organ}.jsonl"
     parquet_path = gt / PARQUET_DIR / f"{organ}.parquet"
     labels_display = f"{base}/{organ}.jsonl"
@@ -388,20 +478,22 @@ def _load_organ(gt: Path, organ: str, base: str, result: LoadResult, policy: Ima
             _read_labels(labels_path, organ, labels_sink, label_warnings)
         return
     labels = _read_labels(labels_path, organ, labels_sink, label_warnings) if labels_state == "ok" else None
-    rows, seen = _read_parquet(
-        parquet_path, parquet_display, organ, ProblemSink(parquet_display, result.errors), result, policy
-    )
-    for qid, case, location in rows:
+    seen = _Seen(labels)
+    parquet_sink = ProblemSink(parquet_display, result.errors)
+    for qid, case, location in _iter_parquet(
+        parquet_path, parquet_display, organ, parquet_sink, result, policy, ids, seen
+    ):
         label_row = labels.by_question.get(qid) if labels is not None else None
         if label_row is not None:
             case = replace(case, labels=label_row.labels)
+        warnings: list[DataProblem] = []
         if labels is not None and not case.labels and (label_row is None or label_row.clean):
             why = (
                 f"question_id {qid!r} is not in {organ}.jsonl"
                 if label_row is None
                 else f"its human_answer in {organ}.jsonl, row {label_row.row}, gives no label"
             )
-            result.warnings.append(
+            warnings.append(
                 DataProblem(
                     location.file,
                     f"case without expert labels: {why}",
@@ -411,11 +503,11 @@ def _load_organ(gt: Path, organ: str, base: str, result: LoadResult, policy: Ima
                     kind=UNLABELED,
                 )
             )
-        result.add(case, location)
-    if labels is None or seen is None:
+        yield case, location, warnings
+    if labels is None or not seen.opened:  # a parquet file that could not be read: no label is an orphan
         return
     for qid, label_row in labels.by_question.items():
-        if qid not in seen:
+        if not label_row.used:
             result.warnings.append(
                 DataProblem(
                     labels_display,

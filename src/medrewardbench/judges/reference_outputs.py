@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -131,8 +132,65 @@ def read_outputs(files: Iterable[Path]) -> dict[str, Any]:
     return answers
 
 
+def index_outputs(files: Iterable[Path]) -> sqlite3.Connection:
+    """Index the outputs by ``organ/question_id`` in a private temporary SQLite database.
+
+    The same rules as :func:`read_outputs` (later lines win), but the answers go to disk as they
+    are read: memory does not grow with the number of lines. The database is deleted when the
+    connection is closed.
+
+    Args:
+        files: the output files, in order.
+
+    Returns:
+        A connection with a table ``answers(key, answer_json)``.
+
+    Raises:
+        DataError: lines that are not JSON or lack question_id / modality_type, with file and row.
+    """
+    index = sqlite3.connect("", check_same_thread=False)  # "": a temporary file, removed on close
+    index.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, answer_json TEXT)")
+    problems: list[DataProblem] = []
+    rows: list[tuple[str, str]] = []
+    for file in files:
+        with file.open(encoding="utf-8") as fh:
+            for row, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    problems.append(DataProblem(str(file), f"not valid JSON: {exc}", row=row))
+                    continue
+                if not isinstance(record, dict):
+                    problems.append(DataProblem(str(file), "a line must be a JSON object", row=row))
+                    continue
+                missing = [k for k in ("question_id", "modality_type") if k not in record]
+                if missing:
+                    for key in missing:
+                        problems.append(DataProblem(str(file), "missing", row=row, field=key))
+                    continue
+                key = f"{record['modality_type']}/{record['question_id']}"
+                rows.append((key, json.dumps(record.get("chosen_answer"), ensure_ascii=False)))
+                if len(rows) >= _INDEX_CHUNK:
+                    index.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", rows)
+                    rows.clear()
+    index.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", rows)
+    index.commit()
+    if problems:
+        index.close()
+        raise DataError(problems)
+    return index
+
+
+_INDEX_CHUNK = 4096
+
+
 class ReferenceOutputJudge(Judge):
     """Replays the reference implementation's stored verdicts.
+
+    The outputs are indexed on disk (:func:`index_outputs`) and looked up a batch at a time, so a
+    file of any length is never held in memory.
 
     Args:
         path: a JSONL output file, or a directory searched for them recursively.
@@ -148,10 +206,12 @@ class ReferenceOutputJudge(Judge):
             raise JudgeSpecError(f"reference outputs {path!r}: no .jsonl files found")
         self.path = path
         self.spec = f"reference:{name or path}"
-        self.answers = read_outputs(self.files)
+        self._index = index_outputs(self.files)
         digest = hashlib.sha256()
         for file in self.files:
-            digest.update(file.read_bytes())
+            with file.open("rb") as fh:
+                while block := fh.read(1 << 20):
+                    digest.update(block)
         self.content_sha256 = digest.hexdigest()
 
     def config(self) -> dict[str, Any]:
@@ -162,14 +222,25 @@ class ReferenceOutputJudge(Judge):
         """The files read, and that only the original order is covered."""
         return {"files": [str(f) for f in self.files], "normalisation": "reference rules", "orders": "original"}
 
+    def _answers(self, keys: Sequence[str]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for start in range(0, len(keys), 500):
+            part = list(keys[start : start + 500])
+            marks = ",".join("?" * len(part))
+            query = f"SELECT key, answer_json FROM answers WHERE key IN ({marks})"
+            for key, answer_json in self._index.execute(query, part):
+                found[key] = json.loads(answer_json)
+        return found
+
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         """Look up each case's recorded answer (original order only) and normalise it as the reference does."""
+        answers = self._answers([r.case.case_id for r in requests if r.order is Order.ORIGINAL])
         results = []
         for request in requests:
             if request.order is not Order.ORIGINAL:
                 results.append(JudgeResult.failed("the reference outputs cover the original order only"))
                 continue
-            answer = self.answers.get(request.case.case_id, _MISSING)
+            answer = answers.get(request.case.case_id, _MISSING)
             if answer is _MISSING:
                 results.append(JudgeResult.failed("no prediction in the reference outputs"))
                 continue
@@ -180,6 +251,10 @@ class ReferenceOutputJudge(Judge):
             else:
                 results.append(JudgeResult(verdicts=verdicts, raw_output=raw))
         return results
+
+    async def aclose(self) -> None:
+        """Close (and so delete) the index of the outputs."""
+        self._index.close()
 
 
 _MISSING = object()

@@ -29,9 +29,10 @@ from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.metrics import stats
-from medrewardbench.metrics.core import RunData, load_run_data, request_counts
+from medrewardbench.metrics.core import CaseTable, RunData, load_case_table, load_run_data, request_counts
 from medrewardbench.metrics.cost import recorded_cost
 from medrewardbench.metrics.human import JudgeInput, has_annotations, human_ceiling
+from medrewardbench.metrics.resampling import RATIO_METRICS, Resampled, resample_runs
 from medrewardbench.metrics.results import (
     COLUMNS,
     POOLED,
@@ -186,6 +187,7 @@ def load_run_bundles(paths: Sequence[str | Path]) -> list[LoadedRun]:
     bundles: list[LoadedRun] = []
     seen_runs: set[str] = set()
     seen_stores: set[Path] = set()
+    tables: dict[str, CaseTable] = {}
     for store_path in find_stores(paths):
         resolved = store_path.resolve()
         if resolved in seen_stores:
@@ -197,8 +199,11 @@ def load_run_bundles(paths: Sequence[str | Path]) -> list[LoadedRun]:
                     log.info("run %s found again in %s; keeping the first copy", record.run_id, store_path)
                     continue
                 seen_runs.add(record.run_id)
+                cases = tables.get(record.data_hash)
+                if cases is None:  # runs on the same data share one table, across stores as well
+                    cases = tables[record.data_hash] = load_case_table(store, record.data_hash)
                 labels = store.label_provenance(record.data_hash)
-                bundles.append(LoadedRun(load_run_data(store, record), record, store_path, labels))
+                bundles.append(LoadedRun(load_run_data(store, record, cases), record, store_path, labels))
     if not bundles:
         shown = ", ".join(str(p) for p in paths) or "(no paths)"
         raise StoreError(f"no runs found under {shown}")
@@ -243,7 +248,8 @@ def check_same_data(runs: Sequence[RunData]) -> None:
         )
     first = runs[0]
     for run in runs[1:]:
-        if run.case_ids != first.case_ids or not np.array_equal(run.labels, first.labels):
+        same_cases = run.case_ids is first.case_ids or run.case_ids == first.case_ids
+        if not same_cases or not (run.labels is first.labels or np.array_equal(run.labels, first.labels)):
             raise StoreError(
                 f"runs {first.run_id} and {run.run_id} share data fingerprint {first.data_hash[:12]} "
                 "but list different cases or labels; the store is inconsistent"
@@ -404,108 +410,13 @@ def _reals(array: npt.ArrayLike) -> list[float]:
 # Per run (computed for all runs at once)
 # --------------------------------------------------------------------------------------------
 
-RATIO_METRICS: tuple[str, ...] = (
-    "accuracy",
-    "answered_accuracy",
-    "original",
-    "swapped",
-    "strict_accuracy",
-    "consistency",
-    "first_position_rate",
-    "longer_preference",
-)
-"""Ratio-of-sums metrics estimated together, in one product with the weight matrix."""
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """Estimates for all runs: ``ratios`` has arrays (metric, judge, column)."""
-
-    ratios: stats.Estimate
-    failure_rate: FloatArray
-    counted: npt.NDArray[np.int64]
-    groups: dict[str, stats.GroupedEstimate]
-    kappa: stats.Estimate
-    ac1: stats.Estimate
-    by_length: stats.LengthAccuracy
-
-
-def _wide(runs: Sequence[RunData], labels: IntArray) -> tuple[IntArray, IntArray]:
-    """All judges side by side on the dimension axis: verdicts (n, 2, J*D), labels (n, J*D)."""
-    stacked = np.stack([r.verdicts for r in runs])  # (J, n, 2, D)
-    n_judges, n_cases, _, n_dims = stacked.shape
-    wide = stacked.transpose(1, 2, 0, 3).reshape(n_cases, 2, n_judges * n_dims)
-    return wide, np.tile(labels, (1, n_judges))
-
-
-def _per_judge(counts: npt.ArrayLike, n_judges: int) -> npt.NDArray[np.int64]:
-    """(n, J*D) counts -> (n, J, D + 1) with the pooled column appended."""
-    c = np.asarray(counts, dtype=np.int64)
-    c = c.reshape(c.shape[0], n_judges, -1)
-    return np.concatenate([c, c.sum(axis=2, keepdims=True)], axis=2)
-
-
-def _batch(
-    runs: Sequence[RunData],
-    labels: IntArray,
-    lengths: npt.NDArray[np.int64],
-    groups: Mapping[str, tuple[str, ...]],
-    weights: npt.NDArray[np.float32],
-    confidence: float,
-) -> _Batch:
-    n_judges = len(runs)
-    v, lab = _wide(runs, labels)
-    correct, counted = stats.case_counts(v, lab)
-    answered_correct, answered = stats.case_counts(v, lab, count_failures=False)
-    request_correct, request_counted = stats.request_outcomes(v, lab)
-    pairs = [
-        (correct, counted),
-        (answered_correct, answered),
-        (request_correct[:, stats.ORIGINAL], request_counted[:, stats.ORIGINAL]),
-        (request_correct[:, stats.SWAPPED], request_counted[:, stats.SWAPPED]),
-        stats.strict_accuracy_counts(v, lab),
-        stats.position_consistency_counts(v),
-        stats.first_position_counts(v),
-        stats.longer_preference_counts(v, lengths),
-    ]
-    numerators = np.stack([_per_judge(num, n_judges) for num, _ in pairs], axis=1)  # (n, M, J, C)
-    denominators = np.stack([_per_judge(den, n_judges) for _, den in pairs], axis=1)
-    ratios = stats.ratio_ci(numerators, denominators, weights=weights, confidence=confidence)
-    acc_num, acc_den = numerators[:, 0], denominators[:, 0]
-    answered_den = denominators[:, 1]
-    grouped = {
-        field_name: stats.grouped_ratio_ci(
-            acc_num, acc_den, np.asarray(values, dtype=object), weights=weights, confidence=confidence
-        )
-        for field_name, values in groups.items()
-    }
-    kappa, ac1 = stats.bootstrap_agreement_ci(v, lab, weights=weights, confidence=confidence)
-    return _Batch(
-        ratios=ratios,
-        failure_rate=stats.ratio(acc_den - answered_den, acc_den),
-        counted=acc_den.sum(axis=0),
-        groups=grouped,
-        kappa=_reshape(kappa, (n_judges, len(DIMENSIONS))),
-        ac1=_reshape(ac1, (n_judges, len(DIMENSIONS))),
-        by_length=stats.accuracy_by_length_agreement(v, lab, lengths),
-    )
-
-
-def _reshape(estimate: stats.Estimate, shape: tuple[int, ...]) -> stats.Estimate:
-    return stats.Estimate(
-        estimate.point.reshape(shape),
-        estimate.low.reshape(shape),
-        estimate.high.reshape(shape),
-        estimate.n.reshape(shape),
-    )
-
 
 def _pick(estimate: stats.Estimate, *index: int) -> stats.Estimate:
     """The sub-estimate at a leading index (e.g. one metric and one judge)."""
     return stats.Estimate(estimate.point[index], estimate.low[index], estimate.high[index], estimate.n[index])
 
 
-def _run_analysis(run: RunData, label: str, j: int, batch: _Batch) -> RunAnalysis:
+def _run_analysis(run: RunData, label: str, j: int, batch: Resampled) -> RunAnalysis:
     metric = {name: _column_estimates(_pick(batch.ratios, m, j)) for m, name in enumerate(RATIO_METRICS)}
     judge_dims = slice(j * len(DIMENSIONS), (j + 1) * len(DIMENSIONS))
     by_length = batch.by_length
@@ -563,25 +474,6 @@ def _run_analysis(run: RunData, label: str, j: int, batch: _Batch) -> RunAnalysi
 # --------------------------------------------------------------------------------------------
 # Across runs
 # --------------------------------------------------------------------------------------------
-
-
-def _pairwise(
-    runs: Sequence[RunData],
-    labels: IntArray,
-    weights: npt.NDArray[np.float32],
-    confidence: float,
-) -> list[stats.PairwiseComparisons]:
-    """Pairwise comparisons per dimension, then for the pooled column (in :data:`COLUMNS` order)."""
-    stacked = np.stack([r.verdicts for r in runs])  # (J, n, 2, D)
-    per_dim = stats.pairwise_comparisons(stacked, labels, weights=weights, confidence=confidence)
-    # The pooled column: every (case, dimension) becomes an item with its two orders, and each
-    # case's weight is repeated over its dimensions, so resamples still draw whole cases.
-    n_judges, n_cases, _, n_dims = stacked.shape
-    items = stacked.transpose(0, 1, 3, 2).reshape(n_judges, n_cases * n_dims, 2, 1)
-    item_labels = labels.reshape(n_cases * n_dims, 1)
-    item_weights = np.repeat(weights, n_dims, axis=1)
-    pooled = stats.pairwise_comparisons(items, item_labels, weights=item_weights, confidence=confidence)
-    return [per_dim, pooled]
 
 
 def _pairwise_records(
@@ -731,12 +623,15 @@ def analyze(
     alpha: float = 0.05,
     dataset_name: str | None = None,
     labels: LabelProvenance = UNKNOWN_LABELS,
+    block_size: int | None = None,
 ) -> Analysis:
     """Analyse runs of one dataset: every table of a report, with intervals and paired tests.
 
-    Intervals are case-bootstrap percentile intervals from one weight matrix, drawn once and
-    stratified by organ system (organ systems keep their size in every resample); the same
-    resamples serve every judge, so paired differences are paired. Failures count as wrong.
+    Intervals are case-bootstrap percentile intervals from one weight matrix, stratified by organ
+    system (organ systems keep their size in every resample); the same resamples serve every
+    judge, so paired differences are paired. Failures count as wrong. The matrix is drawn and used
+    a block of resamples at a time (:mod:`medrewardbench.metrics.resampling`), so memory depends
+    on judges and resamples, not on cases times resamples.
 
     Args:
         runs: runs made on the same data (checked with :func:`check_same_data`).
@@ -750,6 +645,8 @@ def analyze(
             (Holm-adjusted).
         dataset_name: a name to show in reports.
         labels: where the data's labels come from (reports state it in a banner).
+        block_size: resamples drawn at a time (default: as many as fit in about 200 MB); it
+            changes memory and speed only, never a number.
 
     Returns:
         The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
@@ -770,18 +667,22 @@ def analyze(
     label_matrix = first.labels
     fields = list(dict.fromkeys([STRATA, *group_fields]))
     groups = {f: tuple(first.groups.get(f, ("unknown",) * first.n_cases)) for f in fields}
-    if n_resamples:
-        strata = np.asarray(groups[STRATA], dtype=object) if first.n_cases else None
-        # One matrix for everything; float32 holds these whole counts exactly and multiplies faster.
-        weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata).astype(np.float32)
-    else:
-        weights = np.zeros((0, first.n_cases), dtype=np.float32)
     names = judge_labels(runs)
-    batch = _batch(runs, label_matrix, first.lengths, groups, weights, confidence)
+    batch = resample_runs(
+        [run.verdicts for run in runs],
+        label_matrix,
+        first.lengths,
+        groups,
+        strata_field=STRATA,
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        block_size=block_size,
+    )
     run_results = [_run_analysis(run, name, j, batch) for j, (run, name) in enumerate(zip(runs, names, strict=True))]
     records: list[PairwiseComparison] = []
-    if n_resamples:
-        records, p_matrices = _pairwise_records(names, _pairwise(runs, label_matrix, weights, confidence), alpha)
+    if batch.pairwise is not None:
+        records, p_matrices = _pairwise_records(names, list(batch.pairwise), alpha)
         tiers = _tiers(run_results, p_matrices, alpha)
         run_results = [replace(run, tiers=run_tiers) for run, run_tiers in zip(run_results, tiers, strict=True)]
     settings = Settings(
@@ -800,6 +701,13 @@ def analyze(
             for run, name in zip(runs, names, strict=True)
         ]
         ratings, annotators = panel
+        # the human ceiling takes the whole weight matrix (the same resamples as the rest: row r
+        # is drawn from (seed, r) whatever the blocks); only data with per-annotator labels needs it
+        if n_resamples:
+            strata = np.asarray(groups[STRATA], dtype=object) if first.n_cases else None
+            weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata).astype(np.float32)
+        else:
+            weights = np.zeros((0, first.n_cases), dtype=np.float32)
         human = human_ceiling(
             ratings, annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
         )

@@ -11,6 +11,8 @@ are not counted at all.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +22,7 @@ import numpy.typing as npt
 
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.metrics import stats
-from medrewardbench.metrics.annotators import ratings_from_annotations
+from medrewardbench.metrics.annotators import MISSING as MISSING_RATING
 from medrewardbench.metrics.results import (
     COLUMNS,
     STRATA,
@@ -31,7 +33,7 @@ from medrewardbench.metrics.results import (
     RunMetrics,
 )
 from medrewardbench.metrics.stats import FAILED, NOT_RUN, IntArray
-from medrewardbench.store import RunRecord, Store, summed_usage
+from medrewardbench.store import RunRecord, Store
 
 ORDER_INDEX: dict[Order, int] = {Order.ORIGINAL: stats.ORIGINAL, Order.SWAPPED: stats.SWAPPED}
 
@@ -87,55 +89,167 @@ class RunData:
         )
 
 
-def load_run_data(store: Store, run: RunRecord) -> RunData:
+@dataclass(frozen=True)
+class CaseTable:
+    """What metrics need of a data set's cases, as the store keeps them, in case order.
+
+    Attributes:
+        data_hash: the data fingerprint.
+        case_ids: one id per case.
+        labels: (n_cases, n_dims) int8 expert labels.
+        lengths: (n_cases, 2) response lengths.
+        groups: field -> the value of every case (the same string objects repeat: a field with a
+            few values costs a pointer per case).
+        position_index: the index of the case stored at each position, when the store's positions
+            are not simply 0, 1, 2, ... (None when they are).
+        ratings: per-annotator labels (n_cases, n_annotators, n_dims) int8, or None when the data
+            has none.
+        annotators: the annotator of each column of ``ratings``.
+    """
+
+    data_hash: str
+    case_ids: tuple[str, ...]
+    labels: IntArray
+    lengths: npt.NDArray[np.int64]
+    groups: Mapping[str, tuple[str, ...]]
+    position_index: npt.NDArray[np.int64] | None = None
+    ratings: IntArray | None = None
+    annotators: tuple[str, ...] = ()
+
+    @property
+    def n_cases(self) -> int:
+        """How many cases the table holds."""
+        return len(self.case_ids)
+
+
+def load_case_table(store: Store, data_hash: str) -> CaseTable:
+    """Read a data set's cases from the store into arrays, a block of rows at a time.
+
+    Args:
+        store: the results store.
+        data_hash: the data fingerprint.
+
+    Returns:
+        The :class:`CaseTable`; group values are interned, so repeated values share one string.
+    """
+    case_ids: list[str] = []
+    label_rows = bytearray()
+    length_rows: list[tuple[int, int]] = []
+    group_values: dict[str, list[str]] = {}
+    seen: dict[str, str] = {}
+    dims = {dim: j for j, dim in enumerate(DIMENSIONS)}
+    positions: list[int] = []
+    contiguous = True
+    annotated: list[tuple[int, str, dict[str, int]]] = []  # only the cases that have annotations
+    for index, (case_id, _hash, labels_json, groups_json, len_1, len_2, position, annotations_json) in enumerate(
+        store.iter_case_rows(data_hash)
+    ):
+        if annotations_json:
+            for record in json.loads(annotations_json):
+                annotator = seen.setdefault(str(record["annotator"]), str(record["annotator"]))
+                annotated.append((index, annotator, {str(k): int(v) for k, v in record["labels"].items()}))
+        contiguous = contiguous and position == index
+        if not contiguous:
+            positions.append(position)
+        case_ids.append(case_id)
+        row = [0] * len(DIMENSIONS)
+        for dim, winner in json.loads(labels_json).items():
+            if dim in dims:
+                row[dims[dim]] = int(winner)
+        label_rows.extend(row)
+        length_rows.append((len_1, len_2))
+        for field_name, value in json.loads(groups_json).items():
+            values = group_values.get(field_name)
+            if values is None:
+                values = group_values[field_name] = ["unknown"] * index
+            values.append(seen.setdefault(value, value))
+        for values in group_values.values():
+            if len(values) <= index:
+                values.append("unknown")
+    n = len(case_ids)
+    labels = np.frombuffer(bytes(label_rows), dtype=np.int8).reshape(n, len(DIMENSIONS)).copy()
+    lengths = np.array(length_rows, dtype=np.int64).reshape(n, 2)
+    position_index = None
+    if positions:  # positions with gaps (never written so, but read safely): map them to indices
+        stored = np.concatenate([np.arange(n - len(positions)), np.array(positions, dtype=np.int64)])
+        position_index = np.full(int(stored.max()) + 1, -1, dtype=np.int64)
+        position_index[stored] = np.arange(n)
+    annotators = tuple(sorted({name for _, name, _ in annotated}))
+    ratings = None
+    if annotators:
+        column = {name: k for k, name in enumerate(annotators)}
+        ratings = np.full((n, len(annotators), len(DIMENSIONS)), MISSING_RATING, dtype=np.int8)
+        for index, name, given in annotated:
+            for dim, value in given.items():
+                if dim in dims:
+                    ratings[index, column[name], dims[dim]] = value
+    return CaseTable(
+        data_hash=data_hash,
+        case_ids=tuple(case_ids),
+        labels=labels,
+        lengths=lengths,
+        groups={f: tuple(group_values[f]) for f in sorted(group_values)},
+        position_index=position_index,
+        ratings=ratings,
+        annotators=annotators,
+    )
+
+
+def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) -> RunData:
     """Read one run from the store into arrays.
 
     Args:
         store: the results store.
         run: the run record.
+        cases: the run's cases when already read (:func:`load_case_table` on ``run.data_hash``);
+            runs on the same data share it.
 
     Returns:
         The run's arrays; requests without a stored judgment are marked not run (-1).
+
+    Raises:
+        ValueError: ``cases`` belong to other data.
     """
-    cases = store.cases(run.data_hash)
-    index = {c.case_id: i for i, c in enumerate(cases)}
-    n, d = len(cases), len(DIMENSIONS)
+    if cases is None:
+        cases = load_case_table(store, run.data_hash)
+    elif cases.data_hash != run.data_hash:
+        raise ValueError(f"the case table is of data {cases.data_hash[:12]}, the run of {run.data_hash[:12]}")
+    n, d = cases.n_cases, len(DIMENSIONS)
     verdicts = np.full((n, 2, d), NOT_RUN, dtype=np.int8)
-    labels = np.zeros((n, d), dtype=np.int8)
-    lengths = np.zeros((n, 2), dtype=np.int64)
-    for i, c in enumerate(cases):
-        for j, dim in enumerate(DIMENSIONS):
-            labels[i, j] = c.labels.get(dim, 0)
-        lengths[i] = (c.len_1, c.len_2)
-    failures: dict[str, int] = {}
-    judgments = store.judgments_for_run(run)
-    for judgment in judgments:
-        i = index[judgment.case_id]
-        o = ORDER_INDEX[judgment.order]
-        for j, dim in enumerate(DIMENSIONS):
-            verdicts[i, o, j] = judgment.verdicts.get(dim, FAILED)
-        if judgment.failure is not None:
-            key = judgment.failure.splitlines()[0][:80] if judgment.failure else "failure"
-            failures[key] = failures.get(key, 0) + 1
-    group_fields = sorted({k for c in cases for k in c.groups})
-    groups = {f: tuple(c.groups.get(f, "unknown") for c in cases) for f in group_fields}
-    ratings, annotators = ratings_from_annotations([c.annotations for c in cases], DIMENSIONS)
+    prompt_tokens = completion_tokens = n_failed = 0
+    latencies: list[float] = []
+    powers = 3 ** np.arange(d, dtype=np.int64)
+    for block in store.iter_verdict_rows(run):
+        table = np.array(block, dtype=np.float64).reshape(-1, 5)  # small integers and token counts: exact
+        key, code = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
+        prompt_tokens += int(table[:, 2].astype(np.int64).sum())
+        completion_tokens += int(table[:, 3].astype(np.int64).sum())
+        latencies.append(math.fsum(table[:, 4].tolist()))
+        positions, orders = key // 2, key % 2
+        if cases.position_index is not None:
+            positions = cases.position_index[positions]
+        packed = (code // 2)[:, None] // powers[None, :] % 3  # (rows, dims): 1, 2 or 0 (no verdict)
+        failed = code % 2 == 1
+        n_failed += int(failed.sum())
+        values = np.where(failed[:, None], FAILED, packed)  # a failed request has no verdict
+        verdicts[positions, orders] = values.astype(np.int8)
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "latency_s": math.fsum(latencies)}
     return RunData(
         run_id=run.run_id,
         judge_spec=run.judge_spec,
         data_hash=run.data_hash,
-        case_ids=tuple(c.case_id for c in cases),
+        case_ids=cases.case_ids,
         verdicts=verdicts,
-        labels=labels,
-        lengths=lengths,
-        groups=groups,
+        labels=cases.labels,
+        lengths=cases.lengths,
+        groups=cases.groups,
         orders=run.orders,
-        failures=dict(sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))),
-        usage=summed_usage(judgments),
+        failures=store.failure_counts(run) if n_failed else {},  # its reasons: another pass, when needed
+        usage=usage,
         config=run.config,
         metadata=run.metadata,
-        ratings=ratings if annotators else None,
-        annotators=annotators,
+        ratings=cases.ratings,
+        annotators=cases.annotators,
     )
 
 

@@ -67,11 +67,14 @@ def _replacing(path: Path, newline: str | None = "\n") -> Iterator[TextIO]:
 
 
 def write_judgments_jsonl(store: Store, runs: Sequence[RunRecord], path: Path) -> int:
-    """Write every judgment of the given runs, one JSON object per line. Returns the row count."""
+    """Write every judgment of the given runs, one JSON object per line. Returns the row count.
+
+    The judgments are read from the store and written a few thousand at a time.
+    """
     count = 0
     with _replacing(path) as fh:
         for run in runs:
-            for j in store.judgments_for_run(run):
+            for j in store.iter_judgments_for_run(run):
                 row = {
                     "run_id": run.run_id,
                     "judge": run.judge_spec,

@@ -508,22 +508,21 @@ def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dim
         found: dict[tuple[str, str], StoredJudgment] = {}
         for store_path, record in bundle.sources:
             with Store(store_path) as store:
+                # only the chosen cases' judgments and hashes are read from the store
                 found.update(
-                    {(j.case_id, j.order.value): j for j in store.judgments_for_run(record) if j.case_id in wanted}
+                    {(j.case_id, j.order.value): j for j in store.iter_judgments_for_run(record, sorted(wanted))}
                 )
-                for stored_case in store.cases(record.data_hash):
-                    if stored_case.case_id in wanted:
-                        case_hashes.setdefault(stored_case.case_id, stored_case.case_hash)
+                for row in store.iter_case_rows(record.data_hash, sorted(wanted)):
+                    case_hashes.setdefault(row[0], row[1])
         judgments[bundle.record.run_id] = found
     notes: list[str] = []
     cases: dict[str, Case] | None = None
     if bundles and wanted:
         source = bundles[0].record.dataset_source
         try:
-            from medrewardbench.data import load_benchmark
+            from medrewardbench.data.sources import find_cases
 
-            benchmark = load_benchmark(source, strict=False)
-            cases = {c.case_id: c for c in benchmark.cases if c.case_id in wanted}
+            cases = find_cases(source, wanted)  # one reading of the source, keeping only these cases
         except (MedRewardBenchError, OSError, ValueError) as exc:
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             notes.append(

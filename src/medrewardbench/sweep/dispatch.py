@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -143,6 +143,19 @@ def batches_of(requests: Sequence[JudgeRequest], size: int) -> list[Sequence[Jud
     return [requests[start : start + size] for start in range(0, len(requests), size)]
 
 
+def _cut(requests: Iterable[JudgeRequest], size: int) -> Iterator[Sequence[JudgeRequest]]:
+    """Requests cut into batches as they come, the same cut as :func:`batches_of`."""
+    size = max(1, size)
+    batch: list[JudgeRequest] = []
+    for request in requests:
+        batch.append(request)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 @dataclass
 class EntryPlan:
     """An entry ready to dispatch: its run plan and what limits it.
@@ -189,8 +202,10 @@ async def dispatch(
     Raises:
         ServerError, EntryFailed: the entry cannot go on; what finished is stored.
     """
-    todo = list(entry.plan.requests if requests is None else requests)
-    batches: Iterator[Sequence[JudgeRequest]] = iter(batches_of(todo, backend.batch_size))
+    # the plan's requests are made as the workers take them (a chunk of cases read at a time)
+    total = entry.plan.n_pending if requests is None else len(requests)
+    pending: Iterable[JudgeRequest] = entry.plan.iter_requests() if requests is None else requests
+    batches: Iterator[Sequence[JudgeRequest]] = _cut(pending, backend.batch_size)
     fingerprint = entry.plan.run.judge_fingerprint
     dispatched = 0
     stopped = False
@@ -205,7 +220,7 @@ async def dispatch(
             if costed:
                 assert budget is not None and entry.estimator is not None
                 estimate = entry.estimator.batch(batch)
-                if not budget.try_reserve(entry.name, estimate, len(todo) - dispatched):
+                if not budget.try_reserve(entry.name, estimate, total - dispatched):
                     stopped = True
                     outcome.status = "budget"
                     return

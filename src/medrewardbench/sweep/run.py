@@ -252,7 +252,7 @@ class _Driver:
         return EntryPlan(item.entry.name, plan, item.price, estimator, item.entry.base_url())
 
     async def _dispatch(self, item: _Entry, plan: EntryPlan, backend: JudgeBackend) -> None:
-        if item.batch_api and plan.plan.requests:
+        if item.batch_api and plan.plan.n_pending:
             assert isinstance(item.judge, ApiJudge)
             runner = BatchRunner(
                 plan,
@@ -322,7 +322,7 @@ class _Driver:
         judge = ServedApiJudge(entry.model, entry.options, entry.serve)
         item.judge = judge
         plan = self._plan(item, judge)
-        if not plan.plan.requests:
+        if not plan.plan.n_pending:
             return  # everything is stored: no server to start
         server = ServedModel(entry.name, entry.serve, entry.serve.model or entry.model, self._log_path(entry))
         try:
@@ -364,7 +364,7 @@ class _Driver:
         if entry.serve is not None:
             # planned here first: a complete run needs no worker, no GPU and no server
             plan = self._plan(item, ServedApiJudge(entry.model, entry.options, entry.serve))
-            if not plan.plan.requests:
+            if not plan.plan.n_pending:
                 return
         backend = RayBackend(
             entry,

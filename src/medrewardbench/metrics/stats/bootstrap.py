@@ -6,12 +6,19 @@ is ``(W @ numerators) / (W @ denominators)``, a matrix product rather than a loo
 ``W`` for two judges makes their resamples paired. Intervals are bootstrap percentile intervals;
 resamples in which a ratio is undefined (its denominator resampled to zero, possible for small
 subsets) are left out of that quantile.
+
+Each row of ``W`` (one resample) is drawn from its own generator, seeded from ``(seed, row)``
+(:func:`resample_generator`), so the matrix can be drawn a block of rows at a time
+(:func:`iter_bootstrap_weights`) and the rows never depend on the block size: with 100,000 cases
+and 2,000 resamples the whole matrix never has to exist at once, and the same seed gives the same
+resamples, hence the same intervals, whatever the blocks.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +55,145 @@ class GroupedEstimate:
     macro: Estimate
 
 
-def _row_bincount(draws: npt.NDArray[np.int64], n_bins: int) -> npt.NDArray[np.int32]:
-    rows = draws.shape[0]
-    offsets = (np.arange(rows, dtype=np.int64) * n_bins)[:, None]
-    counts = np.bincount((draws + offsets).ravel(), minlength=rows * n_bins)
-    return counts.reshape(rows, n_bins).astype(np.int32)
+def resample_generator(seed: int | None, row: int) -> np.random.Generator:
+    """The generator that draws one resample (one row of the weight matrix).
+
+    Args:
+        seed: the bootstrap seed (an int, or an entropy value drawn once for an unseeded run).
+        row: the resample's index.
+
+    Returns:
+        numpy's default generator on ``SeedSequence(seed, spawn_key=(row,))``: the ``row``-th
+        child of the seed, independent of every other row.
+    """
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(row,)))
+
+
+@dataclass(frozen=True)
+class StrataLayout:
+    """The cases grouped by stratum: the order in which each resample draws them.
+
+    Attributes:
+        order: case indices sorted by stratum (stable: cases keep their order within a stratum).
+        bounds: (n_strata + 1,) offsets of each stratum in ``order``.
+    """
+
+    order: npt.NDArray[np.intp]
+    bounds: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, n_cases: int, strata: npt.ArrayLike | None = None) -> StrataLayout:
+        """The layout of ``n_cases`` cases, grouped by ``strata`` (one stratum when None).
+
+        Args:
+            n_cases: number of cases.
+            strata: optional (n_cases,) group per case (any sortable values).
+
+        Returns:
+            The layout.
+
+        Raises:
+            ValueError: strata of the wrong shape.
+        """
+        if strata is None:
+            return cls(np.arange(n_cases, dtype=np.intp), np.array([0, n_cases], dtype=np.int64))
+        strata_a = np.asarray(strata)
+        if strata_a.shape != (n_cases,):
+            raise ValueError(f"strata must have shape ({n_cases},), got {strata_a.shape}")
+        if n_cases == 0:
+            return cls(np.zeros(0, dtype=np.intp), np.zeros(1, dtype=np.int64))
+        _, inverse = np.unique(strata_a, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        sizes = np.bincount(inverse)
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        return cls(np.argsort(inverse, kind="stable").astype(np.intp), bounds)
+
+    @property
+    def n_cases(self) -> int:
+        """How many cases the layout orders."""
+        return int(self.order.size)
+
+
+def _resolve_seed(seed: int | None) -> int:
+    """An unseeded bootstrap still draws every block from one entropy value."""
+    if seed is None:
+        entropy = np.random.SeedSequence().entropy
+        assert isinstance(entropy, int)  # drawn from the system, never a sequence
+        return entropy
+    return seed
+
+
+def iter_sorted_weight_blocks(
+    layout: StrataLayout,
+    n_resamples: int,
+    seed: int | None = 0,
+    block_size: int = 100,
+    dtype: type[np.number[Any]] = np.int32,
+) -> Iterator[tuple[int, npt.NDArray[Any]]]:
+    """The weight matrix a block of rows at a time, its columns in the layout's order (by stratum).
+
+    Row ``r`` is drawn by :func:`resample_generator` ``(seed, r)``: every stratum's cases are drawn
+    within the stratum, with replacement, as many times as the stratum has cases, in one call.
+
+    Args:
+        layout: the cases grouped by stratum.
+        n_resamples: number of resamples B.
+        seed: the bootstrap seed.
+        block_size: rows per block (memory only: the rows do not depend on it).
+        dtype: the blocks' type (float32 holds the counts exactly and multiplies fast).
+
+    Yields:
+        ``(first row, block)``: arrays (rows, n_cases) whose column ``k`` is case ``layout.order[k]``.
+    """
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be >= 1")
+    n = layout.n_cases
+    seed = _resolve_seed(seed)
+    bounds = [int(b) for b in layout.bounds]
+    strata = [(low, high) for low, high in zip(bounds[:-1], bounds[1:], strict=True) if high > low]
+    step = max(1, int(block_size))
+    draws = np.empty(n, dtype=np.int64)
+    for start in range(0, n_resamples, step):
+        rows = min(step, n_resamples - start)
+        block = np.empty((rows, n), dtype=dtype)
+        for k in range(rows):
+            rng = resample_generator(seed, start + k)
+            for low, high in strata:
+                draws[low:high] = rng.integers(low, high, size=high - low)
+            block[k] = np.bincount(draws, minlength=n)
+        yield start, block
+
+
+def iter_bootstrap_weights(
+    n_cases: int,
+    n_resamples: int = 2000,
+    seed: int | None = 0,
+    strata: npt.ArrayLike | None = None,
+    *,
+    block_size: int = 100,
+) -> Iterator[tuple[int, npt.NDArray[np.int32]]]:
+    """The rows of :func:`bootstrap_weights`, a block at a time (columns in case order).
+
+    Args:
+        n_cases: number of cases.
+        n_resamples: number of resamples B.
+        seed: the seed; the same seed gives the same rows whatever ``block_size``.
+        strata: optional (n_cases,) group per case; each stratum is resampled within itself.
+        block_size: rows per block.
+
+    Yields:
+        ``(first row, block)``, int32 arrays (rows, n_cases).
+
+    Raises:
+        ValueError: a negative number of cases, no resamples, or strata of the wrong shape.
+    """
+    if n_cases < 0 or n_resamples < 1:
+        raise ValueError("n_cases must be >= 0 and n_resamples >= 1")
+    layout = StrataLayout.of(n_cases, strata)
+    for start, block in iter_sorted_weight_blocks(layout, n_resamples, seed, block_size):
+        out = np.empty_like(block)
+        out[:, layout.order] = block
+        yield start, out
 
 
 def bootstrap_weights(
@@ -64,12 +205,13 @@ def bootstrap_weights(
     """Multinomial resample counts: how often each case is drawn in each bootstrap resample.
 
     Draw once and pass the matrix to every interval and test, so that all judges, dimensions and
-    groups see the same resamples (paired comparisons need that).
+    groups see the same resamples (paired comparisons need that). It is the rows of
+    :func:`iter_bootstrap_weights` stacked: large analyses draw it in blocks instead.
 
     Args:
         n_cases: number of cases.
         n_resamples: number of bootstrap resamples B.
-        seed: seed of numpy's default generator; the same seed gives the same matrix.
+        seed: the seed; the same seed gives the same matrix (row ``r`` comes from ``(seed, r)``).
         strata: optional (n_cases,) group id per case; each stratum is resampled within itself,
             so every resample keeps each group's size (recommended for per-group and macro
             intervals: no group is ever empty).
@@ -80,22 +222,8 @@ def bootstrap_weights(
     """
     if n_cases < 0 or n_resamples < 1:
         raise ValueError("n_cases must be >= 0 and n_resamples >= 1")
-    rng = np.random.default_rng(seed)
-    if n_cases == 0:
-        return np.zeros((n_resamples, 0), dtype=np.int32)
-    if strata is None:
-        return _row_bincount(rng.integers(0, n_cases, size=(n_resamples, n_cases)), n_cases)
-    strata_a = np.asarray(strata)
-    if strata_a.shape != (n_cases,):
-        raise ValueError(f"strata must have shape ({n_cases},), got {strata_a.shape}")
-    _, inverse = np.unique(strata_a, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    weights = np.zeros((n_resamples, n_cases), dtype=np.int32)
-    for stratum in range(int(inverse.max()) + 1):
-        members = np.flatnonzero(inverse == stratum)
-        draws = rng.integers(0, members.size, size=(n_resamples, members.size))
-        weights[:, members] = _row_bincount(draws, members.size)
-    return weights
+    blocks = [block for _, block in iter_bootstrap_weights(n_cases, n_resamples, seed, strata, block_size=256)]
+    return np.concatenate(blocks, axis=0)
 
 
 def resampled_sums(weights: npt.ArrayLike, values: npt.ArrayLike) -> FloatArray:
