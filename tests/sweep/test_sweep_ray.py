@@ -102,7 +102,7 @@ def test_a_killed_worker_is_restarted_and_every_judgment_is_stored_exactly_once(
     result = run_sweep(config, SweepOptions(out_dir=out, ray="auto", report=False), progress=progress)
     assert killed
     api = next(o for o in result.outcomes if o.name == "api:ray-model")
-    assert api.status == "done" and api.stored == 12
+    assert api.status == "done" and api.stored == 12, (api.status, api.error)
     assert len(progress.workers["api:ray-model"]) == 2 and killed[0] in progress.workers["api:ray-model"]
     assert any("died" in note and "sending" in note for note in progress.notes)
     keys = stored_rows(out)

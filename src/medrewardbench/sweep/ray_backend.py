@@ -257,6 +257,10 @@ class DescribedJudge(Judge):
 # ------------------------------------------------------------------------------------- driver
 
 
+RESTART_WAIT_S = 600.0
+"""How long the driver waits for Ray to bring a restarting worker back (it reloads data and judge)."""
+
+
 def _errors(ray: Any) -> tuple[tuple[type[BaseException], ...], type[BaseException]]:
     exceptions = ray.exceptions
     died = tuple(
@@ -336,6 +340,7 @@ class RayBackend:
         self.concurrency = 1
         self._pids: set[int] = set()
         self._died, self._task_error = _errors(self.ray)
+        self._unavailable: type[BaseException] | None = getattr(self.ray.exceptions, "ActorUnavailableError", None)
 
     async def start(self) -> WorkerDescription:
         """Create the worker and wait until it describes its judge.
@@ -354,13 +359,24 @@ class RayBackend:
         return await self._describe()
 
     async def _describe(self) -> WorkerDescription:
-        try:
-            description: WorkerDescription = await self.actor.describe.remote()
-        except (*self._died, self._task_error) as exc:
-            own = _reraised(exc)
-            if own is not None:
-                raise own from None
-            raise EntryFailed(f"{self.entry.name}: its Ray worker failed: {_first_line(exc)}") from exc
+        deadline = asyncio.get_running_loop().time() + RESTART_WAIT_S
+        while True:
+            try:
+                description: WorkerDescription = await self.actor.describe.remote()
+                break
+            except (*self._died, self._task_error) as exc:
+                # Ray answers "temporarily unavailable" while it restarts the worker: wait for it.
+                if (
+                    self._unavailable is not None
+                    and isinstance(exc, self._unavailable)
+                    and asyncio.get_running_loop().time() < deadline
+                ):
+                    await asyncio.sleep(0.5)
+                    continue
+                own = _reraised(exc)
+                if own is not None:
+                    raise own from None
+                raise EntryFailed(f"{self.entry.name}: its Ray worker failed: {_first_line(exc)}") from exc
         self.description = description
         self.node = description.node
         self.batch_size = description.batch_size
