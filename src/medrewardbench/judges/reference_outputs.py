@@ -98,45 +98,11 @@ def output_files(path: str | Path) -> list[Path]:
     raise JudgeSpecError(f"reference outputs {str(p)!r}: no such file or directory")
 
 
-def read_outputs(files: Iterable[Path]) -> dict[str, Any]:
-    """Map ``organ/question_id`` to the last ``chosen_answer`` seen for it.
-
-    Later lines win, as in the reference's dict-based evaluation.
-
-    Raises:
-        DataError: lines that are not JSON or lack question_id / modality_type, with file and row.
-    """
-    answers: dict[str, Any] = {}
-    problems: list[DataProblem] = []
-    for file in files:
-        with file.open(encoding="utf-8") as fh:
-            for row, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:
-                    problems.append(DataProblem(str(file), f"not valid JSON: {exc}", row=row))
-                    continue
-                if not isinstance(record, dict):
-                    problems.append(DataProblem(str(file), "a line must be a JSON object", row=row))
-                    continue
-                missing = [k for k in ("question_id", "modality_type") if k not in record]
-                if missing:
-                    for key in missing:
-                        problems.append(DataProblem(str(file), "missing", row=row, field=key))
-                    continue
-                answers[f"{record['modality_type']}/{record['question_id']}"] = record.get("chosen_answer")
-    if problems:
-        raise DataError(problems)
-    return answers
-
-
 def index_outputs(files: Iterable[Path]) -> sqlite3.Connection:
     """Index the outputs by ``organ/question_id`` in a private temporary SQLite database.
 
-    The same rules as :func:`read_outputs` (later lines win), but the answers go to disk as they
-    are read: memory does not grow with the number of lines. The database is deleted when the
+    Later lines win, as in the reference's dict-based evaluation; the answers go to disk as they
+    are read, so memory does not grow with the number of lines. The database is deleted when the
     connection is closed.
 
     Args:

@@ -35,7 +35,7 @@ from medrewardbench.metrics import stats
 from medrewardbench.metrics.stats import NOT_RUN, FloatArray, IntArray
 from medrewardbench.metrics.stats.bootstrap import StrataLayout, _estimate, iter_sorted_weight_blocks
 from medrewardbench.metrics.stats.counts import _safe_divide
-from medrewardbench.metrics.stats.paired import PairwiseComparisons, _bootstrap_p_value, mcnemar_p_value
+from medrewardbench.metrics.stats.paired import PairwiseComparisons, assemble_pairwise, mcnemar_p_value
 
 RATIO_METRICS: tuple[str, ...] = (
     "accuracy",
@@ -558,23 +558,7 @@ def _comparisons(
         acc_a[c, a] = _safe_divide(totals[1], totals[2])
         pair_diff[k] = acc_a[a, c] - acc_a[c, a]
         pair_samples[:, k] = _safe_divide(replicates[:, 0] - replicates[:, 1], replicates[:, 2])
-    low_pairs, high_pairs = stats.percentile_interval(pair_samples, confidence)
-    p_pairs = _bootstrap_p_value(pair_samples)
-    undefined = np.isnan(pair_diff)
-    low_pairs[undefined] = high_pairs[undefined] = p_pairs[undefined] = np.nan
-    diff = np.zeros((n_judges, n_judges, n_dims))
-    low = np.zeros_like(diff)
-    high = np.zeros_like(diff)
-    p_boot = np.ones_like(diff)
-    diff[rows, cols], diff[cols, rows] = pair_diff, -pair_diff
-    low[rows, cols], low[cols, rows] = low_pairs, -high_pairs
-    high[rows, cols], high[cols, rows] = high_pairs, -low_pairs
-    p_boot[rows, cols] = p_boot[cols, rows] = p_pairs
-    diagonal = np.arange(n_judges)
-    self_undefined = np.isnan(acc_a[diagonal, diagonal])
-    for array in (diff, low, high, p_boot):
-        array[diagonal, diagonal] = np.where(self_undefined, np.nan, array[diagonal, diagonal])
-    return PairwiseComparisons(acc_a, diff, low, high, p_boot, b, p_mcnemar, pairs)
+    return assemble_pairwise(acc_a, pair_diff, pair_samples, rows, cols, confidence, b, p_mcnemar, pairs)
 
 
 __all__ = ["FEATURES", "RATIO_METRICS", "Resampled", "resample_runs"]

@@ -199,6 +199,40 @@ def pairwise_comparisons(
         acc_a[cols, rows] = pair_acc_b
         own = ratio(correct.sum(axis=2).transpose(1, 0, 2), counted.sum(axis=2).transpose(1, 0, 2))
         acc_a[np.arange(n_judges), np.arange(n_judges)] = own
+    return assemble_pairwise(acc_a, pair_diff, pair_samples, rows, cols, confidence, b, p_mcnemar, n_pairs)
+
+
+def assemble_pairwise(
+    acc_a: FloatArray,
+    pair_diff: FloatArray,
+    pair_samples: FloatArray,
+    rows: npt.NDArray[np.intp],
+    cols: npt.NDArray[np.intp],
+    confidence: float,
+    b: CountArray,
+    p_mcnemar: FloatArray,
+    n_pairs: CountArray,
+) -> PairwiseComparisons:
+    """Fill the judge-by-judge matrices from the per-pair figures of the upper triangle.
+
+    Both ways of computing the pairs (the whole matrix here, blocks of resamples in
+    :mod:`medrewardbench.metrics.resampling`) end here, so they give the same intervals and p-values.
+
+    Args:
+        acc_a: (judges, judges, dims) accuracy of the row judge on the requests both judged.
+        pair_diff: (pairs, dims) row minus column judge for each pair ``(rows[k], cols[k])``.
+        pair_samples: (resamples, pairs, dims) the bootstrap replicates of ``pair_diff``.
+        rows: the row judge of each pair.
+        cols: the column judge of each pair.
+        confidence: interval coverage.
+        b: McNemar's discordant counts, as the caller computed them.
+        p_mcnemar: McNemar's p-values.
+        n_pairs: requests both judges of a pair judged.
+
+    Returns:
+        The comparisons, antisymmetric in the differences and intervals, NaN where undefined.
+    """
+    n_judges, _, n_dims = acc_a.shape
     low_pairs, high_pairs = percentile_interval(pair_samples, confidence)
     p_pairs = _bootstrap_p_value(pair_samples)
     undefined = np.isnan(pair_diff)
