@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from medrewardbench import __version__
+from medrewardbench.batching import batched
 from medrewardbench.cases import Case
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner, to_source
@@ -266,18 +267,6 @@ class _StoreWriter:
             self.progress(len(rows))
 
 
-def _batches(requests: Iterable[JudgeRequest], size: int) -> Iterator[Sequence[JudgeRequest]]:
-    size = max(1, size)
-    batch: list[JudgeRequest] = []
-    for request in requests:
-        batch.append(request)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 async def _judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
     started = time.perf_counter()
     try:
@@ -315,7 +304,7 @@ async def execute_plan(
     """
     started = time.perf_counter()
     judge_fp = plan.run.judge_fingerprint
-    batches = _batches(plan.iter_requests(store), judge.batch_size)
+    batches = batched(plan.iter_requests(store), judge.batch_size)
     writer = _StoreWriter(store, judge_fp, progress)
 
     async def worker() -> None:

@@ -14,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from medrewardbench.batching import batched
 from medrewardbench.build.generators import GenerationRequest, GenerationResult, TextGenerator
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DispatchSummary", "ProgressCallback", "Writer", "dispatch", "take_batches"]
+__all__ = ["DispatchSummary", "ProgressCallback", "Writer", "dispatch"]
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of requests just finished."""
@@ -36,26 +37,6 @@ class DispatchSummary:
     done: int
     failed: int
     wall_s: float
-
-
-def take_batches(requests: Iterable[GenerationRequest], size: int) -> Iterator[list[GenerationRequest]]:
-    """Group a (lazy) stream of requests into batches of ``size``.
-
-    Args:
-        requests: the requests, produced as they are needed.
-        size: requests per batch (at least 1).
-
-    Yields:
-        Lists of at most ``size`` requests.
-    """
-    batch: list[GenerationRequest] = []
-    for request in requests:
-        batch.append(request)
-        if len(batch) >= max(1, size):
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 class _BatchWriter:
@@ -134,7 +115,7 @@ async def dispatch(
         Exception: whatever ``write`` raises (the store failing ends the step; what was written stays).
     """
     started = time.perf_counter()
-    batches = take_batches(requests, generator.batch_size)
+    batches = batched(requests, generator.batch_size)
     writer = _BatchWriter(write, progress)
 
     async def worker() -> None:

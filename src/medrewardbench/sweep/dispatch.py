@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from medrewardbench.batching import batched
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.metrics.cost import Price
 from medrewardbench.runner import RunPlan, to_stored
@@ -138,22 +139,9 @@ class StoreWriter:
 
 
 def batches_of(requests: Sequence[JudgeRequest], size: int) -> list[Sequence[JudgeRequest]]:
-    """The plan's requests cut into batches, in plan order (the same cut wherever they are judged)."""
+    """The plan's requests cut into batches, in plan order: the cut :func:`~medrewardbench.batching.batched` makes."""
     size = max(1, size)
     return [requests[start : start + size] for start in range(0, len(requests), size)]
-
-
-def _cut(requests: Iterable[JudgeRequest], size: int) -> Iterator[Sequence[JudgeRequest]]:
-    """Requests cut into batches as they come, the same cut as :func:`batches_of`."""
-    size = max(1, size)
-    batch: list[JudgeRequest] = []
-    for request in requests:
-        batch.append(request)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 @dataclass
@@ -205,7 +193,7 @@ async def dispatch(
     # the plan's requests are made as the workers take them (a chunk of cases read at a time)
     total = entry.plan.n_pending if requests is None else len(requests)
     pending: Iterable[JudgeRequest] = entry.plan.iter_requests() if requests is None else requests
-    batches: Iterator[Sequence[JudgeRequest]] = _cut(pending, backend.batch_size)
+    batches: Iterator[Sequence[JudgeRequest]] = batched(pending, backend.batch_size)
     fingerprint = entry.plan.run.judge_fingerprint
     dispatched = 0
     stopped = False
