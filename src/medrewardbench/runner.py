@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from medrewardbench import __version__
-from medrewardbench.batching import batched
+from medrewardbench.batching import TurnWriter, batched
 from medrewardbench.cases import Case
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner, to_source
@@ -218,19 +218,8 @@ def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> Stor
     )
 
 
-MAX_PENDING_ROWS = 4096
-"""Finished judgments held at most before they are written, whatever the judge's concurrency."""
-
-
-class _StoreWriter:
-    """Commits finished judgments, one transaction for all the batches that finish in one loop turn.
-
-    A commit per judgment costs more CPU on the event loop than the judge's own work once dozens of
-    API requests are in flight. The first batch to finish in a turn waits one turn for the others
-    and then writes them all, so no finished judgment waits longer than that. A batch that joins
-    waits for that write too, so that a judge that never awaits (an instant judge) cannot pile up
-    finished results ahead of the writer; past :data:`MAX_PENDING_ROWS` they are written at once.
-    """
+class _JudgmentCounter:
+    """Stores finished judgments for :class:`~medrewardbench.batching.TurnWriter`, counting them."""
 
     def __init__(self, store: Store, judge_fp: str, progress: ProgressCallback | None) -> None:
         self.store = store
@@ -238,28 +227,8 @@ class _StoreWriter:
         self.progress = progress
         self.judged = 0
         self.failed = 0
-        self._pending: list[StoredJudgment] = []
-        self._collecting = False
 
-    async def add(self, rows: list[StoredJudgment]) -> None:
-        self._pending.extend(rows)
-        if self._collecting:
-            # the batch that opened this turn's transaction writes these too: let it run first
-            if len(self._pending) >= MAX_PENDING_ROWS:
-                self.flush()
-            await asyncio.sleep(0)
-            return
-        self._collecting = True
-        try:
-            await asyncio.sleep(0)  # the other batches that finished in this turn join in
-        finally:
-            self._collecting = False
-            self.flush()  # also when cancelled: finished judgments are never dropped
-
-    def flush(self) -> None:
-        rows, self._pending = self._pending, []
-        if not rows:
-            return
+    def __call__(self, rows: list[StoredJudgment]) -> None:
         self.store.write_judgments(self.judge_fp, rows)
         self.judged += len(rows)
         self.failed += sum(1 for r in rows if r.failure is not None)
@@ -305,7 +274,8 @@ async def execute_plan(
     started = time.perf_counter()
     judge_fp = plan.run.judge_fingerprint
     batches = batched(plan.iter_requests(store), judge.batch_size)
-    writer = _StoreWriter(store, judge_fp, progress)
+    counter = _JudgmentCounter(store, judge_fp, progress)
+    writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
 
     async def worker() -> None:
         # the plan's iterator is shared: each batch goes to exactly one worker
@@ -323,7 +293,7 @@ async def execute_plan(
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         writer.flush()
-    judged, failed = writer.judged, writer.failed
+    judged, failed = counter.judged, counter.failed
     return RunSummary(
         run=plan.run,
         judged=judged,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from medrewardbench.batching import batched
+from medrewardbench.batching import TurnWriter, batched
 from medrewardbench.build.generators import GenerationRequest, GenerationResult, TextGenerator
 
 log = logging.getLogger(__name__)
@@ -39,36 +39,16 @@ class DispatchSummary:
     wall_s: float
 
 
-class _BatchWriter:
-    """Commits finished answers, one transaction for all the batches that finish in one loop turn."""
+class _AnswerCounter:
+    """Stores finished answers for :class:`~medrewardbench.batching.TurnWriter`, counting them."""
 
     def __init__(self, write: Writer, progress: ProgressCallback | None) -> None:
         self.write = write
         self.progress = progress
         self.done = 0
         self.failed = 0
-        self._pending: list[tuple[GenerationRequest, GenerationResult]] = []
-        self._collecting = False
 
-    async def add(self, rows: list[tuple[GenerationRequest, GenerationResult]]) -> None:
-        self._pending.extend(rows)
-        if self._collecting:
-            # the batch that opened this turn's transaction writes these too; yield so that it does
-            # before this worker takes another batch (a generator that never waits would otherwise
-            # pile every answer up here, unwritten, until the requests run out)
-            await asyncio.sleep(0)
-            return
-        self._collecting = True
-        try:
-            await asyncio.sleep(0)  # the other batches that finished in this turn join in
-        finally:
-            self._collecting = False
-            self.flush()  # also when cancelled: finished answers are never dropped
-
-    def flush(self) -> None:
-        rows, self._pending = self._pending, []
-        if not rows:
-            return
+    def __call__(self, rows: list[tuple[GenerationRequest, GenerationResult]]) -> None:
         self.write(rows)
         self.done += len(rows)
         self.failed += sum(1 for _, result in rows if result.failure is not None)
@@ -116,7 +96,8 @@ async def dispatch(
     """
     started = time.perf_counter()
     batches = batched(requests, generator.batch_size)
-    writer = _BatchWriter(write, progress)
+    counter = _AnswerCounter(write, progress)
+    writer: TurnWriter[tuple[GenerationRequest, GenerationResult]] = TurnWriter(counter)
 
     async def worker() -> None:
         # the iterator is shared: each batch goes to exactly one worker
@@ -134,4 +115,4 @@ async def dispatch(
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         writer.flush()
-    return DispatchSummary(writer.done, writer.failed, time.perf_counter() - started)
+    return DispatchSummary(counter.done, counter.failed, time.perf_counter() - started)

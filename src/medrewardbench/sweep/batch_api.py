@@ -385,7 +385,7 @@ class BatchRunner:
         if not pairs:
             return
         rows = [to_stored(self.fingerprint, request, result) for request, result in pairs]
-        await self.writer.add(self.fingerprint, rows)
+        await self.writer.add_judged(self.fingerprint, rows)
         self.writer.flush()
         self.outcome.judged += len(rows)
         self.outcome.failed += sum(1 for row in rows if row.failure is not None)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from medrewardbench.batching import batched
+from medrewardbench.batching import TurnWriter, batched
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.metrics.cost import Price
 from medrewardbench.runner import RunPlan, to_stored
@@ -100,40 +100,28 @@ class LocalBackend:
         return await judge_safely(self.judge_, batch)
 
 
-class StoreWriter:
-    """Commits finished batches; those that finish in one turn of the event loop share a transaction.
+class StoreWriter(TurnWriter[tuple[str, StoredJudgment]]):
+    """Commits finished batches of several judges; those that finish in one loop turn share a write.
 
-    A commit per judgment costs more CPU on the event loop than the judges' own work once dozens
-    of requests are in flight. The first batch to finish in a turn waits one turn for the others,
-    then writes them all; cancellation never drops a finished batch.
+    The mechanism is :class:`~medrewardbench.batching.TurnWriter`'s; the write groups the rows by
+    judge configuration, one transaction for each.
 
     Args:
         store: the results store to commit to.
     """
 
     def __init__(self, store: Store) -> None:
+        super().__init__(self._write_grouped)
         self.store = store
-        self._pending: list[tuple[str, list[StoredJudgment]]] = []
-        self._collecting = False
 
-    async def add(self, judge_fingerprint: str, rows: list[StoredJudgment]) -> None:
+    async def add_judged(self, judge_fingerprint: str, rows: list[StoredJudgment]) -> None:
         """Queue rows of one judge configuration and commit them by the end of this loop turn."""
-        self._pending.append((judge_fingerprint, rows))
-        if self._collecting:
-            return
-        self._collecting = True
-        try:
-            await asyncio.sleep(0)
-        finally:
-            self._collecting = False
-            self.flush()
+        await self.add((judge_fingerprint, row) for row in rows)
 
-    def flush(self) -> None:
-        """Commit everything queued (one transaction per judge configuration)."""
-        pending, self._pending = self._pending, []
+    def _write_grouped(self, pending: list[tuple[str, StoredJudgment]]) -> None:
         grouped: dict[str, list[StoredJudgment]] = {}
-        for fingerprint, rows in pending:
-            grouped.setdefault(fingerprint, []).extend(rows)
+        for fingerprint, row in pending:
+            grouped.setdefault(fingerprint, []).append(row)
         for fingerprint, rows in grouped.items():
             self.store.write_judgments(fingerprint, rows)
 
@@ -229,7 +217,7 @@ async def dispatch(
                     assert budget is not None
                     budget.settle(estimate, actual)
             rows = [to_stored(fingerprint, request, result) for request, result in zip(batch, results, strict=True)]
-            await writer.add(fingerprint, rows)
+            await writer.add_judged(fingerprint, rows)
             outcome.judged += len(rows)
             outcome.failed += sum(1 for r in rows if r.failure is not None)
             node = backend.node or "local"
