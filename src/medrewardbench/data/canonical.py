@@ -681,20 +681,40 @@ def read_json_document(path: Path) -> object:
         raise JSONTextError(f"invalid JSON file: {exc}") from None
 
 
-def _json_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
+def json_document_rows(path: Path, sink: ProblemSink, key: str, shape_error: str) -> Iterator[tuple[int, object]]:
+    """The numbered rows of a JSON file holding a list, or an object with the list under ``key``.
+
+    Args:
+        path: the file (read whole: a JSON document is one value).
+        sink: where problems go (unreadable or invalid JSON, another shape).
+        key: the list to read in a JSON object.
+        shape_error: the problem reported when the document has neither shape.
+
+    Yields:
+        (1-based row number, parsed row).
+    """
     try:
         document = read_json_document(path)
     except JSONTextError as exc:
         sink.add(str(exc))
         return
-    rows = document.get("cases") if isinstance(document, dict) else document
+    rows = document.get(key) if isinstance(document, dict) else document
     if not isinstance(rows, list):
-        sink.add("a JSON data file must hold a list of cases or an object with a 'cases' list")
+        sink.add(shape_error)
         return
     yield from enumerate(rows, start=1)
 
 
-def _parquet_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
+def parquet_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The numbered rows of a parquet file, read in batches of 256 rows.
+
+    Args:
+        path: the file.
+        sink: where an unreadable file is reported (after the rows read before the problem).
+
+    Yields:
+        (1-based row number, the row as a dict).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -704,13 +724,18 @@ def _parquet_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]
         for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
             for record in batch.to_pylist():
                 row += 1
-                labels = record.get("labels")
-                if isinstance(labels, dict):
-                    # a labels struct has a field for every dimension: null there means absent
-                    record["labels"] = {key: value for key, value in labels.items() if value is not None} or None
                 yield row, record
     except (OSError, pa.ArrowException) as exc:
         sink.add(f"unreadable parquet file: {' '.join(str(exc).split())}")
+
+
+def _parquet_case_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
+    for row, record in parquet_rows(path, sink):
+        labels = record.get("labels")
+        if isinstance(labels, dict):
+            # a labels struct has a field for every dimension: null there means absent
+            record["labels"] = {key: value for key, value in labels.items() if value is not None} or None
+        yield row, record
 
 
 def _rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
@@ -718,8 +743,10 @@ def _rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
     if suffix == ".jsonl":
         return json_lines(path, sink)
     if suffix == ".json":
-        return _json_rows(path, sink)
-    return _parquet_rows(path, sink)
+        return json_document_rows(
+            path, sink, "cases", "a JSON data file must hold a list of cases or an object with a 'cases' list"
+        )
+    return _parquet_case_rows(path, sink)
 
 
 def canonical_files(directory: Path) -> list[Path]:

@@ -41,8 +41,9 @@ from medrewardbench.data.canonical import (
     ProblemSink,
     case_id_problem,
     image_ref_from_value,
+    json_document_rows,
     json_lines,
-    read_json_document,
+    parquet_rows,
 )
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import MAX_JSON_DEPTH, JSONTextError, brief, parse_json, too_deep
@@ -78,7 +79,6 @@ ANSWER_TYPES: tuple[str, ...] = ("closed", "open")
 QUESTION_SUFFIXES: tuple[str, ...] = (".jsonl", ".json", ".parquet")
 """File suffixes read as questions (and as rows to map, by ``build import``)."""
 OPTIONAL_TEXT_FIELDS: tuple[str, ...] = ("reference_answer", "organ_system", "department", "modality", "source_dataset")
-_PARQUET_BATCH_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -221,34 +221,6 @@ def question_from_record(
     )
 
 
-def _json_rows(path: Path, sink: ProblemSink, key: str) -> Iterator[tuple[int, object]]:
-    try:
-        document = read_json_document(path)
-    except JSONTextError as exc:
-        sink.add(str(exc))
-        return
-    rows = document.get(key) if isinstance(document, dict) else document
-    if not isinstance(rows, list):
-        sink.add(f"a JSON file must hold a list of rows or an object with a {key!r} list")
-        return
-    yield from enumerate(rows, start=1)
-
-
-def _parquet_rows(path: Path, sink: ProblemSink) -> Iterator[tuple[int, object]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-        row = 0
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
-            for record in batch.to_pylist():
-                row += 1
-                yield row, record
-    except (OSError, pa.ArrowException) as exc:
-        sink.add(f"unreadable parquet file: {' '.join(str(exc).split())}")
-
-
 def iter_question_rows(
     path: str | Path, sink: ProblemSink, json_key: str = "questions"
 ) -> Iterator[tuple[int, object]]:
@@ -275,9 +247,11 @@ def iter_question_rows(
     if suffix == ".jsonl":
         yield from json_lines(file, sink)
     elif suffix == ".json":
-        yield from _json_rows(file, sink, json_key)
+        yield from json_document_rows(
+            file, sink, json_key, f"a JSON file must hold a list of rows or an object with a {json_key!r} list"
+        )
     elif suffix == ".parquet":
-        yield from _parquet_rows(file, sink)
+        yield from parquet_rows(file, sink)
     else:
         sink.add(f"unsupported file type {file.suffix or '(none)'!r}; use one of {', '.join(QUESTION_SUFFIXES)}")
 
