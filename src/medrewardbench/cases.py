@@ -15,7 +15,12 @@ from typing import Any, Literal
 from medrewardbench.dimensions import DIMENSIONS, Winner
 from medrewardbench.images.refs import ImageRef
 
-__all__ = ["Annotation", "Case", "ImageRef"]
+__all__ = ["LABEL_SOURCES", "Adjudication", "Annotation", "Case", "ImageRef"]
+
+LABEL_SOURCES: tuple[str, ...] = ("majority", "adjudication", "given")
+"""Where a case's label on one dimension came from: the strict majority of its annotations, an
+adjudicator's decision where they left none, or given as it is by the data (no annotations
+decide it: a single expert, the reference data)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,29 @@ class Annotation:
     """How the pair was shown: ``original`` (response_1 as A), ``swapped``, or unknown."""
     seconds: float | None = None
     """Time the annotator spent on the case, when recorded."""
+    comment: str | None = None
+    """The annotator's free-text comment on the case, when they wrote one."""
+    cannot_judge: bool = False
+    """Whether the annotator said they could not judge the case (their labels are then usually empty)."""
+    cannot_judge_reason: str | None = None
+    """Why they could not judge it, in their words."""
+
+
+@dataclass(frozen=True)
+class Adjudication:
+    """An adjudicator's decision on one dimension that the annotators left without a strict majority.
+
+    ``label`` is the better response in *source order*, like every label.
+    """
+
+    dimension: str
+    label: Winner
+    by: str
+    """Who decided (a user name of the annotation app, or ``cli:<os user>``)."""
+    note: str | None = None
+    """Why, in the adjudicator's words."""
+    at: str | None = None
+    """When, as an ISO 8601 time in UTC (``2026-11-26T10:00:00Z``)."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +69,10 @@ class Case:
 
     ``labels`` maps a dimension to the better response in *source order* (1 = response_1,
     2 = response_2). It is empty for unlabeled data; a dimension may be absent.
-    ``annotations`` holds the per-annotator labels the expert labels came from, when known.
+    ``annotations`` holds the per-annotator labels the expert labels came from, when known;
+    ``adjudications`` the decisions on dimensions they left without a strict majority; and
+    ``label_sources`` says, per labelled dimension, which of :data:`LABEL_SOURCES` the label came
+    from (empty when the data says nothing: the labels are then ``given``).
     """
 
     case_id: str
@@ -58,6 +89,8 @@ class Case:
     body_part: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     annotations: tuple[Annotation, ...] = ()
+    adjudications: tuple[Adjudication, ...] = ()
+    label_sources: Mapping[str, str] = field(default_factory=dict)
     _hash_cache: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def response(self, winner: Winner) -> str:
@@ -74,6 +107,19 @@ class Case:
             The better response in source order, or None.
         """
         return self.labels.get(dimension)
+
+    def label_source(self, dimension: str) -> str | None:
+        """Where the label on one dimension came from (one of :data:`LABEL_SOURCES`), None when unlabelled.
+
+        Args:
+            dimension: a dimension name.
+
+        Returns:
+            ``majority``, ``adjudication`` or ``given``; None when the case has no label on it.
+        """
+        if dimension not in self.labels:
+            return None
+        return self.label_sources.get(dimension, "given")
 
     @property
     def is_labeled(self) -> bool:

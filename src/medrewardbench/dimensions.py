@@ -116,3 +116,27 @@ def normalize_dimension(name: str) -> str | None:
         if key == dim:
             return dim
     return None
+
+
+def parse_winner(value: object) -> Winner | None:
+    """Turn a label value into a source-order winner.
+
+    Args:
+        value: ``1``/``2``, ``"1"``/``"2"`` or ``"A"``/``"B"`` (any case; A = response_1).
+
+    Returns:
+        1 or 2, or None when the value is none of those.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return 1 if value == 1 else 2 if value == 2 else None
+    if isinstance(value, str):
+        text = value.strip().upper()
+        if text in ("A", "1"):
+            return 1
+        if text in ("B", "2"):
+            return 2
+    return None

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from medrewardbench.cases import Case, ImageRef
+from medrewardbench.data.annotations import SUPERSEDED, UNDECIDED
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import DataError, DataProblem
@@ -31,6 +32,8 @@ _KIND_SUMMARIES: dict[str, str] = {
     UNLABELED: "case(s) without expert labels",
     NULL_LABEL: "dimension label(s) given as null (not counted)",
     ORPHAN_LABELS: "label row(s) without a case",
+    UNDECIDED: "dimension(s) without a strict majority or an adjudication (unlabelled)",
+    SUPERSEDED: "adjudication(s) of a dimension that has a strict majority (the majority is the label)",
 }
 
 

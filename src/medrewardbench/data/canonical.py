@@ -10,8 +10,10 @@ or null for no image; DICOM files are allowed), ``question``, ``response_1``, ``
 ``"A"``/``"B"``, where 1 = A = response_1), ``organ_system`` (string, default ``"unknown"``),
 optional strings ``department``, ``modality``, ``source_dataset``, ``question_type``,
 ``body_part``, and ``metadata`` (an object; a JSON string in parquet). ``annotations`` (optional)
-lists per-annotator labels; without ``labels`` the row's labels are their strict majority (see
-:mod:`medrewardbench.data.annotations`).
+lists per-annotator labels with their comments and "cannot judge" reasons, ``adjudications``
+(optional) the decisions on dimensions they left without a strict majority, and ``label_sources``
+(optional) where each label came from; without ``labels`` the row's labels are the annotations'
+strict majority, else the adjudication (see :mod:`medrewardbench.data.annotations`).
 
 Ids are printable text (no control characters, line breaks or NUL) of at most
 :data:`MAX_ID_LENGTH` characters. Image paths must resolve, after symbolic links, inside the data
@@ -38,8 +40,11 @@ from typing import Any
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data.annotations import (
+    adjudications_to_records,
     annotations_to_records,
+    parse_adjudications,
     parse_annotations,
+    parse_label_sources,
     resolve_labels,
     undecided_warnings,
 )
@@ -47,7 +52,7 @@ from medrewardbench.data.benchmark import NULL_LABEL, UNLABELED, CaseLocation, I
 from medrewardbench.data.image_policy import ImagePolicy
 from medrewardbench.data.jsonio import BOM, MAX_JSON_DEPTH, JSONTextError, brief, parse_json, too_deep
 from medrewardbench.data.provenance import CARD_FILENAME
-from medrewardbench.dimensions import DIMENSIONS, Winner, normalize_dimension
+from medrewardbench.dimensions import DIMENSIONS, Winner, normalize_dimension, parse_winner
 from medrewardbench.errors import DataProblem
 from medrewardbench.images import files as image_files
 from medrewardbench.images.files import FileRefused, check_regular_file, describe_oserror, open_regular_file
@@ -66,7 +71,18 @@ OPTIONAL_TEXT_FIELDS: tuple[str, ...] = (
     "body_part",
 )
 KNOWN_FIELDS: frozenset[str] = frozenset(
-    ("id", "image", "labels", "annotations", "organ_system", "metadata", *REQUIRED_TEXT_FIELDS, *OPTIONAL_TEXT_FIELDS)
+    (
+        "id",
+        "image",
+        "labels",
+        "annotations",
+        "adjudications",
+        "label_sources",
+        "organ_system",
+        "metadata",
+        *REQUIRED_TEXT_FIELDS,
+        *OPTIONAL_TEXT_FIELDS,
+    )
 )
 BUILTIN_PREFIXES: tuple[str, ...] = ("pydicom", "skimage")
 _IMAGE_KEYS = frozenset(("path", "bytes", "builtin"))
@@ -127,30 +143,6 @@ def case_id_problem(case_id: str) -> str | None:
             f"id must be printable text; it holds the control or invisible character {char!r} "
             f"at position {position + 1}"
         )
-    return None
-
-
-def parse_winner(value: object) -> Winner | None:
-    """Turn a label value into a source-order winner.
-
-    Args:
-        value: ``1``/``2``, ``"1"``/``"2"`` or ``"A"``/``"B"`` (any case; A = response_1).
-
-    Returns:
-        1 or 2, or None when the value is none of those.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int):
-        return 1 if value == 1 else 2 if value == 2 else None
-    if isinstance(value, str):
-        text = value.strip().upper()
-        if text in ("A", "1"):
-            return 1
-        if text in ("B", "2"):
-            return 2
     return None
 
 
@@ -487,7 +479,10 @@ def case_from_record(
         lambda value, field: parse_labels(value, sink, row, case_id, field, warnings=row_warnings),
         case_id,
     )
-    labels = resolve_labels(labels, annotations, sink, row, case_id)
+    adjudications = parse_adjudications(record.get("adjudications"), sink, row, case_id)
+    sources = parse_label_sources(record.get("label_sources"), sink, row, case_id)
+    resolved = resolve_labels(labels, annotations, sink, row, case_id, adjudications, sources)
+    labels = resolved.labels
     metadata = _object(record.get("metadata"), sink, row, case_id, "metadata")
     if len(sink.problems) > before or case_id is None or image is None or metadata is None:
         return None
@@ -514,6 +509,8 @@ def case_from_record(
         body_part=optional["body_part"],
         metadata=metadata,
         annotations=annotations,
+        adjudications=adjudications,
+        label_sources=resolved.sources if (annotations or adjudications or sources is not None) else {},
     )
 
 
@@ -924,8 +921,12 @@ def case_to_record(case: Case, out_dir: Path, embed_images: bool = False, binary
     labels = {dim: int(case.labels[dim]) for dim in DIMENSIONS if dim in case.labels}
     if labels:
         record["labels"] = labels
+    if labels and case.label_sources:  # unset: a reader works them out from the annotations
+        record["label_sources"] = {dim: case.label_source(dim) for dim in labels}
     if case.annotations:
         record["annotations"] = annotations_to_records(case.annotations)
+    if case.adjudications:
+        record["adjudications"] = adjudications_to_records(case.adjudications)
     record["organ_system"] = case.organ_system
     for key in OPTIONAL_TEXT_FIELDS:
         value = getattr(case, key)
@@ -948,7 +949,9 @@ def _parquet_schema() -> Any:
         ("response_1", pa.string()),
         ("response_2", pa.string()),
         ("labels", labels),
+        ("label_sources", pa.string()),
         ("annotations", pa.string()),
+        ("adjudications", pa.string()),
         ("organ_system", pa.string()),
         *[(key, pa.string()) for key in OPTIONAL_TEXT_FIELDS],
         ("metadata", pa.string()),
@@ -963,8 +966,9 @@ def _parquet_row(record: dict[str, Any]) -> dict[str, Any]:
         row["image"] = {"bytes": image.get("bytes"), "path": image.get("path"), "builtin": image.get("builtin")}
     labels = row.get("labels")
     row["labels"] = {dim: labels.get(dim) for dim in DIMENSIONS} if labels else None
-    annotations = row.get("annotations")
-    row["annotations"] = json.dumps(annotations, ensure_ascii=False) if annotations else None
+    for key in ("label_sources", "annotations", "adjudications"):
+        value = row.get(key)
+        row[key] = json.dumps(value, ensure_ascii=False) if value else None
     metadata = row.get("metadata")
     row["metadata"] = json.dumps(metadata, ensure_ascii=False, sort_keys=True) if metadata else None
     return row
