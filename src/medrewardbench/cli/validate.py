@@ -10,6 +10,7 @@ from rich.markup import escape
 from medrewardbench.cli.support import ExternalImagesOpt, OrgansOpt, console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_option as _split_option
+from medrewardbench.data.benchmark import summarize_warnings
 from medrewardbench.data.validate import SourceSummary
 from medrewardbench.errors import MedRewardBenchError
 
@@ -19,7 +20,12 @@ def validate_command(
     organs: OrgansOpt = None,
     allow_external_images: ExternalImagesOpt = False,
 ) -> None:
-    """Check a data source and print every problem at once (exit 1 when there are any), else a summary."""
+    """Check a data source and print every problem and warning at once, then a summary.
+
+    Exit status 1 when there is any problem (a row or a source that cannot be used); warnings (cases
+    without labels, dimensions labelled null or left undecided by the annotators) are listed and
+    counted, and leave the status 0.
+    """
     from medrewardbench.data.validate import check_source
 
     shown = escape(terminal_safe(source or repr(source), keep_newlines=False))
@@ -29,15 +35,29 @@ def validate_command(
         )
     except MedRewardBenchError as exc:
         raise _fail(str(exc)) from exc
-    if not report.problems:
-        console.print(f"[green]ok[/]: {shown} has no problems", highlight=False)
-        if report.summary is not None:
-            _print_summary(report.summary)
-        return
-    for problem in report.problems:
+    for problem in report.errors:
         console.print(terminal_safe(str(problem), keep_newlines=False), highlight=False, soft_wrap=True, markup=False)
-    err_console.print(f"[bold red]{len(report.problems)} problem(s)[/] in {shown}", highlight=False)
-    raise typer.Exit(1)
+    for warning in report.warnings:
+        console.print(
+            "warning: " + terminal_safe(str(warning), keep_newlines=False),
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+    if report.errors:
+        also = f" and {len(report.warnings)} warning(s)" if report.warnings else ""
+        err_console.print(f"[bold red]{len(report.errors)} problem(s)[/]{also} in {shown}", highlight=False)
+        raise typer.Exit(1)
+    if report.warnings:
+        console.print(f"[green]ok[/]: {shown} has no problems; {len(report.warnings)} warning(s):", highlight=False)
+        for line in summarize_warnings(report.warnings, max_lines=len(report.warnings)):
+            console.print(
+                "  " + terminal_safe(line, keep_newlines=False), highlight=False, markup=False, soft_wrap=True
+            )
+    else:
+        console.print(f"[green]ok[/]: {shown} has no problems", highlight=False)
+    if report.summary is not None:
+        _print_summary(report.summary)
 
 
 def _print_summary(summary: SourceSummary) -> None:

@@ -80,11 +80,24 @@ class SourceSummary:
 
 @dataclass(frozen=True)
 class ValidationReport:
-    """Every problem of a source, and a summary of what it holds."""
+    """Every problem of a source (errors, then warnings), and a summary of what it holds."""
 
-    problems: list[DataProblem]
+    errors: list[DataProblem]
+    """What makes rows or the source unusable: ``validate`` exits 1 when there is any."""
+    warnings: list[DataProblem]
+    """What is usable but worth knowing: cases without labels, dimensions labelled null, dimensions
+    the annotators left undecided, superseded adjudications, labels without a case."""
     summary: SourceSummary | None
     """None when the source could not be opened at all"""
+
+    @property
+    def problems(self) -> list[DataProblem]:
+        """Errors and warnings together, sorted by file and row."""
+        return sorted([*self.errors, *self.warnings], key=_place)
+
+
+def _place(problem: DataProblem) -> tuple[str, int]:
+    return problem.file, problem.row if problem.row is not None else 0
 
 
 def check_source(
@@ -105,12 +118,12 @@ def check_source(
         image_roots: further directories image paths may point into.
 
     Returns:
-        The problems (sorted by file and row) and the summary of the cases read.
+        The errors and the warnings (each sorted by file and row) and the summary of the cases read.
     """
     try:
         result = collect_source(source, organs, allow_external_images=allow_external_images, image_roots=image_roots)
     except DataError as exc:
-        return ValidationReport(list(exc.problems), None)
+        return ValidationReport(list(exc.problems), [], None)
     problems = list(result.errors)
     empty = nothing_to_measure(source, result.cases)
     if empty is not None and not (result.errors and not result.cases):
@@ -129,9 +142,9 @@ def check_source(
                 decoded += 1
                 dicom += int(is_dicom_image)
         problems.extend(problem for problem, _ in checked if problem is not None)
-    problems.extend(result.warnings)
-    problems.sort(key=lambda p: (p.file, p.row if p.row is not None else 0))
-    logger.info("%s: %d problem(s) found", source, len(problems))
+    problems.sort(key=_place)
+    warnings = sorted(result.warnings, key=_place)
+    logger.info("%s: %d problem(s) and %d warning(s) found", source, len(problems), len(warnings))
     summary = SourceSummary(
         name=result.name,
         cases=len(result.cases),
@@ -142,7 +155,7 @@ def check_source(
         dicom=dicom,
         labels=result.labels,
     )
-    return ValidationReport(problems, summary)
+    return ValidationReport(problems, warnings, summary)
 
 
 def _check_and_kind(
