@@ -231,7 +231,7 @@ def test_three_doctors_label_by_keyboard_and_the_admin_exports_for_eval(site: tu
     assert [row["id"] for row in rows] == list(PRIMARY)
     assert all(sorted(a["annotator"] for a in row["annotations"]) == ["alice", "bob", "carol"] for row in rows)
     assert all(set(a["labels"]) == set(DIMENSIONS) for row in rows for a in row["annotations"])
-    assert any("annotation_comments" in row.get("metadata", {}) for row in rows)
+    assert any(a.get("comment") for row in rows for a in row["annotations"])
     carol = as_user(project, "carol")
     assert all(row.done for row in project.queue(carol).rows)
     alice = as_user(project, "alice")

@@ -179,12 +179,21 @@ def test_majority_export_with_adjudication_and_without_gold_or_repeats(project: 
     assert len(cases) == 6 and not any("gold" in c.case_id for c in cases)
     settled = [c for c in cases if c.labels]
     assert len(settled) == 1 and dict(settled[0].labels) == {"accuracy": 1, "overall": 2}
+    assert dict(settled[0].label_sources) == {"accuracy": "adjudication", "overall": "adjudication"}
+    decided = {a.dimension: a for a in settled[0].adjudications}
+    assert set(decided) == {"accuracy", "overall"} and decided["overall"].label == 2
+    assert decided["overall"].by.startswith("cli:") and decided["overall"].note == "radiologist call"
+    assert decided["overall"].at is not None and decided["overall"].at.endswith("Z")
     for case in cases:
         assert sorted(a.annotator for a in case.annotations) == ["alice", "bob", "carol"]  # repeats add no vote
         carol_note = next(a for a in case.annotations if a.annotator == "carol")
         assert dict(carol_note.labels) == {}
-        comments = case.metadata["annotation_comments"]
-        assert {"annotator": "carol", "cannot_judge_reason": "too blurry"} in comments
+        assert carol_note.cannot_judge and carol_note.cannot_judge_reason == "too blurry"
+        assert carol_note.comment is None
+        assert {a.annotator: a.comment for a in case.annotations if a.comment} == {
+            "alice": "note alice",
+            "bob": "note bob",
+        }
         assert case.metadata["generator_1"] == SECRET_MODEL  # the export keeps the source metadata
     # an adjudication that a later majority contradicts is not used, and is reported
     from medrewardbench.annotate.db import Item
@@ -200,8 +209,9 @@ def test_majority_export_with_adjudication_and_without_gold_or_repeats(project: 
     project.submit_pair(carol, mine.public_id, PairAnswer({d: letter for d in DIMENSIONS}))
     cases, summary = export_project_cases(project, tmp_path)
     changed = next(c for c in cases if c.case_id == external)
-    assert changed.labels["overall"] == 1
-    assert any("contradicts the strict majority" in w for w in summary.warnings)
+    assert changed.labels["overall"] == 1 and changed.label_sources["overall"] == "majority"
+    assert {a.dimension for a in changed.adjudications} == {"accuracy", "overall"}  # kept as written
+    assert any("before the votes changed" in w for w in summary.warnings)
 
 
 def test_the_reference_export_reads_back_with_the_same_labels(project: Project, tmp_path: Path) -> None:

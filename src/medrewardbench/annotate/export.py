@@ -1,44 +1,59 @@
-"""Export a project: the labelled set that ``medrewardbench eval`` reads.
+"""Export a project: the labelled set that ``medrewardbench eval`` reads, with its dataset card.
 
 Formats:
 
 * ``canonical`` (``.jsonl``, ``.json`` or ``.parquet``): one row per case to label, in the order
   of the input file, with the input's id, texts and metadata, the image embedded (a builtin
   image stays a builtin reference), ``annotations`` (each annotator's labels in source order,
-  the order they were shown, the seconds they spent), and ``labels``: the strict majority per
-  dimension, or the admin's adjudication where the annotators left no strict majority. An
-  adjudication that contradicts a strict majority (the votes changed after it) is not used and
-  is reported. Comments and "cannot judge" reasons go to ``metadata.annotation_comments``. An
-  annotator who could not judge a case appears with empty labels.
+  the order they were shown, the seconds they spent, their comment, and whether they could not
+  judge the case and why), ``adjudications`` (each admin decision: dimension, label, who, note,
+  when), ``labels`` (the strict majority per dimension, else the admin's adjudication) and
+  ``label_sources`` (which of the two each label is). An adjudication of a dimension that has a
+  strict majority after all (the votes changed after it) is kept in the file, does not change the
+  label, and is reported.
 * ``reference``: ``pair_gt_all/{organ}.jsonl`` + ``pair_gt_all/parquet/{organ}.parquet``, the
-  published layout, with the same labels (see :mod:`medrewardbench.data.reference_writer`).
+  published layout, with the same labels (see :mod:`medrewardbench.data.reference_writer`); the
+  layout has no place for annotations, so use ``canonical`` to keep them.
 * ``questions`` (screening projects): the questions file again, each with
   ``metadata.screening`` = the decision (strict majority of accept/reject, or the adjudication,
   else ``undecided``) and every annotator's vote, reasons and comment.
 
+The two data formats write a **dataset card**, ``dataset.json``, next to the data (in the canonical
+file's directory, or in the reference directory), whose ``labels`` object
+(:func:`medrewardbench.data.release.labels_card`) says the labels are the expert majority of N
+annotators and names this project, its guidelines version (the number of edits and a hash of the
+text) and its quality control: gold accuracy and repeat consistency, overall and per annotator.
+``build labels`` keeps that part of the card, so both documented paths end in the same release.
+
 Quality-control items are not labels: **gold** pairs are left out (their labels came from
-elsewhere; the dashboard reports each annotator's accuracy on them), and a **repeat** does not add
-a second vote (the first showing is the annotator's label; the repeat only measures position
-consistency). ``only_complete`` keeps the items that every assigned annotator has submitted.
+elsewhere; the card and the dashboard report each annotator's accuracy on them), and a **repeat**
+does not add a second vote (the first showing is the annotator's label; the repeat only measures
+position consistency). ``only_complete`` keeps the items that every assigned annotator has submitted.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
+from medrewardbench import __version__
 from medrewardbench.annotate.config import InvalidInput
-from medrewardbench.annotate.db import Adjudication, Assignment, ImageBlob, Item, Submission, User
+from medrewardbench.annotate.db import Adjudication, Assignment, AuditEntry, ImageBlob, Item, Submission, User
 from medrewardbench.annotate.service import Project
+from medrewardbench.cases import Adjudication as CaseAdjudication
 from medrewardbench.cases import Annotation, Case, ImageRef
-from medrewardbench.data.annotations import majority_labels, strict_majority
+from medrewardbench.data.annotations import release_labels, strict_majority
+from medrewardbench.data.provenance import CARD_FILENAME
+from medrewardbench.data.release import ReleaseTally, labels_card, write_card
 from medrewardbench.dimensions import DIMENSIONS, Winner
 
 FORMATS: tuple[str, ...] = ("canonical", "reference", "questions")
@@ -55,6 +70,9 @@ class ExportSummary:
     undecided: int
     """(item, dimension) pairs with votes but neither a strict majority nor an adjudication."""
     warnings: list[str] = field(default_factory=list)
+    card: Path | None = None
+    """The dataset card written beside the data (None for ``questions``)."""
+    tally: ReleaseTally = field(default_factory=ReleaseTally)
 
 
 def _rows(
@@ -63,7 +81,7 @@ def _rows(
     list[Item],
     dict[int, ImageBlob],
     dict[int, list[tuple[str, Assignment, Submission | None]]],
-    dict[int, dict[str, str]],
+    dict[int, list[Adjudication]],
 ]:
     with project.db.read() as s:
         items = list(s.scalars(select(Item).where(Item.role == "primary", Item.kind == kind).order_by(Item.id)).all())
@@ -85,9 +103,9 @@ def _rows(
     per_item: dict[int, list[tuple[str, Assignment, Submission | None]]] = defaultdict(list)
     for assignment, submission, name in found:
         per_item[assignment.item_id].append((name, assignment, submission))
-    decided: dict[int, dict[str, str]] = defaultdict(dict)
+    decided: dict[int, list[Adjudication]] = defaultdict(list)
     for adj in adjudications:
-        decided[adj.item_id][adj.dimension] = adj.value
+        decided[adj.item_id].append(adj)
     return items, images, per_item, decided
 
 
@@ -99,8 +117,43 @@ def _image_ref(blob: ImageBlob | None) -> ImageRef:
     return ImageRef.from_bytes(blob.data, blob.name)
 
 
+def _iso(moment: Any) -> str | None:
+    if moment is None:
+        return None
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return str(aware.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"))
+
+
+def _annotation(name: str, assignment: Assignment, submission: Submission) -> Annotation:
+    labels = {dim: cast(Winner, int(v)) for dim, v in (submission.choices or {}).items() if dim in DIMENSIONS}
+    return Annotation(
+        annotator=name,
+        labels={dim: labels[dim] for dim in DIMENSIONS if dim in labels},
+        order_shown=cast(Literal["original", "swapped"] | None, assignment.order_shown),
+        seconds=round(float(submission.seconds), 3),
+        comment=submission.comment or None,
+        cannot_judge=bool(submission.cannot_judge),
+        cannot_judge_reason=(submission.cannot_judge_reason or None) if submission.cannot_judge else None,
+    )
+
+
+def _adjudications(rows: list[Adjudication]) -> tuple[CaseAdjudication, ...]:
+    found = {
+        row.dimension: CaseAdjudication(
+            dimension=row.dimension,
+            label=cast(Winner, int(row.value)),
+            by=row.actor,
+            note=row.note or None,
+            at=_iso(row.at),
+        )
+        for row in rows
+        if row.dimension in DIMENSIONS and row.value in ("1", "2")
+    }
+    return tuple(found[dim] for dim in DIMENSIONS if dim in found)
+
+
 def labelled_cases(project: Project, only_complete: bool = False) -> tuple[list[Case], ExportSummary]:
-    """The project's pairs as canonical cases with annotations and labels.
+    """The project's pairs as canonical cases with annotations, adjudications and labels.
 
     Args:
         project: a pairs project.
@@ -121,70 +174,153 @@ def labelled_cases(project: Project, only_complete: bool = False) -> tuple[list[
         entries = per_item.get(item.id, [])
         if only_complete and (not entries or any(sub is None for _, _, sub in entries)):
             continue
-        annotations: list[Annotation] = []
-        comments: list[dict[str, str]] = []
-        for name, assignment, submission in entries:
-            if submission is None:
-                continue
-            labels = {dim: cast(Winner, int(v)) for dim, v in (submission.choices or {}).items() if dim in DIMENSIONS}
-            annotations.append(
-                Annotation(
-                    annotator=name,
-                    labels={dim: labels[dim] for dim in DIMENSIONS if dim in labels},
-                    order_shown=cast(Literal["original", "swapped"] | None, assignment.order_shown),
-                    seconds=round(float(submission.seconds), 3),
-                )
-            )
-            if submission.comment or submission.cannot_judge_reason:
-                note = {"annotator": name}
-                if submission.comment:
-                    note["comment"] = submission.comment
-                if submission.cannot_judge:
-                    note["cannot_judge_reason"] = submission.cannot_judge_reason
-                comments.append(note)
-        labels, undecided = majority_labels(annotations)
-        for dim, value in decided.get(item.id, {}).items():
-            if dim not in DIMENSIONS or value not in ("1", "2"):
-                continue
-            if dim in labels and labels[dim] != int(value):
-                summary.warnings.append(
-                    f"{item.external_id}: the adjudication of {dim} ({value}) contradicts the strict majority "
-                    f"({labels[dim]}) and is not used"
-                )
-                continue
-            labels[dim] = cast(Winner, int(value))
-        summary.undecided += sum(1 for dim in undecided if dim not in labels)
-        payload = dict(item.payload)
-        metadata = dict(payload.get("metadata") or {})
-        if comments:
-            metadata["annotation_comments"] = comments
-        cases.append(
-            Case(
-                case_id=item.external_id,
-                image=_image_ref(images.get(item.image_id) if item.image_id is not None else None),
-                question=payload["question"],
-                response_1=payload["response_1"],
-                response_2=payload["response_2"],
-                labels={dim: labels[dim] for dim in DIMENSIONS if dim in labels},
-                organ_system=payload.get("organ_system") or "unknown",
-                department=payload.get("department"),
-                modality=payload.get("modality"),
-                source_dataset=payload.get("source_dataset"),
-                question_type=payload.get("question_type"),
-                body_part=payload.get("body_part"),
-                metadata=metadata,
-                annotations=tuple(annotations),
-            )
+        annotations = tuple(
+            _annotation(name, assignment, submission) for name, assignment, submission in entries if submission
         )
+        adjudications = _adjudications(decided.get(item.id, []))
+        resolved = release_labels(annotations, adjudications)
+        for adjudication in resolved.superseded:
+            summary.warnings.append(
+                f"{item.external_id}: the adjudication of {adjudication.dimension} ({adjudication.label}) was made "
+                f"before the votes changed; their strict majority ({resolved.labels[adjudication.dimension]}) is "
+                "the label, and the adjudication is kept in the export"
+            )
+        payload = dict(item.payload)
+        case = Case(
+            case_id=item.external_id,
+            image=_image_ref(images.get(item.image_id) if item.image_id is not None else None),
+            question=payload["question"],
+            response_1=payload["response_1"],
+            response_2=payload["response_2"],
+            labels=resolved.labels,
+            organ_system=payload.get("organ_system") or "unknown",
+            department=payload.get("department"),
+            modality=payload.get("modality"),
+            source_dataset=payload.get("source_dataset"),
+            question_type=payload.get("question_type"),
+            body_part=payload.get("body_part"),
+            metadata=dict(payload.get("metadata") or {}),
+            annotations=annotations,
+            adjudications=adjudications,
+            label_sources=resolved.sources,
+        )
+        cases.append(case)
+        summary.tally.add(case)
         summary.items += 1
-        summary.labelled += int(bool(labels))
+        summary.labelled += int(bool(resolved.labels))
+    summary.undecided = summary.tally.undecided
     return cases, summary
+
+
+def guidelines_version(project: Project) -> dict[str, Any]:
+    """Which version of the guidelines the annotators worked to.
+
+    Args:
+        project: the open project.
+
+    Returns:
+        ``{"version": N, "sha256": ...}``: 1 plus the number of times an admin edited them (from the
+        audit log), and the SHA-256 of the current text.
+    """
+    text = project.guidelines()
+    with project.db.read() as s:
+        edits = s.scalar(select(func.count()).select_from(AuditEntry).where(AuditEntry.action == "guidelines.update"))
+    return {"version": 1 + int(edits or 0), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def quality_control(project: Project) -> dict[str, Any]:
+    """The project's quality control for the card: gold accuracy and repeat consistency.
+
+    Args:
+        project: the open project.
+
+    Returns:
+        ``{"gold": {...}, "repeats": {...}}``, each with the counts, the share and the same per annotator.
+    """
+    from medrewardbench.annotate.stats import dashboard
+
+    board = dashboard(project)
+    people = [a for a in board.annotators if a.gold_compared or a.repeat_compared or a.done]
+    gold_compared = sum(a.gold_compared for a in people)
+    gold_correct = sum(a.gold_correct for a in people)
+    repeat_compared = sum(a.repeat_compared for a in people)
+    repeat_same = sum(a.repeat_same for a in people)
+    return {
+        "gold": {
+            "items": board.gold_items,
+            "compared": gold_compared,
+            "correct": gold_correct,
+            "accuracy": _share(gold_correct, gold_compared),
+            "per_annotator": {
+                a.name: {"compared": a.gold_compared, "accuracy": _share(a.gold_correct, a.gold_compared)}
+                for a in people
+            },
+        },
+        "repeats": {
+            "compared": repeat_compared,
+            "same": repeat_same,
+            "consistency": _share(repeat_same, repeat_compared),
+            "per_annotator": {
+                a.name: {"compared": a.repeat_compared, "consistency": _share(a.repeat_same, a.repeat_compared)}
+                for a in people
+            },
+        },
+    }
+
+
+def annotation_project_entry(project: Project, annotators: set[str]) -> dict[str, Any]:
+    """This project's entry in the card's ``labels.annotation_projects``.
+
+    Args:
+        project: the open project.
+        annotators: the annotators whose labels the export holds.
+
+    Returns:
+        The project's name, the tool, the annotators per case asked for, the guidelines version,
+        the annotators and the quality control.
+    """
+    return {
+        "project": project.settings.name,
+        "tool": f"medrewardbench annotate {__version__}",
+        "per_case": project.settings.per_case,
+        "guidelines": guidelines_version(project),
+        "annotators": sorted(annotators),
+        "qc": quality_control(project),
+    }
+
+
+def release_card(project: Project, summary: ExportSummary, fmt: str, files: list[str]) -> dict[str, Any]:
+    """The dataset card of an export (see the module docstring).
+
+    Args:
+        project: the open project.
+        summary: what the export holds.
+        fmt: ``canonical`` or ``reference``.
+        files: the data files, relative to the card's directory.
+
+    Returns:
+        The card.
+    """
+    entry = annotation_project_entry(project, summary.tally.annotators)
+    return {
+        "name": project.settings.name,
+        "created_by": f"medrewardbench annotate {__version__}",
+        "format": fmt,
+        "files": files,
+        "cases": summary.items,
+        "labelled_cases": summary.labelled,
+        "labels": labels_card(summary.tally, annotation_projects=[entry]),
+    }
 
 
 def export_project(
     project: Project, fmt: str, out: str | Path, *, only_complete: bool = False, accepted_only: bool = False
 ) -> ExportSummary:
-    """Write a project's export.
+    """Write a project's export (and, for the data formats, its dataset card).
 
     Args:
         project: the open project.
@@ -210,6 +346,7 @@ def export_project(
             summary.paths = [write_canonical(cases, path)]
         except ValueError as exc:
             raise InvalidInput(str(exc)) from exc
+        summary.card = write_card(path.parent / CARD_FILENAME, release_card(project, summary, fmt, [path.name]))
         return summary
     if fmt == "reference":
         cases, summary = labelled_cases(project, only_complete)
@@ -217,6 +354,8 @@ def export_project(
             summary.paths = write_reference(cases, path)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from exc
+        files = sorted(p.relative_to(path).as_posix() for p in summary.paths)
+        summary.card = write_card(path / CARD_FILENAME, release_card(project, summary, fmt, files))
         return summary
     if fmt == "questions":
         return _export_questions(project, path, only_complete, accepted_only)
@@ -245,7 +384,7 @@ def _export_questions(project: Project, path: Path, only_complete: bool, accepte
             vote["seconds"] = round(float(submission.seconds), 3)
             votes.append(vote)
         majority = strict_majority([v["decision"] for v in votes])
-        adjudicated = decided.get(item.id, {}).get("decision")
+        adjudicated = next((a.value for a in decided.get(item.id, []) if a.dimension == "decision"), None)
         decision = majority or adjudicated or "undecided"
         if decision == "undecided" and votes:
             summary.undecided += 1

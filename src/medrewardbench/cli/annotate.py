@@ -443,10 +443,18 @@ def export_command(
         )
         opened.record_export(Identity.command_line(), f"{fmt}:{out}", summary.items)
         where = out if fmt != "reference" else f"{out}/ ({len(summary.paths)} files)"
-        _print(
-            f"Wrote {summary.items} item(s) to {where}: {summary.labelled} with labels, "
-            f"{summary.undecided} undecided label(s) left out"
-        )
+        if fmt == "questions":
+            _print(
+                f"Wrote {summary.items} item(s) to {where}: {summary.labelled} with votes, "
+                f"{summary.undecided} undecided"
+            )
+        else:
+            adjudicated = summary.tally.sources.get("adjudication", 0)
+            _print(
+                f"Wrote {summary.items} item(s) to {where}: {summary.labelled} with labels ({adjudicated} label(s) "
+                f"adjudicated), {summary.undecided} dimension(s) without a strict majority or an adjudication left "
+                f"unlabelled; dataset card {summary.card}"
+            )
         for warning in summary.warnings:
             _print(f"warning: {warning}")
         if fmt != "questions":
