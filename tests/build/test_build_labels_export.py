@@ -12,8 +12,6 @@ from helpers.build import api_options, imported_project, project_store, write_js
 from medrewardbench.build.export import export_dataset, label_provenance
 from medrewardbench.build.generators import load_answer_template
 from medrewardbench.build.labels import attach_labels
-from medrewardbench.build.pairs import sample_pairs
-from medrewardbench.build.pool import run_responses
 from medrewardbench.build.project import open_project
 from medrewardbench.build.store import BuildError
 from medrewardbench.data import load_benchmark
@@ -21,18 +19,6 @@ from medrewardbench.data.canonical import canonical_files
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import DataError
 from medrewardbench.testing.openai_server import OpenAIServer
-
-
-@pytest.fixture
-def paired(answer_server: OpenAIServer, tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
-    """A project with six pairs (JSONL source: CT, MR and retina images)."""
-    project = imported_project(tmp_path)
-    with open_project(project) as store:
-        run_responses(
-            store, ["api:gen-a", "api:gen-b"], options=api_options(answer_server), template=load_answer_template()
-        )
-        sample_pairs(store, tmp_path / "pairs.jsonl", seed=11)
-    return project, [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
 
 
 def label_rows(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from medrewardbench.build.store import BuildStore
 from medrewardbench.errors import StoreError
 from medrewardbench.sqlitedb import MIGRATION_PREFIX
 
-EXTRA = (("build_test_notes", ("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)",)),)
+EXTRA = (*build_store.MIGRATIONS, ("build_test_notes", ("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)",)))
 
 
 def test_the_build_store_is_wal_with_a_busy_timeout_and_named_migrations(
@@ -20,20 +20,45 @@ def test_the_build_store_is_wal_with_a_busy_timeout_and_named_migrations(
 ) -> None:
     path = tmp_path / "build.sqlite"
     with BuildStore(path) as store:
-        assert store.applied_migrations() == []
+        assert store.applied_migrations() == ["label_details"]
         assert store.query("PRAGMA journal_mode")[0][0] == "wal"
         assert store.query("PRAGMA busy_timeout")[0][0] == 30_000
     monkeypatch.setattr(build_store, "MIGRATIONS", EXTRA)
     with BuildStore(path) as store:
-        assert store.applied_migrations() == ["build_test_notes"]
+        assert store.applied_migrations() == ["label_details", "build_test_notes"]
     with sqlite3.connect(path) as db:
         assert (
             db.execute("SELECT COUNT(*) FROM meta WHERE key=?", (MIGRATION_PREFIX + "build_test_notes",)).fetchone()[0]
             == 1
         )
-    monkeypatch.setattr(build_store, "MIGRATIONS", ())
+    monkeypatch.setattr(build_store, "MIGRATIONS", build_store.MIGRATIONS[:1])
     with pytest.raises(StoreError, match="written by a newer medrewardbench.*build_test_notes"):
         BuildStore(path)
+
+
+def test_a_store_from_before_label_details_keeps_its_labels_and_gains_comments_and_adjudications(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from medrewardbench.cases import Adjudication, Annotation
+
+    path = tmp_path / "build.sqlite"
+    monkeypatch.setattr(build_store, "MIGRATIONS", ())
+    with BuildStore(path) as store, store.transaction() as db:  # a project labelled by the previous version
+        db.execute(
+            "INSERT INTO labels(pair_id, annotator, labels_json, order_shown, seconds, source, imported_at) "
+            "VALUES ('p1', 'dr_a', '{\"overall\": 2}', 'swapped', 4.5, 'old.jsonl', 0)"
+        )
+    monkeypatch.undo()
+    with BuildStore(path) as store:
+        assert store.applied_migrations() == ["label_details"]
+        (old,) = store.labels_for(["p1"])["p1"]
+        assert old == Annotation("dr_a", {"overall": 2}, "swapped", 4.5)
+        with store.transaction():
+            store.upsert_labels([("p1", Annotation("dr_b", {"overall": 1}, comment="A is safer"), "new.jsonl")])
+            store.replace_adjudications("p1", [Adjudication("overall", 2, "chief", "B names the lesion")], "new.jsonl")
+        found = store.labels_for(["p1"])["p1"]
+        assert [a.comment for a in found] == [None, "A is safer"]
+        assert store.adjudications_for(["p1"])["p1"] == [Adjudication("overall", 2, "chief", "B names the lesion")]
 
 
 def test_a_file_that_is_not_a_build_store_is_refused_in_words(tmp_path: Path) -> None:

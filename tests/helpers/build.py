@@ -213,3 +213,19 @@ def imported_project(tmp_path: Path, rows: Sequence[Mapping[str, Any]] = VQA_ROW
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+@pytest.fixture
+def paired(answer_server: OpenAIServer, tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """A project with six pairs (JSONL source: CT, MR and retina images), and the pairs ``build pairs`` wrote."""
+    from medrewardbench.build.generators import load_answer_template
+    from medrewardbench.build.pairs import sample_pairs
+    from medrewardbench.build.pool import run_responses
+
+    project = imported_project(tmp_path)
+    with open_project(project) as store:
+        run_responses(
+            store, ["api:gen-a", "api:gen-b"], options=api_options(answer_server), template=load_answer_template()
+        )
+        sample_pairs(store, tmp_path / "pairs.jsonl", seed=11)
+    return project, [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]

@@ -3,13 +3,16 @@
 * ``canonical`` (``--out FILE.jsonl|.json|.parquet``): one row per pair, in sampling order, with
   the pair's texts, the image embedded (builtin images stay references), the question's fields and
   metadata (``metadata.build`` says which generator wrote each response), ``annotations`` (each
-  annotator's labels in source order, the order they were shown, their seconds) and ``labels``:
-  the strict majority per dimension of the annotations (:func:`~medrewardbench.data.annotations.majority_labels`);
-  a dimension without a strict majority stays unlabelled and is counted as undecided.
+  annotator's labels in source order, the order they were shown, their seconds, comment and
+  "cannot judge" reason), ``adjudications`` (as ``build labels`` attached them), ``labels`` (the
+  strict majority per dimension, else the adjudication:
+  :func:`~medrewardbench.data.annotations.release_labels`) and ``label_sources``. A dimension with
+  neither stays unlabelled and is counted as undecided. This is the release ``annotate export``
+  writes from the same labels: nothing is recomputed over an adjudication.
 * ``reference`` (``--out DIR``): ``DIR/pair_gt_all/{organ}.jsonl`` and
   ``DIR/pair_gt_all/parquet/{organ}.parquet`` (:mod:`medrewardbench.data.reference_writer`), the
-  published layout that the reference code reads, with the same majority labels; the layout has no
-  place for per-annotator labels. It is written one organ system at a time.
+  published layout that the reference code reads, with the same labels; the layout has no place
+  for annotations (the card still describes them). It is written one organ system at a time.
 
 ``labelled_only`` leaves out the pairs without any label. ``medrewardbench eval --data OUT`` reads
 either export.
@@ -26,19 +29,18 @@ either export.
 
     {"name": ..., "created_by": "medrewardbench build 0.1.0", "format": "canonical",
      "files": ["labelled.jsonl"], "cases": 120, "labelled_cases": 118,
-     "labels": {"provenance": "expert majority of 3 annotators", "kind": "expert_majority", "raters": 3,
-                "declared": false,
-                "rule": "...", "annotators": ["dr_a", ...], "annotations_per_case": {"min": 3, "max": 3},
-                "undecided_dimensions": 4},
+     "labels": {...},
      "construction": {"sources": [...], "filter": {...}, "pool": [...], "pairs": {...}}}
 
-``labels.provenance`` says where the labels come from: by default ``"expert majority of N
-annotators"`` (``"expert majority of 2-3 annotators"`` when the count varies, ``"a single expert
-annotator"`` for one, ``"unlabelled"`` without labels); ``--provenance TEXT`` declares it instead
-(``declared`` is then true); ``kind`` and ``raters`` follow the annotator counts. The loaders read
-this card (:mod:`medrewardbench.data.provenance`, one schema): ``eval`` states the provenance in
-every report. The card holds no time stamp: the same project and options give a byte-identical
-export, card included.
+``labels`` is :func:`medrewardbench.data.release.labels_card`, the same object ``annotate export``
+writes: the provenance (by default ``"expert majority of N annotators"``, ``", adjudicated where
+they had none"`` added when an adjudication decided a label; ``--provenance TEXT`` declares it
+instead, and ``declared`` is then true), ``kind`` and ``raters`` from the annotator counts, where
+the labels came from, the comments and "cannot judge" counts, and ``annotation_projects``: the
+annotation projects (name, guidelines version, quality control) named by the cards of the files
+``build labels`` attached. The loaders read this card (:mod:`medrewardbench.data.provenance`):
+``eval`` states the provenance in every report. The card holds no time stamp: the same project and
+options give a byte-identical export, card included.
 """
 
 from __future__ import annotations
@@ -54,20 +56,18 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench import __version__
+from medrewardbench.build.labels import ANNOTATION_PROJECTS_KEY
 from medrewardbench.build.pairs import pair_case
 from medrewardbench.build.store import BuildError, BuildStore, StoredPair
-from medrewardbench.cases import Annotation, Case
-from medrewardbench.data.annotations import majority_labels
+from medrewardbench.cases import Adjudication, Annotation, Case
+from medrewardbench.data.annotations import release_labels
 from medrewardbench.data.canonical import CANONICAL_SUFFIXES, DATASET_CARD_FILENAME
+from medrewardbench.data.release import ReleaseTally, label_kind, label_provenance, labels_card, write_card
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export_dataset", "label_kind", "label_provenance"]
 
 EXPORT_FORMATS: tuple[str, ...] = ("canonical", "reference", "questions")
 CREATED_BY = f"medrewardbench build {__version__}"
-MAJORITY_RULE = (
-    "strict majority per dimension of the annotators' labels (more than half of those who labelled it); "
-    "a dimension without one stays unlabelled"
-)
 
 
 @dataclass
@@ -77,47 +77,32 @@ class ExportSummary:
     format: str
     paths: list[Path]
     card: Path
-    cases: int = 0
-    labelled: int = 0
-    undecided: int = 0
-    annotators: set[str] = field(default_factory=set)
-    per_case_min: int | None = None
-    per_case_max: int | None = None
+    tally: ReleaseTally = field(default_factory=ReleaseTally)
 
+    @property
+    def cases(self) -> int:
+        """Cases (or questions) written."""
+        return self.tally.cases
 
-def label_provenance(per_case_min: int | None, per_case_max: int | None) -> str:
-    """Where labels come from, in words, given how many annotators labelled each labelled case.
+    @property
+    def labelled(self) -> int:
+        """Cases with at least one label."""
+        return self.tally.labelled
 
-    Args:
-        per_case_min: the fewest annotators of a labelled case (None: no labelled case).
-        per_case_max: the most.
+    @property
+    def undecided(self) -> int:
+        """(case, dimension) pairs with votes but neither a strict majority nor an adjudication."""
+        return self.tally.undecided
 
-    Returns:
-        ``"expert majority of 3 annotators"``, ``"expert majority of 2-3 annotators"``,
-        ``"a single expert annotator"`` or ``"unlabelled"``.
-    """
-    if per_case_min is None or per_case_max is None:
-        return "unlabelled"
-    if per_case_max == 1:
-        return "a single expert annotator"
-    if per_case_min == per_case_max:
-        return f"expert majority of {per_case_max} annotators"
-    return f"expert majority of {per_case_min}-{per_case_max} annotators"
+    @property
+    def adjudicated(self) -> int:
+        """Labels an adjudication decided."""
+        return self.tally.sources.get("adjudication", 0)
 
-
-def label_kind(per_case_min: int | None, per_case_max: int | None) -> str:
-    """The card's ``labels.kind`` (:data:`~medrewardbench.data.provenance.LABEL_KINDS`) for these annotator counts.
-
-    Args:
-        per_case_min: the fewest annotators of a labelled case (None: no labelled case).
-        per_case_max: the most.
-
-    Returns:
-        ``"single_expert"``, ``"expert_majority"`` or ``"unknown"`` (no labels).
-    """
-    if per_case_max is None:
-        return "unknown"
-    return "single_expert" if per_case_max == 1 else "expert_majority"
+    @property
+    def annotators(self) -> set[str]:
+        """Everyone whose labels the export holds."""
+        return self.tally.annotators
 
 
 def _labelled_cases(
@@ -126,18 +111,24 @@ def _labelled_cases(
     for chunk in store.iter_pairs(organ=organ):
         questions = store.questions_by_id(sorted({p.qid for p in chunk}))
         images = store.images(questions.values())
-        labels = store.labels_for([p.pair_id for p in chunk])
+        ids = [p.pair_id for p in chunk]
+        labels = store.labels_for(ids)
+        decided = store.adjudications_for(ids)
         for pair in chunk:
-            case = _case(pair, questions, images, labels.get(pair.pair_id, []), summary)
-            if case is None or (labelled_only and not case.annotations):
+            case = _case(pair, questions, images, labels.get(pair.pair_id, []), decided.get(pair.pair_id, []))
+            if labelled_only and not case.annotations:
                 continue
-            summary.cases += 1
+            summary.tally.add(case)
             yield case
 
 
 def _case(
-    pair: StoredPair, questions: dict[str, Any], images: dict[str, Any], rows: list[Any], summary: ExportSummary
-) -> Case | None:
+    pair: StoredPair,
+    questions: dict[str, Any],
+    images: dict[str, Any],
+    annotations: list[Annotation],
+    adjudications: list[Adjudication],
+) -> Case:
     question = questions.get(pair.qid)
     if question is None:
         raise BuildError(f"pair {pair.pair_id!r}: its question {pair.qid!r} is missing from the project")
@@ -145,21 +136,16 @@ def _case(
     first = (pair.generator_1, build.get("response_1", {}).get("generator", ""), pair.text_1)
     second = (pair.generator_2, build.get("response_2", {}).get("generator", ""), pair.text_2)
     case, _ = pair_case(question, images[pair.qid], pair.pair_id, first, second, int(build.get("seed", 0)))
-    annotations = tuple(
-        Annotation(annotator=annotator, labels=dict(values), order_shown=order, seconds=seconds)
-        for annotator, values, order, seconds in rows
-    )
-    if not annotations:
+    if not annotations and not adjudications:
         return case
-    majority, undecided = majority_labels(annotations)
-    summary.undecided += len(undecided)
-    summary.annotators.update(a.annotator for a in annotations)
-    if any(a.labels for a in annotations):
-        summary.labelled += int(bool(majority))
-        count = sum(1 for a in annotations if a.labels)
-        summary.per_case_min = count if summary.per_case_min is None else min(summary.per_case_min, count)
-        summary.per_case_max = count if summary.per_case_max is None else max(summary.per_case_max, count)
-    return dataclasses.replace(case, labels=majority, annotations=annotations)
+    released = release_labels(annotations, adjudications)
+    return dataclasses.replace(
+        case,
+        labels=released.labels,
+        annotations=tuple(annotations),
+        adjudications=tuple(adjudications),
+        label_sources=released.sources,
+    )
 
 
 def _card(
@@ -177,16 +163,9 @@ def _card(
         "files": files,
         "cases": summary.cases,
         "labelled_cases": summary.labelled,
-        "labels": {
-            "provenance": provenance or label_provenance(summary.per_case_min, summary.per_case_max),
-            "kind": label_kind(summary.per_case_min, summary.per_case_max),
-            "raters": summary.per_case_max if summary.per_case_min == summary.per_case_max else None,
-            "declared": provenance is not None,
-            "rule": MAJORITY_RULE,
-            "annotators": sorted(summary.annotators),
-            "annotations_per_case": {"min": summary.per_case_min, "max": summary.per_case_max},
-            "undecided_dimensions": summary.undecided,
-        },
+        "labels": labels_card(
+            summary.tally, provenance=provenance, annotation_projects=store.get_meta(ANNOTATION_PROJECTS_KEY) or []
+        ),
         "construction": {
             "sources": [
                 {"name": s["name"], "location": s["location"], "questions": s["questions"]} for s in store.sources()
@@ -196,15 +175,6 @@ def _card(
             "pairs": store.get_meta("pairs"),
         },
     }
-
-
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def export_dataset(
@@ -276,7 +246,7 @@ def export_dataset(
         files = [p.relative_to(target).as_posix() for p in summary.paths]
         default_name = target.resolve().name
     card.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(card, _card(store, summary, name or default_name, files, provenance))
+    write_card(card, _card(store, summary, name or default_name, files, provenance))
     return summary
 
 
@@ -321,7 +291,7 @@ def _export_questions(store: BuildStore, out: Path) -> ExportSummary:
                     )
                     record = question_record(question, _image_value(question.image))
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    summary.cases += 1
+                    summary.tally.cases += 1
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

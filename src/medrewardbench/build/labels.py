@@ -1,43 +1,64 @@
-"""``build labels``: attach per-annotator labels to the project's pairs.
+"""``build labels``: attach what the annotators and adjudicators said to the project's pairs.
 
 The file (JSONL, JSON or parquet) holds rows of either shape, mixed as you like:
 
 * a **label row**: ``{"id": PAIR_ID, "annotator": "dr_a", "labels": {"overall": "A", ...},
-  "order_shown": "swapped", "seconds": 41.5}``; ``labels`` maps a dimension to ``1``/``2`` or
-  ``"A"``/``"B"`` **in source order** (1 = A = the pair's ``response_1``, whatever order the
-  annotator saw), as the canonical format's labels do; ``order_shown`` (``original``, ``swapped``)
-  and ``seconds`` (a number >= 0) are optional. Empty ``labels`` record an annotator who could not
-  judge the pair.
-* a **canonical row** with ``annotations`` (what ``medrewardbench annotate export --format
-  canonical`` writes): each annotation becomes a label row of the row's id. Its ``response_1`` and
-  ``response_2``, when present, must equal the pair's, so that labels given to another sampling
-  of the pairs are refused rather than attached to the wrong answers.
+  "order_shown": "swapped", "seconds": 41.5, "comment": "...", "cannot_judge": false,
+  "cannot_judge_reason": null}``; ``labels`` maps a dimension to ``1``/``2`` or ``"A"``/``"B"``
+  **in source order** (1 = A = the pair's ``response_1``, whatever order the annotator saw), as
+  the canonical format's labels do; the other fields are optional and mean what they mean in the
+  canonical ``annotations`` (:mod:`medrewardbench.data.annotations`). Empty ``labels`` record an
+  annotator who could not judge the pair.
+* a **canonical row** with ``annotations`` and/or ``adjudications`` (what ``medrewardbench
+  annotate export --format canonical`` writes): each annotation becomes a label row of the row's
+  id, with its comment and reason, and the row's ``adjudications`` become the pair's (a canonical
+  row states a case whole: a pair's adjudications are replaced by those of its latest canonical
+  row, none when it has none). The row's ``labels`` and ``label_sources``, when present, must
+  agree with its annotations and adjudications, and its ``response_1`` and ``response_2``, when
+  present, must equal the pair's, so that labels given to another sampling of the pairs are
+  refused rather than attached to the wrong answers.
 
 Every id must name a pair of the project (``build pairs``). An (id, annotator) given twice in the
 file is an error; one already in the project is replaced (an annotator may correct a label).
 Every problem is reported at once, each naming the file, the row and the field, and then nothing
 is attached (one transaction).
+
+When a **dataset card** (``dataset.json``, as ``annotate export`` writes) lies beside the file and
+lists it, its ``labels.annotation_projects`` (the annotation project's name, guidelines version
+and quality control) are kept in the project, and ``build export`` writes them into its own card.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from medrewardbench.build.store import BuildError, BuildStore
-from medrewardbench.data.annotations import ANNOTATION_FIELDS, ORDERS_SHOWN, parse_annotations
+from medrewardbench.cases import Adjudication, Annotation
+from medrewardbench.data.annotations import (
+    ANNOTATION_FIELDS,
+    parse_adjudications,
+    parse_annotation,
+    parse_annotations,
+    parse_label_sources,
+    resolve_labels,
+)
 from medrewardbench.data.canonical import ProblemSink, parse_labels
 from medrewardbench.data.questions import iter_question_rows
+from medrewardbench.data.release import annotation_projects_beside, merge_annotation_projects
 from medrewardbench.errors import DataError, DataProblem
 
-__all__ = ["LABEL_ROW_FIELDS", "LabelsSummary", "attach_labels"]
+__all__ = ["ANNOTATION_PROJECTS_KEY", "LABEL_ROW_FIELDS", "LabelsSummary", "attach_labels"]
 
 LABEL_ROW_FIELDS: frozenset[str] = frozenset(("id", *ANNOTATION_FIELDS))
 """The fields of a label row."""
-_CANONICAL_MARKERS = ("annotations", "response_1", "response_2")
+ANNOTATION_PROJECTS_KEY = "annotation_projects"
+"""The project's meta key holding the annotation projects its labels came from (card entries)."""
+_CANONICAL_MARKERS = ("annotations", "adjudications", "response_1", "response_2")
+_ADJUDICATIONS = ""
+"""The key under which a file's canonical row of a pair is remembered (no annotator is named so)."""
 _CHUNK = 500
 
 
@@ -51,22 +72,35 @@ class LabelsSummary:
     annotators: set[str] = field(default_factory=set)
     pairs: int = 0
     """Different pairs the file labelled."""
+    adjudications: int = 0
+    comments: int = 0
+    annotation_projects: list[str] = field(default_factory=list)
+    """The annotation projects named by the card beside the file."""
 
 
-def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+class _Entry(NamedTuple):
+    row: int
+    pair_id: str
+    annotation: Annotation | None
+    """None for the entry that carries a canonical row's adjudications."""
+    adjudications: tuple[Adjudication, ...] = ()
+    texts: tuple[Any, Any] | None = None
+    """(response_1, response_2) to check against the pair, or None."""
 
 
-_Entry = tuple[int, str, str, dict[str, int], "str | None", "float | None", "tuple[Any, Any] | None"]
-"""(row, pair id, annotator, labels, order_shown, seconds, (response_1, response_2) to check or None)."""
-
-
-def _label_row(record: Mapping[str, Any], row: int, sink: ProblemSink) -> list[_Entry]:
-    before = len(sink.problems)
+def _pair_id(record: Mapping[str, Any], row: int, sink: ProblemSink) -> str | None:
     pair_id = record.get("id")
     if not isinstance(pair_id, str) or not pair_id.strip():
         sink.add("missing id (the pair's id, a non-empty string)", row, "id")
+        return None
+    return pair_id
+
+
+def _label_row(record: Mapping[str, Any], row: int, sink: ProblemSink) -> list[_Entry]:
+    pair_id = _pair_id(record, row, sink)
+    if pair_id is None:
         return []
+    before = len(sink.problems)
     unknown = sorted(str(k) for k in record if k not in LABEL_ROW_FIELDS)
     if unknown:
         sink.add(
@@ -75,39 +109,17 @@ def _label_row(record: Mapping[str, Any], row: int, sink: ProblemSink) -> list[_
             unknown[0],
             pair_id,
         )
-    annotator = record.get("annotator")
-    if not isinstance(annotator, str) or not annotator.strip():
-        sink.add("'annotator' must be a non-empty string", row, "annotator", pair_id)
-    labels = parse_labels(record.get("labels"), sink, row, pair_id)
-    order = record.get("order_shown")
-    if _missing(order):
-        order = None
-    elif order not in ORDERS_SHOWN:
-        sink.add(f"must be 'original', 'swapped' or null, got {order!r}", row, "order_shown", pair_id)
-    seconds = record.get("seconds")
-    if _missing(seconds):
-        seconds = None
-    elif isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
-        sink.add(f"must be a number >= 0 or null, got {seconds!r}", row, "seconds", pair_id)
-    if len(sink.problems) > before or not isinstance(annotator, str):
+    annotation = parse_annotation(
+        record, sink, row, lambda value, where: parse_labels(value, sink, row, pair_id, where), pair_id
+    )
+    if len(sink.problems) > before or annotation is None:
         return []
-    return [
-        (
-            row,
-            pair_id,
-            annotator,
-            {k: int(v) for k, v in labels.items()},
-            order if isinstance(order, str) else None,
-            None if seconds is None else float(seconds),
-            None,
-        )
-    ]
+    return [_Entry(row, pair_id, annotation)]
 
 
 def _canonical_row(record: Mapping[str, Any], row: int, sink: ProblemSink) -> list[_Entry]:
-    pair_id = record.get("id")
-    if not isinstance(pair_id, str) or not pair_id.strip():
-        sink.add("missing id (the pair's id, a non-empty string)", row, "id")
+    pair_id = _pair_id(record, row, sink)
+    if pair_id is None:
         return []
     before = len(sink.problems)
     annotations = parse_annotations(
@@ -117,55 +129,87 @@ def _canonical_row(record: Mapping[str, Any], row: int, sink: ProblemSink) -> li
         lambda value, where: parse_labels(value, sink, row, pair_id, where),
         pair_id,
     )
+    adjudications = parse_adjudications(record.get("adjudications"), sink, row, pair_id)
+    labels = parse_labels(record.get("labels"), sink, row, pair_id)
+    sources = parse_label_sources(record.get("label_sources"), sink, row, pair_id)
     if len(sink.problems) > before:
         return []
-    if not annotations:
-        sink.add("a canonical row needs 'annotations' to attach", row, "annotations", pair_id)
+    if not annotations and not adjudications:
+        sink.add("a canonical row needs 'annotations' (or 'adjudications') to attach", row, "annotations", pair_id)
+        return []
+    resolve_labels(labels, annotations, sink, row, pair_id, adjudications, sources)
+    if len(sink.problems) > before:
         return []
     texts = None
     if "response_1" in record or "response_2" in record:
         texts = (record.get("response_1"), record.get("response_2"))
-    return [
-        (row, pair_id, a.annotator, {k: int(v) for k, v in a.labels.items()}, a.order_shown, a.seconds, texts)
-        for a in annotations
+    return [_Entry(row, pair_id, a, (), texts) for a in annotations] + [
+        _Entry(row, pair_id, None, adjudications, texts)
     ]
 
 
-def _attach_chunk(
-    store: BuildStore, entries: Sequence[_Entry], sink: ProblemSink
-) -> list[tuple[str, str, dict[str, int], str | None, float | None, str]]:
-    known = store.pair_texts(sorted({e[1] for e in entries}))
-    seen = store.label_file_rows([(e[1], e[2]) for e in entries])
-    rows = []
-    for row, pair_id, annotator, labels, order, seconds, texts in entries:
-        if pair_id not in known:
-            sink.add(f"no pair {pair_id!r} in this project (ids are those 'build pairs' wrote)", row, "id", pair_id)
+@dataclass
+class _Attached:
+    labels: list[tuple[str, Annotation, str]] = field(default_factory=list)
+    adjudications: dict[str, tuple[Adjudication, ...]] = field(default_factory=dict)
+
+
+def _attach_chunk(store: BuildStore, entries: Sequence[_Entry], sink: ProblemSink) -> _Attached:
+    known = store.pair_texts(sorted({e.pair_id for e in entries}))
+    keys = [(e.pair_id, e.annotation.annotator if e.annotation is not None else _ADJUDICATIONS) for e in entries]
+    seen = store.label_file_rows(keys)
+    attached = _Attached()
+    reported: set[int] = set()  # rows whose id or texts were found wrong: said once per row
+    for entry, key in zip(entries, keys, strict=True):
+        pair_id = entry.pair_id
+        if entry.row in reported:
             continue
-        if texts is not None and tuple(texts) != known[pair_id]:
+        if pair_id not in known:
+            sink.add(
+                f"no pair {pair_id!r} in this project (ids are those 'build pairs' wrote)", entry.row, "id", pair_id
+            )
+            reported.add(entry.row)
+            continue
+        if entry.texts is not None and tuple(entry.texts) != known[pair_id]:
             sink.add(
                 "the responses differ from this project's pair with the same id (labels of another sampling?)",
-                row,
-                "response_1" if texts[0] != known[pair_id][0] else "response_2",
+                entry.row,
+                "response_1" if entry.texts[0] != known[pair_id][0] else "response_2",
                 pair_id,
             )
+            reported.add(entry.row)
             continue
-        key = (pair_id, annotator)
         if key in seen:
-            sink.add(
-                f"annotator {annotator!r} labels pair {pair_id!r} twice (first at row {seen[key]})",
-                row,
-                "annotator",
-                pair_id,
-            )
+            if entry.annotation is None:
+                message = f"pair {pair_id!r} is given twice as a canonical row (first at row {seen[key]})"
+                sink.add(message, entry.row, "id", pair_id)
+            else:
+                sink.add(
+                    f"annotator {key[1]!r} labels pair {pair_id!r} twice (first at row {seen[key]})",
+                    entry.row,
+                    "annotator",
+                    pair_id,
+                )
             continue
-        seen[key] = row
-        rows.append((pair_id, annotator, labels, order, seconds, str(sink.file)))
+        seen[key] = entry.row
+        if entry.annotation is None:
+            attached.adjudications[pair_id] = entry.adjudications
+        else:
+            attached.labels.append((pair_id, entry.annotation, str(sink.file)))
     store.remember_label_file_rows([(pair_id, annotator, row) for (pair_id, annotator), row in seen.items()])
-    return rows
+    return attached
+
+
+def _store(store: BuildStore, attached: _Attached, summary: LabelsSummary, source: str) -> None:
+    summary.labels += store.upsert_labels(attached.labels)
+    summary.annotators.update(a.annotator for _, a, _ in attached.labels)
+    summary.comments += sum(1 for _, a, _ in attached.labels if a.comment)
+    for pair_id, adjudications in attached.adjudications.items():
+        summary.adjudications += store.replace_adjudications(pair_id, adjudications, source)
 
 
 def attach_labels(store: BuildStore, path: str | Path) -> LabelsSummary:
-    """Attach a file's labels to the project's pairs (rules in the module docstring).
+    """Attach a file's labels and adjudications to the project's pairs (rules in the module docstring).
 
     Args:
         store: the project's store (the caller holds the project's lock).
@@ -176,13 +220,14 @@ def attach_labels(store: BuildStore, path: str | Path) -> LabelsSummary:
 
     Raises:
         BuildError: the project has no pairs.
-        DataError: any problem in the file (every one); nothing was attached.
+        DataError: any problem in the file or the card beside it (every one); nothing was attached.
     """
     file = Path(path)
     if store.count_pairs() == 0:
         raise BuildError("the project has no pairs to label; run 'build pairs' first")
     if not file.exists():
         raise DataError([DataProblem(str(file), "no such file")])
+    projects = annotation_projects_beside(file)
     problems: list[DataProblem] = []
     sink = ProblemSink(str(file), problems)
     summary = LabelsSummary(file)
@@ -198,17 +243,17 @@ def attach_labels(store: BuildStore, path: str | Path) -> LabelsSummary:
             canonical = any(marker in record for marker in _CANONICAL_MARKERS)
             pending.extend(_canonical_row(record, row, sink) if canonical else _label_row(record, row, sink))
             if len(pending) >= _CHUNK:
-                rows = _attach_chunk(store, pending, sink)
-                summary.labels += store.upsert_labels(rows)
-                summary.annotators.update(r[1] for r in rows)
+                _store(store, _attach_chunk(store, pending, sink), summary, str(file))
                 pending = []
         if pending:
-            rows = _attach_chunk(store, pending, sink)
-            summary.labels += store.upsert_labels(rows)
-            summary.annotators.update(r[1] for r in rows)
+            _store(store, _attach_chunk(store, pending, sink), summary, str(file))
         summary.pairs = store.label_file_pairs()
         if not problems and summary.rows == 0:
             sink.add("the file holds no labels")
         if problems:
             raise DataError(problems)  # the transaction rolls back: nothing is attached
+        if projects:
+            known = store.get_meta(ANNOTATION_PROJECTS_KEY) or []
+            store.set_meta(ANNOTATION_PROJECTS_KEY, merge_annotation_projects(known, projects), commit=False)
+            summary.annotation_projects = [str(p.get("project")) for p in projects]
     return summary

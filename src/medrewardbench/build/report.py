@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.build.store import CHUNK, BuildStore
-from medrewardbench.data.annotations import majority_labels
+from medrewardbench.data.annotations import release_labels
 from medrewardbench.dimensions import DIMENSIONS
 
 __all__ = ["GROUP_COLUMNS", "BuildReport", "build_report", "report_markdown", "write_report"]
@@ -118,10 +118,9 @@ def _decisions(store: BuildStore) -> Iterator[tuple[str, str, str, bool, int, in
 def _longer_wins(store: BuildStore) -> tuple[dict[str, dict[str, int]], int]:
     tally = {dim: {"longer": 0, "shorter": 0} for dim in DIMENSIONS}
     labelled = 0
-    from medrewardbench.cases import Annotation
-
     for chunk in store.iter_pairs():
         labels = store.labels_for([p.pair_id for p in chunk])
+        decided = store.adjudications_for([p.pair_id for p in chunk])
         for pair in chunk:
             rows = labels.get(pair.pair_id)
             if not rows:
@@ -130,9 +129,8 @@ def _longer_wins(store: BuildStore) -> tuple[dict[str, dict[str, int]], int]:
             if len(pair.text_1) == len(pair.text_2):
                 continue
             longer = 1 if len(pair.text_1) > len(pair.text_2) else 2
-            annotations = [Annotation(a, dict(v)) for a, v, _, _ in rows]  # type: ignore[arg-type]
-            majority, _ = majority_labels(annotations)
-            for dim, winner in majority.items():
+            released = release_labels(rows, decided.get(pair.pair_id, ()))
+            for dim, winner in released.labels.items():
                 tally[dim]["longer" if winner == longer else "shorter"] += 1
     return {d: t for d, t in tally.items() if t["longer"] + t["shorter"]}, labelled
 

@@ -18,11 +18,13 @@ and named migrations). Tables:
   answers and verdicts that caused it;
 * ``pool``: the generators whose answers make up the response pool;
 * ``pairs``: the sampled pairs (texts copied, so that an export never depends on regeneration);
-* ``labels``: per-annotator labels of pairs, in source order.
+* ``labels``: per-annotator labels of pairs, in source order, with each annotator's comment and
+  "cannot judge" reason (migration ``label_details``);
+* ``adjudications``: an adjudicator's decision per (pair, dimension), with who, why and when.
 
 Every text a model or a server produced passes through :func:`medrewardbench.secrets.scrub`
-before it is written. Readers ask for questions in chunks (keyset pagination on ``seq``), so no
-command holds every question in memory.
+before it is written; what a doctor or an adjudicator wrote is stored as it is. Readers ask for
+questions in chunks (keyset pagination on ``seq``), so no command holds every question in memory.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from medrewardbench.cases import ImageRef
+from medrewardbench.cases import Adjudication, Annotation, ImageRef
+from medrewardbench.dimensions import DIMENSIONS, Winner
 from medrewardbench.errors import MedRewardBenchError, StoreError
 from medrewardbench.secrets import scrub, scrub_value
 from medrewardbench.sqlitedb import applied_migrations, open_database, transaction
@@ -54,7 +57,28 @@ __all__ = [
 
 STORE_FILENAME = "build.sqlite"
 SCHEMA_VERSION = 1
-MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = ()
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "label_details",
+        (
+            # what an annotator said beside their labels: comment, "cannot judge" and its reason
+            # (a JSON object; NULL when they said nothing more)
+            "ALTER TABLE labels ADD COLUMN details_json TEXT",
+            # an adjudicator's decision on a dimension the annotators left without a strict majority
+            """CREATE TABLE adjudications (
+                pair_id TEXT NOT NULL,
+                dimension TEXT NOT NULL,
+                label INTEGER NOT NULL,
+                actor TEXT NOT NULL,
+                note TEXT,
+                at TEXT,
+                source TEXT NOT NULL,
+                imported_at REAL NOT NULL,
+                PRIMARY KEY (pair_id, dimension)
+            )""",
+        ),
+    ),
+)
 """Named schema changes of the build store, appended in order (see :mod:`medrewardbench.sqlitedb`)."""
 CHUNK = 256
 """Questions (or pairs) read from the store at a time."""
@@ -258,16 +282,23 @@ class StoredPair:
     metadata: dict[str, Any]
 
 
-LabelRow = tuple[str, dict[str, int], "str | None", "float | None"]
-"""(annotator, labels in source order, order_shown, seconds)."""
-
-
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _scrubbed_json(value: Any) -> str:
     return _json(scrub_value(json.loads(_json(value))))
+
+
+def _details_json(annotation: Annotation) -> str | None:
+    details: dict[str, Any] = {}
+    if annotation.comment:
+        details["comment"] = annotation.comment
+    if annotation.cannot_judge:
+        details["cannot_judge"] = True
+        if annotation.cannot_judge_reason:
+            details["cannot_judge_reason"] = annotation.cannot_judge_reason
+    return _json(details) if details else None
 
 
 def _text(value: str | None) -> str | None:
@@ -792,22 +823,53 @@ class BuildStore:
         return [r[0] for r in rows]
 
     # ---------------------------------------------------------------------------------- labels
-    def upsert_labels(self, rows: Iterable[tuple[str, str, Mapping[str, int], str | None, float | None, str]]) -> int:
+    def upsert_labels(self, rows: Iterable[tuple[str, Annotation, str]]) -> int:
         """Add or replace per-annotator labels (inside the caller's transaction).
 
-        Each row is (pair_id, annotator, labels in source order, order_shown, seconds, source file).
+        Each row is (pair_id, the annotation in source order, source file). A doctor's comment and
+        reason are stored as they were written (never scrubbed or cut).
         """
         now = time.time()
         values = [
-            (pair_id, annotator, _json(dict(labels)), order, seconds, source, now)
-            for pair_id, annotator, labels, order, seconds, source in rows
+            (
+                pair_id,
+                a.annotator,
+                _json({dim: int(v) for dim, v in a.labels.items()}),
+                a.order_shown,
+                a.seconds,
+                source,
+                now,
+                _details_json(a),
+            )
+            for pair_id, a, source in rows
         ]
         self._db.executemany(
-            """INSERT OR REPLACE INTO labels(pair_id, annotator, labels_json, order_shown, seconds, source, imported_at)
-               VALUES (?,?,?,?,?,?,?)""",
+            """INSERT OR REPLACE INTO labels(pair_id, annotator, labels_json, order_shown, seconds, source, imported_at,
+                                             details_json)
+               VALUES (?,?,?,?,?,?,?,?)""",
             values,
         )
         return len(values)
+
+    def replace_adjudications(self, pair_id: str, adjudications: Sequence[Adjudication], source: str) -> int:
+        """Make these the pair's adjudications (inside the caller's transaction); none removes the pair's.
+
+        Args:
+            pair_id: the pair.
+            adjudications: its adjudications, as a canonical row states them.
+            source: the file they came from.
+
+        Returns:
+            How many were stored.
+        """
+        now = time.time()
+        self._db.execute("DELETE FROM adjudications WHERE pair_id=?", (pair_id,))
+        self._db.executemany(
+            """INSERT INTO adjudications(pair_id, dimension, label, actor, note, at, source, imported_at)
+               VALUES (?,?,?,?,?,?,?,?)""",
+            [(pair_id, a.dimension, int(a.label), a.by, a.note, a.at, source, now) for a in adjudications],
+        )
+        return len(adjudications)
 
     def start_label_file(self) -> None:
         """Forget which (pair, annotator) keys the current labels file gave (a temporary table, not memory)."""
@@ -836,21 +898,54 @@ class BuildStore:
         """How many different pairs the current labels file labelled."""
         return int(self._db.execute("SELECT COUNT(DISTINCT pair_id) FROM label_file_keys").fetchone()[0])
 
-    def labels_for(
-        self, pair_ids: Sequence[str]
-    ) -> dict[str, list[tuple[str, dict[str, int], str | None, float | None]]]:
-        """pair_id -> [(annotator, labels, order_shown, seconds)], annotators in name order."""
-        out: dict[str, list[tuple[str, dict[str, int], str | None, float | None]]] = {}
+    def labels_for(self, pair_ids: Sequence[str]) -> dict[str, list[Annotation]]:
+        """pair_id -> its annotations (labels in source order, with comments and reasons), annotators in name order."""
+        out: dict[str, list[Annotation]] = {}
         for start in range(0, len(pair_ids), 500):
             part = list(pair_ids[start : start + 500])
             rows = self._db.execute(
-                f"""SELECT pair_id, annotator, labels_json, order_shown, seconds FROM labels
+                f"""SELECT pair_id, annotator, labels_json, order_shown, seconds, details_json FROM labels
                     WHERE pair_id IN ({_placeholders(len(part))}) ORDER BY pair_id, annotator""",
                 part,
             )
             for r in rows:
-                out.setdefault(r[0], []).append((r[1], json.loads(r[2]), r[3], r[4]))
+                details = json.loads(r[5]) if r[5] else {}
+                labels = {dim: cast(Winner, int(v)) for dim, v in json.loads(r[2]).items()}
+                out.setdefault(r[0], []).append(
+                    Annotation(
+                        annotator=r[1],
+                        labels={dim: labels[dim] for dim in DIMENSIONS if dim in labels},
+                        order_shown=r[3],
+                        seconds=r[4],
+                        comment=details.get("comment"),
+                        cannot_judge=bool(details.get("cannot_judge", False)),
+                        cannot_judge_reason=details.get("cannot_judge_reason"),
+                    )
+                )
         return out
+
+    def adjudications_for(self, pair_ids: Sequence[str]) -> dict[str, list[Adjudication]]:
+        """pair_id -> its adjudications, in dimension order."""
+        out: dict[str, list[Adjudication]] = {}
+        rank = {dim: i for i, dim in enumerate(DIMENSIONS)}
+        for start in range(0, len(pair_ids), 500):
+            part = list(pair_ids[start : start + 500])
+            rows = self._db.execute(
+                f"""SELECT pair_id, dimension, label, actor, note, at FROM adjudications
+                    WHERE pair_id IN ({_placeholders(len(part))})""",
+                part,
+            )
+            for r in rows:
+                out.setdefault(r[0], []).append(
+                    Adjudication(dimension=r[1], label=cast(Winner, int(r[2])), by=r[3], note=r[4], at=r[5])
+                )
+        for found in out.values():
+            found.sort(key=lambda a: rank.get(a.dimension, len(rank)))
+        return out
+
+    def count_adjudications(self) -> int:
+        """How many adjudications are stored (across all pairs)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM adjudications").fetchone()[0])
 
     def count_labels(self) -> int:
         """How many per-annotator labels are stored (across all pairs)."""

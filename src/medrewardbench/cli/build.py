@@ -441,9 +441,15 @@ def labels_command(
         total = store.count_labels()
         console.print(
             f"attached {summary.labels} label(s) from {len(summary.annotators)} annotator(s) to {summary.pairs} "
-            f"pair(s); the project holds {total}.",
+            f"pair(s), with {summary.comments} comment(s) and {summary.adjudications} adjudication(s); the project "
+            f"holds {total} label(s) and {store.count_adjudications()} adjudication(s).",
             highlight=False,
         )
+        if summary.annotation_projects:
+            names = ", ".join(_cell(name) for name in summary.annotation_projects)
+            console.print(
+                f"annotation project(s) {names}: kept for the dataset card of 'build export'", highlight=False
+            )
 
 
 @app.command("export")
@@ -467,8 +473,9 @@ def export_command(
             console.print(f"wrote {summary.cases} question(s) to {_cell(out)}", highlight=False)
             return
         console.print(
-            f"wrote {summary.cases} case(s) ({summary.labelled} labelled, {summary.undecided} dimension(s) without a "
-            f"strict majority) to {_cell(out)}; dataset card {_cell(summary.card)}",
+            f"wrote {summary.cases} case(s) ({summary.labelled} labelled; {summary.adjudicated} label(s) adjudicated; "
+            f"{summary.undecided} dimension(s) without a strict majority or an adjudication, left unlabelled) to "
+            f"{_cell(out)}; dataset card {_cell(summary.card)}",
             highlight=False,
         )
 
