@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import ImageRef
+from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.images import dicom_display, is_dicom, load_image
 from medrewardbench.metrics.results import (
@@ -100,6 +100,54 @@ class ImageView:
 
 
 @dataclass(frozen=True)
+class DoctorsView:
+    """What the annotators and adjudicators said about a case, as its card shows it."""
+
+    votes: Mapping[str, tuple[int, int]]
+    """dimension -> (votes for response 1, votes for response 2), for the dimensions anyone labelled."""
+    sources: Mapping[str, str]
+    """dimension -> where its label came from: ``majority``, ``adjudication`` or ``given``."""
+    undecided: tuple[str, ...]
+    """dimensions with votes but neither a strict majority nor an adjudication (unlabelled)."""
+    notes: tuple[tuple[str, str, str], ...] = ()
+    """(who, what, text): ``comment``, ``cannot judge`` (the reason) or ``adjudicated DIM: response N`` (the note)."""
+
+    @classmethod
+    def of(cls, case: Case) -> DoctorsView | None:
+        """The view of a case's annotations and adjudications, or None when it has neither.
+
+        Args:
+            case: the case as loaded from its data source.
+
+        Returns:
+            The view.
+        """
+        if not case.annotations and not case.adjudications:
+            return None
+        votes: dict[str, tuple[int, int]] = {}
+        for dim in DIMENSIONS:
+            picks = [a.labels[dim] for a in case.annotations if dim in a.labels]
+            if picks:
+                votes[dim] = (picks.count(1), picks.count(2))
+        undecided = tuple(
+            dim for dim, (one, two) in votes.items() if dim not in case.labels and 2 * max(one, two) <= one + two
+        )
+        notes: list[tuple[str, str, str]] = []
+        for annotation in case.annotations:
+            if annotation.cannot_judge:
+                notes.append(
+                    (annotation.annotator, "cannot judge", annotation.cannot_judge_reason or "(no reason given)")
+                )
+            if annotation.comment:
+                notes.append((annotation.annotator, "comment", annotation.comment))
+        for adjudication in case.adjudications:
+            what = f"adjudicated {adjudication.dimension}: response {adjudication.label}"
+            notes.append((adjudication.by, what, adjudication.note or ""))
+        sources = {dim: case.label_source(dim) or "given" for dim in case.labels}
+        return cls(votes, sources, undecided, tuple(notes))
+
+
+@dataclass(frozen=True)
 class CaseView:
     """A case as the report shows it; texts and image are None when the source is unavailable."""
 
@@ -113,6 +161,8 @@ class CaseView:
     notes: tuple[str, ...] = ()
     picks: tuple[JudgePicks, ...] = ()
     """every judge's picks, the ones that missed the case marked ``wrong``"""
+    doctors: DoctorsView | None = None
+    """how the annotators voted, their notes and the adjudications; None when the data has none"""
 
 
 @dataclass(frozen=True)
@@ -617,6 +667,32 @@ def _verdict_cell(case_label: int | None, outcomes: Sequence[OrderOutcome], dim:
     return {"dim": dim, "parts": parts, "wrong": wrong}
 
 
+def _doctors_cell(doctors: DoctorsView, dim: str, label: int | None) -> dict[str, Any]:
+    """How the annotators voted on one dimension: ``2–1`` (for the labelled winner first), and what decided it."""
+    if dim not in doctors.votes:
+        return {"text": "–", "cls": "none", "title": "nobody labelled this dimension"}
+    one, two = doctors.votes[dim]
+    source = doctors.sources.get(dim)
+    if label is None:
+        return {
+            "text": f"{one}–{two} undecided",
+            "cls": "undecided",
+            "title": f"{one} for response 1, {two} for response 2: no strict majority and no adjudication; unlabelled",
+        }
+    mine, other = (one, two) if label == 1 else (two, one)
+    if source == "adjudication":
+        return {
+            "text": f"{mine}–{other} adjudicated",
+            "cls": "adjudicated",
+            "title": f"{one} for response 1, {two} for response 2; an adjudicator chose response {label}",
+        }
+    return {
+        "text": f"{mine}–{other}",
+        "cls": "majority" if source == "majority" else "given",
+        "title": f"{one} for response 1, {two} for response 2",
+    }
+
+
 def _anchor(case_id: str) -> str:
     return "case-" + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in case_id)
 
@@ -651,6 +727,13 @@ def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, A
                     {"judge": picks.judge, "order": outcome.order, "raw": raw, "cut": cut, "failure": outcome.failure}
                 )
         missed_by = [p.judge for p in case.picks if p.wrong]
+        doctors = None
+        if case.doctors is not None:
+            doctors = {
+                "cells": [_doctors_cell(case.doctors, d, case.labels.get(d)) for d in DIMENSIONS],
+                "notes": [{"who": who, "what": what, "text": text} for who, what, text in case.doctors.notes],
+                "undecided": list(case.doctors.undecided),
+            }
         cases.append(
             {
                 "id": case.case_id,
@@ -669,6 +752,8 @@ def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, A
                 "has_reasons": any(row["reasons"] for row in rows),
                 "raws": raws,
                 "n_raw_judges": len({r["judge"] for r in raws}),
+                "doctors": doctors,
+                "sources": [case.doctors.sources.get(d) if case.doctors else None for d in DIMENSIONS],
             }
         )
     anchors = {c["id"]: c["anchor"] for c in cases}

@@ -45,7 +45,7 @@ from medrewardbench.metrics.results import (
     Estimate,
     number,
 )
-from medrewardbench.report.html import CaseGallery, CaseView, JudgePicks, OrderOutcome, case_image
+from medrewardbench.report.html import CaseGallery, CaseView, DoctorsView, JudgePicks, OrderOutcome, case_image
 from medrewardbench.report.human import human_long_rows
 from medrewardbench.store import Store, StoredJudgment
 
@@ -479,6 +479,7 @@ def _case_view(
         image,
         tuple(notes),
         picks,
+        DoctorsView.of(case),
     )
 
 
