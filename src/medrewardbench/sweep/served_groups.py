@@ -287,7 +287,7 @@ def stop_leftover_groups(records: ServedGroupRecords) -> list[str]:
             continue  # its supervisor stopped it
         how = _stop(group, members)
         line = _describe(group, members, how)
-        log.warning("%s", line)
+        log.info("%s", line)  # the caller shows it (the sweep: as a note)
         lines.append(line)
     records.replace(kept)
     return lines
