@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -212,3 +212,37 @@ def test_a_leftover_that_ignores_sigterm_gets_sigkill_after_its_stop_timeout(
     assert len(tree) == 3 and "SIGKILL after 0.5 s" in line
     assert stubborn.wait(timeout=10) == -signal.SIGKILL
     assert group_gone(stubborn.pid, tree, timeout=10)
+
+
+def test_the_supervisor_adopts_and_reaps_what_the_server_orphans_while_it_runs(tmp_path: Path, marker: str) -> None:
+    # the subshell exits at once; its `sleep 1` is re-parented to the supervisor and exits there
+    spec = ServeSpec(command="sh -c '(sleep 1 &); sleep 300' {port}", stop_timeout_s=2, env={MARKER_ENV: marker})
+    server = ServedModel("tiny", spec, "m", tmp_path / "tiny.log")
+    server.start()
+    try:
+        assert server.supervisor is not None
+        supervisor = server.supervisor.pid
+        adopted = _wait_until(lambda: len(_children(supervisor)) == 2)  # the leader and the orphan
+        reaped = _wait_until(lambda: _children(supervisor) == [server.pid])  # no zombie left under it
+        assert adopted and reaped and server.alive()
+    finally:
+        server.stop()
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    """The processes (zombies too) whose parent is ``pid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        with contextlib.suppress(OSError, IndexError):
+            if name.isdigit() and int(Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()[1]) == pid:
+                found.append(int(name))
+    return found
