@@ -15,9 +15,9 @@ The group dies with the sweep even when the sweep gets SIGKILL: the command runs
 supervisor process (:mod:`.supervisor`) that holds the read end of a pipe only the sweep writes to;
 when the sweep dies the pipe closes and the supervisor stops the group the same way (SIGTERM, then
 SIGKILL), and any of its descendants that left the group. The same holds in a Ray worker (the
-worker's death closes the pipe). Each group is also recorded in ``servers/running.json``
-(:mod:`.served_groups`); a sweep that starts and finds a group whose sweep is gone but which still
-runs (its supervisor was killed too) stops it and says so in one line.
+worker's death closes the pipe). Each group the sweep starts itself is also recorded in
+``servers/running.json`` (:mod:`.served_groups`); a sweep that starts and finds a group whose sweep
+is gone but which still runs (its supervisor was killed too) stops it and says so in one line.
 
 A server that exits before it is ready, or is not ready within ``ready_timeout``, fails its entry
 with :class:`~medrewardbench.sweep.errors.ServerStartError`; one that exits while its entry is
