@@ -1,5 +1,7 @@
 """Helpers of the sweep tests (tests/sweep/): real case files, sweep files, a progress recorder, store readers.
 
+Process helpers for the served-model tests read ``/proc`` (pids, process groups, zombies).
+
 A pytest plugin (registered in tests/conftest.py) with two fixtures: ``sweep_cases`` (six labelled
 cases with their PNG files) and ``ray_cluster`` (a local Ray cluster on 2 CPUs, started by the first
 test that asks for it and shut down when the session ends). The sweep tests take the test server
@@ -14,6 +16,7 @@ import os
 import sqlite3
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,3 +157,66 @@ def cli_env(**extra: str) -> dict[str, str]:
 def cli(*args: str) -> list[str]:
     """The command line of ``medrewardbench ARGS`` run by this interpreter."""
     return [sys.executable, "-m", "medrewardbench.cli", *args]
+
+
+# --------------------------------------------------------------------------------------- processes
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    """The running processes of a process group."""
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and process_alive(int(name)):
+            try:
+                fields = Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                members.append(int(name))
+    return members
+
+
+def group_gone(pgid: int, pids: list[int], timeout: float) -> bool:
+    """Wait until none of ``pids`` runs and the group no longer exists (``killpg`` finds nothing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(process_alive(pid) for pid in pids):
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def served_groups(out: Path) -> list[dict[str, Any]]:
+    """The served process groups recorded in ``out/servers/running.json``."""
+    path = out / "servers" / "running.json"
+    if not path.exists():
+        return []
+    groups: list[dict[str, Any]] = json.loads(path.read_text("utf-8"))["groups"]
+    return groups
+
+
+def processes_with_env(name: str, value: str) -> list[int]:
+    """The running processes whose environment holds ``NAME=VALUE`` (of this user)."""
+    wanted = f"{name}={value}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and process_alive(int(entry)):
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if wanted in environ.split(b"\0"):
+                found.append(int(entry))
+    return found

@@ -2,7 +2,8 @@
 
 One cluster serves the whole session (``ray_cluster``). A sweep with baseline, API (the local test
 server) and tiny transformers judges gives the same ``judgments.jsonl``, byte for byte, with and
-without Ray; killing a worker mid-sweep still ends with every judgment stored exactly once.
+without Ray; killing a worker mid-sweep still ends with every judgment stored exactly once, and
+takes its served model's process group with it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from typing import Any
 
 import pytest
 from helpers.api import API_KEY_ENV, verdict_json
-from helpers.sweep import RecordingProgress, cli, cli_env, stored_rows, write_cases, write_sweep
+from helpers.sweep import (
+    RecordingProgress,
+    cli,
+    cli_env,
+    group_gone,
+    processes_with_env,
+    stored_rows,
+    write_cases,
+    write_sweep,
+)
 
 from medrewardbench.errors import MissingExtraError, install_command
 from medrewardbench.sweep import DataMismatchError, SweepOptions, load_sweep, load_sweep_data, run_sweep
@@ -26,6 +36,8 @@ from medrewardbench.sweep.ray_backend import JudgeWorker, WorkerPayload, ray_mod
 from medrewardbench.testing.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.slow
+
+MARKER = "MEDREWARDBENCH_TEST_MARKER"
 
 
 def _prefers_longer(body: dict[str, Any]) -> str:
@@ -178,3 +190,47 @@ def test_a_served_entry_starts_its_server_inside_its_worker_and_its_log_comes_ba
     again_progress = RecordingProgress()
     again = run_sweep(config, SweepOptions(out_dir=out, ray="auto", report=False), progress=again_progress)
     assert again.outcomes[0].judged == 0 and again.outcomes[0].reused == 12 and not again_progress.workers
+
+
+def test_a_killed_worker_takes_its_served_process_group_with_it(
+    tmp_path: Path, sweep_cases: Path, ray_cluster: Any
+) -> None:
+    # the server: a shell leading the test server and a grandchild `sleep`, all marked for this test
+    serve = (
+        f"sh -c 'sleep 600 | exec {sys.executable} -m medrewardbench.testing.openai_server --port {{port}} "
+        "--latency 0.3'"
+    )
+    sweep = write_sweep(
+        tmp_path / "served.yaml",
+        f"""
+        data: {sweep_cases}
+        judges:
+          - name: srv
+            judge: api:served-model
+            concurrency: 1
+            max_retries: 0
+            serve: {{command: "{serve}", gpus: 0, ready_timeout: 60, stop_timeout: 5, env: {{{MARKER}: "{tmp_path}"}}}}
+        """,
+    )
+    killed: dict[str, Any] = {}
+
+    def kill_the_worker(progress: RecordingProgress, name: str) -> None:
+        if name == "srv" and progress.advanced[name] >= 2 and not killed:
+            tree = processes_with_env(MARKER, str(tmp_path))  # the supervisor, the shell, sleep, the server
+            groups = {os.getpgid(pid) for pid in tree}
+            os.kill(progress.workers[name][-1], signal.SIGKILL)
+            killed.update(tree=tree, gone=all(group_gone(pgid, tree, timeout=10) for pgid in groups))
+
+    progress = RecordingProgress(on_advance=kill_the_worker)
+    try:
+        result = run_sweep(
+            load_sweep(sweep), SweepOptions(out_dir=tmp_path / "out", ray="auto", report=False), progress=progress
+        )
+    finally:
+        survivors = processes_with_env(MARKER, str(tmp_path))
+        for pid in survivors:  # cleaned up, then reported below
+            os.kill(pid, signal.SIGKILL)
+    assert len(killed["tree"]) == 4 and killed["gone"], killed
+    srv = result.outcomes[0]
+    assert srv.status == "done" and srv.stored == 12 and len(progress.workers["srv"]) == 2  # restarted, new server
+    assert survivors == []  # and that one stopped at the end

@@ -2,11 +2,15 @@
 
 The server is ``medrewardbench serve hf:TINY`` on CPU (the stand-in for vLLM), so the lifecycle runs
 for real: a server that is never ready, one that exits at once, one that ignores SIGTERM, one that
-dies while it is judged, and a sweep interrupted by Ctrl-C or SIGTERM.
+dies while it is judged, and a sweep interrupted by Ctrl-C or SIGTERM. A sweep killed with SIGKILL
+(its server a shell leading the test server and a grandchild) takes every process of the group with
+it; a group that outlives it because its supervisor was killed too is stopped by the next sweep.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -14,9 +18,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers.sweep import RecordingProgress, cli, cli_env, judgments_of, stored_rows, write_sweep
+from helpers.sweep import (
+    RecordingProgress,
+    cli,
+    cli_env,
+    group_gone,
+    group_members,
+    judgments_of,
+    process_alive,
+    served_groups,
+    stored_rows,
+    write_sweep,
+)
 
 from medrewardbench.sweep import SweepOptions, load_sweep, run_sweep
 
@@ -186,3 +202,96 @@ def test_an_interrupted_sweep_stops_its_server_and_keeps_what_finished(
     log = (out / "servers" / "tiny.log").read_text("utf-8")
     assert "server stopped" in log
     assert len(stored_rows(out)) >= 13  # the baseline and what the model judged are kept
+
+
+# a shell leading a group of the stand-in server and a grandchild (the `sleep` keeping its stdin open)
+SERVER_TREE = f"sh -c 'sleep 600 | exec {PYTHON} -m medrewardbench.testing.openai_server --port {{port}} --latency 0.3'"
+
+
+def _start_killable_sweep(tmp_path: Path, sweep_cases: Path) -> tuple[subprocess.Popen[str], Path, dict[str, Any]]:
+    """A ``sweep`` subprocess judging through a served tree, returned once the served entry stored a judgment."""
+    out = tmp_path / "out"
+    sweep = _served_sweep(tmp_path, sweep_cases, Path("served-model"), SERVER_TREE)
+    process = subprocess.Popen(
+        cli("sweep", str(sweep), "--out", str(out), "--no-report"),
+        env=cli_env(COLUMNS="200"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(sqlite3.Error):
+            if len(stored_rows(out)) > 12 and served_groups(out):
+                break
+        time.sleep(0.2)
+    assert process.poll() is None and len(stored_rows(out)) > 12, "the served entry never stored a judgment"
+    [group] = served_groups(out)
+    return process, out, group
+
+
+def _kill_tree(pids: list[int]) -> None:
+    for pid in pids:
+        if process_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_kill_9_of_the_sweep_takes_every_process_of_its_served_group_with_it(tmp_path: Path, sweep_cases: Path) -> None:
+    process, out, group = _start_killable_sweep(tmp_path, sweep_cases)
+    members = group_members(group["pgid"])
+    try:
+        assert group["pid"] == group["pgid"] and len(members) == 3  # the shell, sleep and the server
+        assert group["sweep_pid"] == process.pid and process_alive(group["supervisor_pid"])
+        process.kill()
+        process.wait()
+        assert group_gone(group["pgid"], members, timeout=5), [p for p in members if process_alive(p)]
+        assert "the sweep is gone; stopping the server's process group" in (out / "servers" / "tiny.log").read_text()
+    finally:
+        _kill_tree(members)
+        process.kill()
+        process.communicate()
+
+
+def test_a_group_outliving_a_killed_sweep_and_supervisor_is_stopped_at_the_next_start_and_only_it(
+    tmp_path: Path, sweep_cases: Path
+) -> None:
+    process, out, group = _start_killable_sweep(tmp_path, sweep_cases)
+    members = group_members(group["pgid"])
+    # an unrelated process, recorded as if a pid of the leftover had been recycled for it
+    unrelated = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        os.kill(group["supervisor_pid"], signal.SIGKILL)  # the supervisor cannot act...
+        process.kill()  # ...when the sweep dies
+        process.wait()
+        time.sleep(1)
+        assert len(members) == 3 and all(process_alive(pid) for pid in members)  # the leftover
+        records = out / "servers" / "running.json"
+        document = json.loads(records.read_text())
+        document["groups"].append({**group, "pid": unrelated.pid, "pgid": unrelated.pid, "token": "recycled"})
+        records.write_text(json.dumps(document))
+
+        again = write_sweep(tmp_path / "again.yaml", f"data: {sweep_cases}\njudges:\n  - judge: baseline:longer\n")
+        done = subprocess.run(
+            cli("sweep", str(again), "--out", str(out), "--no-report"),
+            env=cli_env(COLUMNS="400"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines = [line for line in done.stderr.splitlines() if "left running" in line]
+        assert len(lines) == 1, done.stderr[-3000:]
+        assert lines[0].startswith("stopped the server of 'tiny' that an earlier sweep")
+        assert (
+            f"(pid {group['sweep_pid']}, gone)" in lines[0] and f"process group {group['pgid']}, 3 process" in lines[0]
+        )
+        assert group_gone(group["pgid"], members, timeout=15), [p for p in members if process_alive(p)]
+        assert unrelated.poll() is None and process_alive(unrelated.pid)  # never touched
+        assert served_groups(out) == []
+    finally:
+        _kill_tree(members)
+        unrelated.kill()
+        unrelated.wait()
+        process.kill()
+        process.communicate()

@@ -5,7 +5,9 @@ Only the command line imports this package (``medrewardbench sweep``). The modul
 * :mod:`.config`: the sweep file, checked with the line of every problem;
 * :mod:`.run`: the job (:func:`run_sweep`): one store, one lock, one report;
 * :mod:`.dispatch`: batches to backends, results to the store (the driver is its only writer);
-* :mod:`.served`: model servers started, awaited and stopped for their entries;
+* :mod:`.served`: model servers started, awaited and stopped for their entries, each under its
+  :mod:`.supervisor` so it dies with the sweep, and recorded (:mod:`.served_groups`) so a leftover is
+  stopped at the next start;
 * :mod:`.ray_backend`: an actor per entry on a Ray cluster (optional extra ``ray``);
 * :mod:`.jury`: strict weighted majority with counted abstentions;
 * :mod:`.budget`: prices, the budget and per-endpoint caps;

@@ -67,6 +67,7 @@ from medrewardbench.sweep.errors import EntryFailed, SweepFileError
 from medrewardbench.sweep.jury import JuryMember, JuryOutcome, store_jury
 from medrewardbench.sweep.progress import EntryOutcome, SweepProgress
 from medrewardbench.sweep.served import SERVED_KEY_ENV, ServedApiJudge, ServedModel, stop_all_servers
+from medrewardbench.sweep.served_groups import RECORD_FILENAME, ServedGroupRecords, stop_leftover_groups
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +325,10 @@ class _Driver:
         plan = self._plan(item, judge)
         if not plan.plan.n_pending:
             return  # everything is stored: no server to start
-        server = ServedModel(entry.name, entry.serve, entry.serve.model or entry.model, self._log_path(entry))
+        records = ServedGroupRecords(self.options.out_dir / SERVER_LOG_DIRNAME / RECORD_FILENAME)
+        server = ServedModel(
+            entry.name, entry.serve, entry.serve.model or entry.model, self._log_path(entry), records=records
+        )
         try:
             server.start()
             assert server.pid is not None and server.port is not None
@@ -532,6 +536,9 @@ def run_sweep(
                 asyncio.run(judge.aclose())
         raise
     try:
+        # servers an earlier sweep left running (it and their supervisors were killed) go first
+        for line in stop_leftover_groups(ServedGroupRecords(out / SERVER_LOG_DIRNAME / RECORD_FILENAME)):
+            sink.note(line)
         return _run_locked(config, options, benchmark, entries, prices, sink, judge_factory)
     finally:
         stop_all_servers()

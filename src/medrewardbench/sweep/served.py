@@ -11,6 +11,14 @@ too. Any OpenAI-compatible server works the same way: vLLM, SGLang
 (``python -m sglang.launch_server --model-path {model} --port {port}``), TGI
 (``text-generation-launcher --model-id {model} --port {port}``), or ``medrewardbench serve``.
 
+The group dies with the sweep even when the sweep gets SIGKILL: the command runs under a small
+supervisor process (:mod:`.supervisor`) that holds the read end of a pipe only the sweep writes to;
+when the sweep dies the pipe closes and the supervisor stops the group the same way (SIGTERM, then
+SIGKILL), and any of its descendants that left the group. The same holds in a Ray worker (the
+worker's death closes the pipe). Each group the sweep starts itself is also recorded in
+``servers/running.json`` (:mod:`.served_groups`); a sweep that starts and finds a group whose sweep
+is gone but which still runs (its supervisor was killed too) stops it and says so in one line.
+
 A server that exits before it is ready, or is not ready within ``ready_timeout``, fails its entry
 with :class:`~medrewardbench.sweep.errors.ServerStartError`; one that exits while its entry is
 judged fails it with :class:`~medrewardbench.sweep.errors.ServerDiedError`: the requests in flight
@@ -25,11 +33,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import json
 import logging
 import os
 import re
+import secrets
+import select
 import shlex
 import signal
 import socket
@@ -46,8 +55,11 @@ from typing import Any
 from medrewardbench.judges.api import ApiJudge
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.judges.options import JudgeOptions
+from medrewardbench.sweep import supervisor as supervisor_module
 from medrewardbench.sweep.config import ServeSpec
 from medrewardbench.sweep.errors import ServerDiedError, ServerStartError
+from medrewardbench.sweep.served_groups import GROUP_TOKEN_ENV, ServedGroup, ServedGroupRecords, new_group
+from medrewardbench.sweep.supervisor import process_start_time
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +74,11 @@ EXIT_GRACE_S = 2.0
 """How long a transport failure waits to see whether the server exited (then it is not stored)."""
 _TRANSPORT_FAILURE = re.compile(r"^(connection error|timeout|HTTP \d+) after \d+ retries$")
 LOG_TAIL_LINES = 15
+SUPERVISOR_SCRIPT = Path(supervisor_module.__file__)
+SUPERVISOR_REPORT_TIMEOUT_S = 60.0
+"""How long the sweep waits for the supervisor to report the command started (a Python start on a busy node)."""
+SUPERVISOR_GRACE_S = 45.0
+"""How long past ``stop_timeout`` the sweep waits for the supervisor before it kills the group itself."""
 
 _RUNNING: set[ServedModel] = set()
 _RUNNING_LOCK = threading.Lock()
@@ -74,17 +91,42 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to send SIGTERM to the server when the process that started it dies (even by SIGKILL)."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+class _StatusReader:
+    """The supervisor's report pipe: JSON lines, read without blocking past a deadline."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        self._buffer = b""
+
+    def next(self, timeout: float) -> dict[str, Any] | None:
+        """The next event, or None at end of file or when ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            if self.fd is None:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining < 0 or not select.select([self.fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                self.close()
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return {}
+        return event if isinstance(event, dict) else {}
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
 
 
 class ServedModel:
-    """One server process of a sweep entry.
+    """One server of a sweep entry, run under its supervisor (see the module docstring).
 
     Args:
         name: the entry's name (for messages).
@@ -92,17 +134,34 @@ class ServedModel:
         model: what ``{model}`` stands for.
         log_path: the server's log file (created; output of every start is appended).
         host: the address the server listens on and is reached at.
+        records: where the server's process group is recorded while it runs (None: nowhere).
     """
 
-    def __init__(self, name: str, spec: ServeSpec, model: str, log_path: str | Path, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        name: str,
+        spec: ServeSpec,
+        model: str,
+        log_path: str | Path,
+        host: str = "127.0.0.1",
+        records: ServedGroupRecords | None = None,
+    ) -> None:
         self.name = name
         self.spec = spec
         self.model = model
         self.log_path = Path(log_path)
         self.host = host
+        self.records = records
         self.port: int | None = None
-        self.process: subprocess.Popen[bytes] | None = None
         self.command: list[str] = []
+        self.group: ServedGroup | None = None
+        self.supervisor: subprocess.Popen[bytes] | None = None
+        self._control: int | None = None
+        self._status: _StatusReader | None = None
+        self._returncode: int | None = None
+        self._exited = False
+        self._escalated = False
+        self._stopped = False
 
     # ------------------------------------------------------------------------------ state
     @property
@@ -114,16 +173,38 @@ class ServedModel:
 
     @property
     def pid(self) -> int | None:
-        """The server's process id (None before the start)."""
-        return None if self.process is None else self.process.pid
+        """The server's process id, which is its process group's id too (None before the start)."""
+        return None if self.group is None else self.group.pid
+
+    def _read_events(self, timeout: float = 0.0) -> None:
+        """Take in what the supervisor reported (the server's exit status)."""
+        while self._status is not None and not self._exited:
+            event = self._status.next(timeout)
+            if event is None:
+                return
+            if "exited" in event:
+                code = event.get("exited")
+                self._returncode = code if isinstance(code, int) else None
+                self._escalated = bool(event.get("escalated"))
+                self._exited = True
 
     def alive(self) -> bool:
-        """Whether the server process is running."""
-        return self.process is not None and self.process.poll() is None
+        """Whether the server runs (its supervisor runs and has not seen it exit)."""
+        if self.supervisor is None or self._exited:
+            return False
+        self._read_events()
+        return not self._exited and self.supervisor.poll() is None
 
     def exit_code(self) -> int | None:
-        """The exit status (negative: the signal), None while it runs or before the start."""
-        return None if self.process is None else self.process.poll()
+        """The server's exit status (negative: the signal), None while it runs or before the start."""
+        if self.supervisor is None or self.alive():
+            return None
+        if not self._exited:
+            self.supervisor.wait()
+            self._read_events(timeout=1.0)
+        if not self._exited and self.supervisor.returncode is not None and self.supervisor.returncode < 0:
+            return self.supervisor.returncode  # the supervisor was killed before it could say
+        return self._returncode
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of the server's log."""
@@ -141,7 +222,7 @@ class ServedModel:
 
     # -------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        """Start the server on a free port (its output goes to the log file).
+        """Start the server on a free port under its supervisor (its output goes to the log file).
 
         Raises:
             ServerStartError: the command cannot be started (not found, not executable).
@@ -150,31 +231,62 @@ class ServedModel:
         text = self.spec.command.format(model=shlex.quote(self.model), port=self.port, host=self.host)
         self.command = shlex.split(text)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.spec.env}
-        with self.log_path.open("ab") as log_file:
-            log_file.write(f"\n=== medrewardbench sweep: starting {text}\n".encode())
-            log_file.flush()
-            try:
-                self.process = subprocess.Popen(
-                    self.command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
+        token = secrets.token_hex(12)
+        env = {**os.environ, **self.spec.env, GROUP_TOKEN_ENV: token}
+        supervisor = [sys.executable, "-I", str(SUPERVISOR_SCRIPT), repr(self.spec.stop_timeout_s), "--"]
+        control_read, control_write = os.pipe()
+        status_read, status_write = os.pipe()
+        try:
+            with self.log_path.open("ab") as log_file:
+                log_file.write(f"\n=== medrewardbench sweep: starting {text}\n".encode())
+                log_file.flush()
+                # a session of its own: Ctrl-C in the terminal reaches the sweep only, which then stops
+                # the server in order, and a signal to the sweep's group leaves the supervisor to act
+                self.supervisor = subprocess.Popen(
+                    [*supervisor, *self.command],
+                    stdin=control_read,
+                    stdout=status_write,
+                    stderr=log_file,
                     env=env,
-                    # its own process group: one signal reaches its workers, and Ctrl-C in the
-                    # terminal reaches the sweep only, which then stops it in order
                     start_new_session=True,
-                    preexec_fn=_die_with_parent if _main_thread_on_linux() else None,
                 )
-            except OSError as exc:
-                raise ServerStartError(
-                    f"{self.name}: cannot start the server command {self.command[0]!r}: {exc.strerror or exc}"
-                ) from exc
+        except BaseException:
+            for fd in (control_read, control_write, status_read):
+                os.close(fd)
+            raise
+        finally:
+            os.close(status_write)
+        os.close(control_read)
+        self._control = control_write  # not inheritable: only this process holds it
+        self._status = _StatusReader(status_read)
+        event = self._status.next(SUPERVISOR_REPORT_TIMEOUT_S)
+        started = (event or {}).get("started")
+        if not isinstance(started, dict):
+            why = (event or {}).get("error") or "its supervisor did not report a start"
+            self._close_control()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.supervisor.wait(timeout=SUPERVISOR_REPORT_TIMEOUT_S)
+            self._status.close()
+            self._exited = True
+            raise ServerStartError(f"{self.name}: cannot start the server command {self.command[0]!r}: {why}")
+        self.group = new_group(
+            entry=self.name,
+            command=text,
+            pid=int(started["pid"]),
+            pgid=int(started["pgid"]),
+            start_time=started.get("start_time"),
+            token=token,
+            supervisor_pid=self.supervisor.pid,
+            stop_timeout_s=self.spec.stop_timeout_s,
+        )
         with _RUNNING_LOCK:
             _RUNNING.add(self)
-        log.info(
-            "%s: started %s (pid %d, port %d, log %s)", self.name, text, self.process.pid, self.port, self.log_path
-        )
+        if self.records is not None:
+            try:
+                self.records.add(self.group)
+            except OSError as exc:
+                log.warning("%s: cannot record the server's process group in %s: %s", self.name, self.records.path, exc)
+        log.info("%s: started %s (pid %d, port %d, log %s)", self.name, text, self.group.pid, self.port, self.log_path)
 
     def probe(self) -> bool:
         """One look at ``GET /v1/models``: True when it answers 200 with a model list."""
@@ -223,35 +335,52 @@ class ServedModel:
         while not await asyncio.to_thread(self._check_waiting, started):
             await asyncio.sleep(POLL_INTERVAL_S)
 
+    def _close_control(self) -> None:
+        """Tell the supervisor to stop the server (a word, then end of file: what the sweep's death also gives)."""
+        if self._control is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._control, b"stop\n")
+            with contextlib.suppress(OSError):
+                os.close(self._control)
+            self._control = None
+
     def stop(self) -> int | None:
         """Stop the server: SIGTERM to its process group, SIGKILL after ``stop_timeout``; safe to call twice.
 
         Returns:
             The exit code (negative: the signal), or None when it was never started.
         """
-        process = self.process
-        if process is None:
+        supervisor = self.supervisor
+        if supervisor is None or self.group is None:
             return None
-        if process.poll() is None:
-            self._signal_group(process, signal.SIGTERM)
-            try:
-                process.wait(timeout=self.spec.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning("%s: the server ignored SIGTERM for %g s; killing it", self.name, self.spec.stop_timeout_s)
-                self._signal_group(process, signal.SIGKILL)
-                process.wait(timeout=30)
-        # whatever the server started and left behind in its group goes too
-        self._signal_group(process, signal.SIGKILL)
+        if self._stopped:
+            return self._returncode
+        self._close_control()
+        try:
+            supervisor.wait(timeout=self.spec.stop_timeout_s + SUPERVISOR_GRACE_S)
+        except subprocess.TimeoutExpired:
+            log.warning("%s: the server's supervisor did not stop it; killing the process group", self.name)
+            if process_start_time(self.group.pid) == self.group.start_time is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.group.pgid, signal.SIGKILL)
+            supervisor.kill()
+            supervisor.wait()
+        self._read_events(timeout=1.0)
+        if self._status is not None:
+            self._status.close()
+        if self._escalated:
+            log.warning("%s: the server ignored SIGTERM for %g s; it was killed", self.name, self.spec.stop_timeout_s)
+        self._stopped = True
         with _RUNNING_LOCK:
             _RUNNING.discard(self)
+        if self.records is not None:
+            with contextlib.suppress(OSError):
+                self.records.remove(self.group.token)
+        returncode = self.exit_code()
         with contextlib.suppress(OSError), self.log_path.open("ab") as log_file:
-            log_file.write(f"=== medrewardbench sweep: server stopped ({process.returncode})\n".encode())
-        return process.returncode
-
-    @staticmethod
-    def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signum)
+            log_file.write(f"=== medrewardbench sweep: server stopped ({returncode})\n".encode())
+        self._returncode = returncode
+        return returncode
 
     async def watch(self, interval_s: float = POLL_INTERVAL_S) -> None:
         """Return when the server process has exited (a task to race requests against)."""
@@ -261,10 +390,6 @@ class ServedModel:
     def died_error(self) -> ServerDiedError:
         """The error for a server that exited during its entry."""
         return ServerDiedError(f"{self.name}: the server {self._describe_exit()}")
-
-
-def _main_thread_on_linux() -> bool:
-    return sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
 
 
 def stop_all_servers() -> None:
