@@ -350,3 +350,10 @@ def test_a_labelled_only_export_that_would_be_empty_is_refused(paired: Path, tmp
         code, output = invoke("export", str(paired), *args, "--labelled-only")
         assert code == 2 and len(errors(output)) == 1 and message in errors(output)[0], output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.jsonl", "project", "vqa"]
+
+
+def test_a_spec_that_looks_like_an_emoji_code_is_printed_as_it_is(answer_server: OpenAIServer, tmp_path: Path) -> None:
+    project = imported_project(tmp_path)
+    answer_server.control.set_faults(rate_400=1.0)
+    code, output = invoke("responses", str(project), "-g", "api:x", *api_flags(answer_server), "-q")
+    assert code == 1 and "api:x: 6 stored answer(s) failed" in output, output  # not "api❌ 6 stored ..."

@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 # Piped output (logs, CI) gets a wide fixed width so that tables are not squeezed to 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+# No emoji codes: a judge named api:x followed by ": 6 failed" would print as "api❌ 6 failed".
+console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160, emoji=False)
 
 DataOpt = Annotated[
     str,
