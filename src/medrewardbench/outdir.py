@@ -3,6 +3,7 @@
 :func:`check_output_dir` refuses, without creating anything, an ``--out`` that is a file, lies
 below a file, or cannot be written (no permission, read-only file system); writability is proven
 by creating and removing a probe file, because permission bits say nothing when running as root.
+:func:`check_output_file` does the same for an output file (``build export``, ``build pairs``).
 
 :class:`OutputLock` makes one process at a time work in a directory. Two ``eval`` commands sharing
 one store would send every request twice; the second one now waits for the first or stops at once.
@@ -92,6 +93,30 @@ def check_output_dir(path: str | Path, *, option: str = "--out") -> None:
     why = unwritable_reason(ancestor)
     if why is not None:
         raise OutputDirError(f"{option} {out}: cannot create it in {ancestor} ({why})")
+
+
+def check_output_file(path: str | Path, *, option: str = "--out") -> None:
+    """Refuse an output file that cannot be written, creating nothing.
+
+    Args:
+        path: the output file (it may not exist yet, nor its directory).
+        option: how the user named it, for the message.
+
+    Raises:
+        OutputDirError: the path is a directory, lies below a file, or its directory (or, when
+            that does not exist yet, the nearest existing ancestor) does not accept new files.
+    """
+    out = Path(path)
+    if out.is_dir():
+        raise OutputDirError(f"{option} {out}: is a directory, not a file; name a file inside it")
+    ancestor = out.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputDirError(f"{option} {out}: lies below {ancestor}, which is a file, not a directory")
+    why = unwritable_reason(ancestor)
+    if why is not None:
+        raise OutputDirError(f"{option} {out}: cannot write in {ancestor} ({why})")
 
 
 def prepare_output_dir(path: str | Path, *, option: str = "--out") -> Path:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.annotate import PASSWORD, as_user, case_rows, write_cases
+from helpers.annotate import PASSWORD, as_user, case_rows, free_port, write_cases
 from typer.testing import CliRunner
 
 from medrewardbench.annotate.service import PairAnswer, Project
@@ -123,3 +123,130 @@ def test_the_command_line_does_not_import_the_web_stack_until_a_command_needs_it
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------ bad inputs, one line each
+
+
+def error_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("error:")]
+
+
+def test_a_file_without_a_single_case_or_question_creates_no_project(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n  \n\n")
+    no_rows = tmp_path / "none.json"
+    no_rows.write_text("[]")
+    unusable = tmp_path / "unusable.jsonl"
+    unusable.write_text(json.dumps({"id": "x", "question": 42}) + "\n")
+    cases = write_cases(tmp_path / "input", case_rows(2))
+    for args, message in (
+        (["--cases", str(empty)], f"error: {empty}: holds no cases to label"),
+        (["--cases", str(blank)], f"error: {blank}: holds no cases to label"),
+        (["--cases", str(no_rows)], f"error: {no_rows}: holds no cases to label"),
+        (["--cases", str(unusable)], f"{unusable}, row 1 (case x), field 'question': must be a string, got int"),
+        (["--cases", str(cases), "--gold", str(empty)], f"error: {empty}: holds no gold cases"),
+        (["--questions", str(empty)], f"error: {empty}: the file holds no questions"),
+        (["--questions", str(blank)], f"error: {blank}: the file holds no questions"),
+        (["--questions", str(unusable)], f"{unusable}, row 1 (case x), field 'question': must be a string, got int 42"),
+    ):
+        code, out = run("annotate", "init", str(tmp_path / "proj"), *args)
+        assert code == 2 and "Traceback" not in out and message in out, (args, out)
+        assert not (tmp_path / "proj").exists(), args
+
+
+def test_a_project_directory_or_setting_that_cannot_work_is_one_line_before_any_case_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cases = write_cases(tmp_path / "input", case_rows(2))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    missing = tmp_path / "nope.md"
+    new = str(tmp_path / "proj")
+    refused = [
+        ([str(blocker)], f"error: PROJECT {blocker}: is a file, not a directory"),
+        ([str(blocker / "proj")], f"error: PROJECT {blocker / 'proj'}: lies below {blocker}, which is a file"),
+        ([""], "error: PROJECT is empty"),
+        ([new, "--guidelines", str(missing)], f"error: --guidelines {missing}: cannot read it (No such file"),
+        ([new, "--guidelines", str(tmp_path)], f"error: --guidelines {tmp_path}: cannot read it (Is a directory)"),
+        ([new, "--db", "garbage://x"], "error: --db must be an sqlite:/// or postgresql+psycopg:// URL"),
+        ([new, "--db", ""], "error: --db was given an empty value"),
+        ([new, "--name", " "], "error: --name was given an empty value"),
+        ([new, "--repeat-share", "nan"], "error: --repeat-share must be a number between 0 and 1, not nan"),
+        ([new, "--seed", str(10**20)], "error: --seed must be a whole number between -2147483648 and 2147483647"),
+    ]
+    if Path("/proc/self").is_dir():  # a directory nobody, root included, can create anything in
+        refused.append((["/proc/medrewardbench-proj"], "error: PROJECT /proc/medrewardbench-proj: cannot create it"))
+    for args, message in refused:
+        code, out = run("annotate", "init", *args, "--cases", str(cases))
+        assert code == 2 and "Traceback" not in out, (args, out)
+        assert len(error_lines(out)) == 1 and error_lines(out)[0].startswith(message), (args, out)
+    code, out = run("annotate", "init", new, "--cases", str(cases), "--per-case", str(10**20))
+    assert code == 2 and "Traceback" not in out and "--per-case" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "input"]  # nothing created anywhere
+    assert run("annotate", "init", new, "--cases", str(cases))[0] == 0
+    before = (tmp_path / "proj" / "annotate.db").read_bytes()
+    code, out = run("annotate", "init", new, "--cases", str(tmp_path / "not-read.jsonl"))
+    assert code == 2 and error_lines(out) == [
+        f"error: {new} already holds an annotation project (annotate.json exists); choose another directory"
+    ]
+    assert (tmp_path / "proj" / "annotate.db").read_bytes() == before
+
+
+def test_a_database_that_cannot_be_reached_is_one_line_and_leaves_no_directory(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    cases = write_cases(tmp_path / "input", case_rows(2))
+    url = f"postgresql+psycopg://someone:hunter2-secret@127.0.0.1:{free_port()}/nothing"
+    code, out = run("annotate", "init", str(tmp_path / "proj"), "--cases", str(cases), "--db", url)
+    assert code == 2 and "Traceback" not in out, out
+    assert len(error_lines(out)) == 1 and error_lines(out)[0].startswith("error: the database could not be set up")
+    assert "hunter2-secret" not in out
+    assert not (tmp_path / "proj").exists()
+
+
+def test_fewer_active_annotators_than_per_case_is_a_warning_wherever_the_numbers_are_shown(tmp_path: Path) -> None:
+    cases = write_cases(tmp_path / "input", case_rows(4))
+    project = str(tmp_path / "proj")
+    assert run("annotate", "init", project, "--cases", str(cases), "--per-case", "3")[0] == 0
+
+    def add(name: str, role: str = "annotator") -> str:
+        code, out = run("annotate", "user", "add", name, "--role", role, "-p", project, "--generate-password")
+        assert code == 0, out
+        return out
+
+    warning = "warning: per-case is 3 but only {n} active annotator{s}: each case gets {n} until more are added"
+    assert warning.format(n=1, s="") in add("dr_a")
+    assert warning.format(n=2, s="s") in add("dr_b")
+    assert warning.format(n=2, s="s") in add("boss", "admin")  # an admin labels nothing
+    for args in (["status", project], ["status", project, "--json"]):
+        code, out = run("annotate", *args)
+        assert code == 0 and warning.format(n=2, s="s") in out
+    assert "warning" not in add("dr_c")
+    code, out = run("annotate", "status", project)
+    assert code == 0 and "warning" not in out
+    code, out = run("annotate", "user", "deactivate", "dr_c", "-p", project)
+    assert code == 0 and warning.format(n=2, s="s") in out
+    code, out = run("annotate", "user", "activate", "dr_c", "-p", project)
+    assert code == 0 and "warning" not in out
+
+
+def test_user_commands_refuse_contradictory_or_impossible_options_in_one_line(tmp_path: Path) -> None:
+    cases = write_cases(tmp_path / "input", case_rows(2))
+    project = str(tmp_path / "proj")
+    assert run("annotate", "init", project, "--cases", str(cases), "--per-case", "1")[0] == 0
+    assert run("annotate", "user", "add", "dr_a", "-p", project, "--generate-password")[0] == 0
+    for args, message in (
+        (["add", "dr_b", "-p", project, "--password-stdin", "--generate-password"], "give --password-stdin or"),
+        (["password", "dr_a", "-p", project, "--password-stdin", "--generate-password"], "give --password-stdin or"),
+        (["token", "dr_a", "-p", project, "--revoke", str(10**20)], f"--revoke {10**20}: no such token"),
+        (["token", "dr_a", "-p", project, "--revoke", "1", "--list"], "give --list or --revoke ID, not both"),
+        (["add", "dr_b", "-p", "", "--generate-password"], "--project is empty"),
+    ):
+        code, out = run("annotate", "user", *args, stdin=PASSWORD + "\n")
+        assert code == 2 and "Traceback" not in out, (args, out)
+        assert len(error_lines(out)) == 1 and message in error_lines(out)[0], (args, out)
+    code, out = run("annotate", "user", "list", "-p", project)
+    assert "dr_b" not in out

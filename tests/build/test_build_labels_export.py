@@ -158,7 +158,7 @@ def test_the_reference_export_is_read_back_by_the_reference_loader(
     with open_project(project) as store:
         attach_labels(store, write_jsonl(tmp_path / "labels.jsonl", label_rows(pairs)))
         summary = export_dataset(store, "reference", tmp_path / "ref")
-        again = export_dataset(store, "reference", tmp_path / "ref")  # replaces its own earlier export
+        again = export_dataset(store, "reference", tmp_path / "ref", force=True)  # replaces its own earlier export
     organs = {"abdomen", "brain", "eye"}
     assert {p.name for p in summary.paths} == {f"{o}.jsonl" for o in organs} | {f"{o}.parquet" for o in organs}
     assert again.cases == summary.cases == 6
@@ -182,7 +182,7 @@ def test_the_same_project_exports_byte_identical_files(
         attach_labels(store, write_jsonl(tmp_path / "labels.jsonl", label_rows(pairs)))
         for name in ("a", "b"):
             export_dataset(store, "canonical", tmp_path / name / "set.jsonl")
-            export_dataset(store, "canonical", tmp_path / name / "set.parquet")
+            export_dataset(store, "canonical", tmp_path / name / "set.parquet", force=True)  # its card replaces
             export_dataset(store, "reference", tmp_path / name / "ref")
     files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
     assert len(files) >= 9

@@ -76,7 +76,9 @@ def peaks(root: Path, count: int) -> dict[str, int]:
             measure("import", lambda: import_questions(store, str(source)))
             measure(
                 "filter",
-                lambda: run_filter(store, ["api:a", "api:b"], 2, template=template, generator_factory=InstantGenerator),
+                lambda: run_filter(
+                    store, ["api:a", "api:b"], 2, template=template, generator_factory=InstantGenerator, force=True
+                ),
             )
             measure(
                 "responses",

@@ -224,6 +224,32 @@ def test_the_example_checks_from_the_command_line(capsys: pytest.CaptureFixture[
         ),
         (
             """
+            judges:
+              - judge: api:a
+                price: {input: .nan, output: 2}
+            """,
+            3,
+            "judges[0].price.input: must be a finite number >= 0, not nan",
+        ),
+        (
+            """
+            judges: [{judge: api:a}]
+            prices:
+              a: {input: 1, output: .inf}
+            """,
+            3,
+            "prices.a.output: must be a finite number >= 0, not inf",
+        ),
+        (
+            """
+            defaults: {top_p: 1.5}
+            judges: [{judge: api:a}]
+            """,
+            1,
+            "defaults.top_p: must be a number between 0 and 1, not 1.5",
+        ),
+        (
+            """
             orders: sideways
             judges: [{judge: baseline:longer}]
             """,
@@ -374,3 +400,10 @@ def test_prices_come_from_the_prices_file_then_the_entry_then_the_sweep_table(tm
     bad.write_text("gpt-4o:\n  input: 1\n  output: lots\n")
     with pytest.raises(SweepFileError, match=rf"^{bad}:3: gpt-4o.output: must be a number >= 0"):
         load_prices(bad)
+    bad.write_text('{"gpt-4o": {"input": 1, "output": 1e999}}')  # JSON's way to an infinity
+    with pytest.raises(SweepFileError, match=rf"^{bad}:1: gpt-4o.output: must be a"):
+        load_prices(bad)
+    for text in ("", "prices: {}\n", "{}"):
+        bad.write_text(text)
+        with pytest.raises(SweepFileError, match=rf"^{bad}: holds no prices"):
+            load_prices(bad)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from medrewardbench.prompts import load_template
 from medrewardbench.report.format import dollars
 from medrewardbench.store import Store
 from medrewardbench.sweep import SweepOptions, load_sweep, load_sweep_data, run_sweep
-from medrewardbench.sweep.budget import CostEstimator
+from medrewardbench.sweep.budget import CostEstimator, dollar_figures
 from medrewardbench.testing.openai_server import OpenAIServer
 
 
@@ -251,3 +252,80 @@ def test_a_sweep_keeps_the_labels_provenance_of_its_data_in_every_file(tmp_path:
     assert "Labels: three radiologists." in (out / "report" / "report.md").read_text("utf-8")
     with Store.in_dir(out) as store:
         assert store.label_provenance(dataset["data_hash"]).description == "three radiologists"
+
+
+def test_a_budget_that_is_not_a_finite_number_of_dollars_is_one_line_and_nothing_starts(
+    tmp_path: Path, sweep_cases: Path
+) -> None:
+    sweep = write_sweep(tmp_path / "sweep.yaml", f"data: {sweep_cases}\njudges:\n  - judge: baseline:longer\n")
+    out = tmp_path / "out"
+    for value in ("nan", "inf", "-inf", "-1", "1e400", "-0.01"):
+        result = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), f"--budget={value}"])
+        lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert len(lines) == 1 and lines[0].startswith("error: --budget must be a finite number of dollars >= 0, not ")
+    assert not out.exists()
+    with pytest.raises(ValueError, match="finite number of dollars"):
+        run_sweep(load_sweep(sweep), SweepOptions(out_dir=out, budget_usd=math.nan))
+    assert CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "--budget", "0", "-q"]).exit_code == 0
+
+
+def test_dollar_figures_share_one_precision_fine_enough_for_both_amounts() -> None:
+    assert dollar_figures(0.004, 0.0031) == ["$0.004000", "$0.003100"]
+    assert dollar_figures(50, 49.87654) == ["$50.00", "$49.88"]
+    assert dollar_figures(1234.5, 0) == ["$1,234.50", "$0.00"]
+    assert dollar_figures(0.004, 0) == ["$0.004000", "$0.000000"]
+    assert dollar_figures(2, 0.00012346) == ["$2.0000000", "$0.0001235"]
+
+
+def test_the_budget_stop_message_shows_the_limit_and_the_spend_recognisably(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    sweep_cases = write_cases(tmp_path / "data", 6, images=False)
+    sweep = write_sweep(
+        tmp_path / "sweep.yaml",
+        f"data: {sweep_cases}\nreport: {{n_resamples: 20}}\njudges:\n"
+        + _api(openai_server, "cheap", "concurrency: 1, max_tokens: 20, price: {input: 1, output: 1}"),
+    )
+    config = load_sweep(sweep)
+    probe = run_sweep(config, SweepOptions(out_dir=tmp_path / "probe", report=False))
+    with Store.in_dir(tmp_path / "probe") as store:
+        run = store.run(probe.outcomes[0].run_id)  # type: ignore[arg-type]
+        costs = sorted(run_cost(Price(1, 1), [j], 2).usd for j in store.judgments_for_run(run))
+    assert costs[-1] < 0.001  # a fraction of a cent per request: cents alone would say nothing
+    from medrewardbench.judges.base import JudgeRequest
+
+    first_guess = CostEstimator(Price(1, 1), load_template("pairwise"), 20).per_request(
+        JudgeRequest(load_sweep_data(config).cases[0], config.orders[0])
+    )
+    budget = max(first_guess, costs[-1]) + 2.5 * costs[-1]
+    out = tmp_path / "out"
+    stopped = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "--budget", f"{budget}", "-q"])
+    assert stopped.exit_code == 3, stopped.output
+    with Store.in_dir(out) as store:
+        run = next(r for r in store.runs() if r.judge_spec == "api:cheap")
+        spent = run_cost(Price(1, 1), store.judgments_for_run(run), 2).usd
+    assert spent > 0
+    found = re.search(r"stopped by the budget \(\$([\d,.]+); the stored judgments cost \$([\d,.]+)\)", stopped.output)
+    assert found is not None, stopped.output
+    limit_text, spent_text = found.groups()
+    assert len(limit_text.split(".")[1]) == len(spent_text.split(".")[1])  # one precision for both
+    assert float(limit_text.replace(",", "")) == pytest.approx(budget, rel=1e-3)
+    assert float(spent_text.replace(",", "")) == pytest.approx(spent, rel=1e-3)
+
+
+def test_empty_values_of_paths_and_of_ray_are_one_line(tmp_path: Path, sweep_cases: Path) -> None:
+    sweep = write_sweep(tmp_path / "sweep.yaml", f"data: {sweep_cases}\njudges:\n  - judge: baseline:longer\n")
+    empty_prices = tmp_path / "prices.yaml"
+    empty_prices.write_text("prices: {}\n")
+    for args, message in (
+        (["", "--check"], "error: SWEEP_FILE is empty"),
+        ([str(sweep), "--out", ""], "error: --out is empty"),
+        ([str(sweep), "--prices", "", "--check"], "error: --prices is empty"),
+        ([str(sweep), "--prices", str(empty_prices), "--check"], f"error: {empty_prices}: holds no prices"),
+        ([str(sweep), "--ray", "", "--check"], "error: --ray was given an empty value"),
+    ):
+        result = CliRunner().invoke(app, ["sweep", *args])
+        lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith(message), (args, result.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "prices.yaml", "sweep.yaml"]

@@ -1256,7 +1256,7 @@ def create_project(
 
     Raises:
         InvalidInput: both or neither of cases and questions, or bad numbers.
-        DataError: a problem in the input files.
+        DataError: a problem in the input files, or a file without any case (cases, gold).
         AnnotateError: the directory already holds a project.
     """
     from medrewardbench.annotate.questions import read_questions
@@ -1278,6 +1278,9 @@ def create_project(
             if source is None:
                 continue
             benchmark = load_benchmark(source)
+            if not benchmark.cases:
+                what = "gold cases" if role == "gold" else "cases to label"
+                problems.append(DataProblem(source, f"holds no {what}"))
             for case in benchmark.cases:
                 gold_labels = {dim: int(v) for dim, v in case.labels.items()} if role == "gold" else None
                 if role == "gold" and not gold_labels:

@@ -116,7 +116,7 @@ def _labelled_cases(
         decided = store.adjudications_for(ids)
         for pair in chunk:
             case = _case(pair, questions, images, labels.get(pair.pair_id, []), decided.get(pair.pair_id, []))
-            if labelled_only and not case.annotations:
+            if labelled_only and not case.annotations and not case.adjudications:
                 continue
             summary.tally.add(case)
             yield case
@@ -177,6 +177,83 @@ def _card(
     }
 
 
+_SET_ASIDE = ".pair_gt_all.replaced"
+"""Where a reference export keeps the earlier ``pair_gt_all/`` until the new one is complete."""
+
+
+def _check_target(fmt: str, target: Path, force: bool) -> None:
+    """Refuse, before any work, an output that cannot be written or that holds an earlier export.
+
+    Args:
+        fmt: the export format (an unknown one is left to the caller's message).
+        target: ``--out``.
+        force: the files of an earlier export may be replaced.
+
+    Raises:
+        OutputDirError: a directory where a file belongs (or the reverse), a path below a file,
+            a directory that does not accept new files.
+        BuildError: a file suffix the format cannot write, or files that exist without ``force``.
+    """
+    from medrewardbench.data.reference import GT_DIR
+    from medrewardbench.outdir import check_output_dir, check_output_file
+
+    if fmt not in EXPORT_FORMATS:
+        return
+    if fmt == "reference":
+        check_output_dir(target)
+        card = target / DATASET_CARD_FILENAME
+        replaced = [target / GT_DIR, card]
+    else:
+        if fmt == "questions" and target.suffix.lower() != ".jsonl":
+            raise BuildError(f"--out {target}: a questions export is a .jsonl file")
+        if fmt == "canonical" and target.suffix.lower() not in CANONICAL_SUFFIXES:
+            raise BuildError(f"--out {target}: a canonical export needs a {', '.join(CANONICAL_SUFFIXES)} file")
+        check_output_file(target)
+        card = target.parent / DATASET_CARD_FILENAME
+        replaced = [target, card] if fmt == "canonical" else [target]
+    if card.is_dir() or (fmt == "reference" and replaced[0].exists() and not replaced[0].is_dir()):
+        clash = card if card.is_dir() else replaced[0]
+        raise BuildError(f"--out {target}: {clash} is in the way of the export; move it or choose another --out")
+    if fmt == "reference" and replaced[0].is_dir() and not _written_by_build(card):
+        raise BuildError(f"--out {target}: {replaced[0]} exists and was not written by 'build export'; choose another")
+    existing = [str(path) for path in replaced if path.exists()]
+    if existing and not force:
+        them = "it" if len(existing) == 1 else "them"
+        raise BuildError(
+            f"--out {target}: {' and '.join(existing)} exist{'s' if len(existing) == 1 else ''} already "
+            f"(an earlier export); --force replaces {them}"
+        )
+
+
+def _written_by_build(card: Path) -> bool:
+    try:
+        found = json.loads(card.read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(found, dict) and str(found.get("created_by", "")).startswith("medrewardbench build")
+
+
+def _set_aside_path(target: Path) -> Path:
+    return target / _SET_ASIDE
+
+
+def _set_aside(gt: Path) -> None:
+    """Move an earlier reference export out of the way, to be dropped once the new one is complete."""
+    aside = _set_aside_path(gt.parent)
+    shutil.rmtree(aside, ignore_errors=True)  # left by an export that was killed
+    gt.rename(aside)
+
+
+def _restore_set_aside(target: Path) -> None:
+    """A reference export failed: its partial files go, the earlier export comes back."""
+    from medrewardbench.data.reference import GT_DIR
+
+    aside = _set_aside_path(target)
+    if aside.is_dir():
+        shutil.rmtree(target / GT_DIR, ignore_errors=True)
+        aside.rename(target / GT_DIR)
+
+
 def export_dataset(
     store: BuildStore,
     fmt: str,
@@ -185,6 +262,7 @@ def export_dataset(
     name: str | None = None,
     provenance: str | None = None,
     labelled_only: bool = False,
+    force: bool = False,
 ) -> ExportSummary:
     """Write the labelled set and its card (formats and card in the module docstring).
 
@@ -195,15 +273,42 @@ def export_dataset(
         name: the data set's name in the card (default: the output's stem or directory name).
         provenance: where the labels come from, declared (default: worked out from the annotations).
         labelled_only: leave out the pairs without labels.
+        force: replace the files of an earlier export (the data and its card).
 
     Returns:
         What was written.
 
     Raises:
         BuildError: an unknown format, no pairs, a reference export over a directory that holds
-            another data set, or a pair the reference layout cannot hold (no image).
+            another data set, files of an earlier export without ``force``, or a pair the
+            reference layout cannot hold (no image).
+        OutputDirError: an output that cannot be written (a directory where a file belongs, a
+            path below a file, no permission); checked before any work.
         ValueError: an unsupported canonical suffix.
     """
+    target = Path(out)
+    _check_target(fmt, target, force)
+    try:
+        summary = _export(store, fmt, target, name=name, provenance=provenance, labelled_only=labelled_only)
+    except BaseException:
+        if fmt == "reference":
+            _restore_set_aside(target)
+        raise
+    if fmt == "reference":
+        shutil.rmtree(_set_aside_path(target), ignore_errors=True)
+    return summary
+
+
+def _export(
+    store: BuildStore,
+    fmt: str,
+    out: str | Path,
+    *,
+    name: str | None = None,
+    provenance: str | None = None,
+    labelled_only: bool = False,
+) -> ExportSummary:
+    """The export itself, once :func:`export_dataset` has checked the target."""
     from medrewardbench.data.canonical import write_canonical
     from medrewardbench.data.reference import GT_DIR
     from medrewardbench.data.reference_writer import write_reference
@@ -232,7 +337,7 @@ def export_dataset(
             )
             if not written_here:
                 raise BuildError(f"--out {target}: {gt} exists and was not written by 'build export'; choose another")
-            shutil.rmtree(gt)
+            _set_aside(gt)
         summary = ExportSummary(fmt, [], card)
         for organ in store.pair_organs():
             cases = list(_labelled_cases(store, summary, labelled_only, organ))

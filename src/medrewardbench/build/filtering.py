@@ -13,7 +13,8 @@ answer is then scored:
 An answer that failed (the model erred, or the grader could not be read) counts as **not
 correct**, and the decision says so. A question is **kept when at most K models answered it
 correctly** (``--max-correct K``), else dropped. A question without a reference answer cannot be
-scored and is kept, with that reason.
+scored and is kept, with that reason. A K at or above the number of models can drop nothing, which
+is refused before any request unless ``force`` (``--force``) says it is meant.
 
 Every decision is stored with the answers that caused it: per model its spec, its answer, whether
 it was correct, how that was decided (the closed rule and what was read from the answer, or the
@@ -292,6 +293,7 @@ def run_filter(
     retry_failures: bool = False,
     progress: GenerationProgress | None = None,
     generator_factory: GeneratorFactory = build_generator,
+    force: bool = False,
 ) -> FilterSummary:
     """Answer, score and decide every question (rules in the module docstring).
 
@@ -308,12 +310,15 @@ def run_filter(
         retry_failures: ask again where a stored answer (or grading) failed.
         progress: progress receiver.
         generator_factory: how a spec becomes a generator (tests inject generators here).
+        force: run even when K is at least the number of models, so that nothing can be dropped
+            (the answers are stored and every question is kept).
 
     Returns:
         What the run did.
 
     Raises:
-        BuildError: no model, a negative K, no question, or open questions with references and no grader.
+        BuildError: no model, a negative K, a K that can drop nothing (without ``force``), no
+            question, or open questions with references and no grader.
         EvaluationInterrupted: Ctrl-C, after storing what finished.
         JudgeSpecError, MissingExtraError, ModelLoadError, TemplateError: a model cannot be built.
     """
@@ -322,6 +327,12 @@ def run_filter(
         raise BuildError("build filter needs at least one --model SPEC")
     if max_correct < 0:
         raise BuildError(f"--max-correct must be >= 0, not {max_correct}")
+    if max_correct >= len(specs) and not force:
+        raise BuildError(
+            f"--max-correct {max_correct} can drop nothing with {len(specs)} filter model(s): a question is "
+            f"dropped only when more than {max_correct} of them get it right. Give a K below {len(specs)} (or "
+            "more --model), or --force to run the models anyway and keep every question"
+        )
     if store.count_questions() == 0:
         raise BuildError(f"{store.path}: the project has no questions; import some with 'build import'")
     open_count = _open_with_reference(store)

@@ -53,6 +53,7 @@ from typing import Any
 from medrewardbench.build.scoring import score_closed
 from medrewardbench.build.store import BuildError, BuildStore, StoredPair, StoredQuestion
 from medrewardbench.cases import Case, ImageRef
+from medrewardbench.outdir import check_output_file
 
 __all__ = [
     "NEAR_DUPLICATE_JACCARD",
@@ -283,12 +284,16 @@ def sample_pairs(
         What was written.
 
     Raises:
-        BuildError: no pool, fewer than two generators in it, a bad number, or labels attached to
-            pairs sampled with other options.
-        ValueError: an unsupported output suffix.
+        BuildError: no pool, fewer than two generators in it, a bad number, an output suffix that
+            is not a canonical one, or labels attached to pairs sampled with other options.
+        OutputDirError: ``out`` is a directory, lies below a file, or cannot be written (checked
+            before any work).
     """
-    from medrewardbench.data.canonical import write_canonical
+    from medrewardbench.data.canonical import CANONICAL_SUFFIXES, write_canonical
 
+    if Path(out).suffix.lower() not in CANONICAL_SUFFIXES:
+        raise BuildError(f"--out {out}: pairs are written to a {', '.join(CANONICAL_SUFFIXES)} file")
+    check_output_file(out)
     if per_question < 1:
         raise BuildError(f"--per-question must be at least 1, not {per_question}")
     if not 0.0 < near_duplicate_jaccard <= 1.0:

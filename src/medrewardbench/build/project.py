@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from medrewardbench.build.store import STORE_FILENAME, BuildError, BuildStore
-from medrewardbench.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
+from medrewardbench.outdir import LOCK_FILENAME, OnWait, OutputLock, check_output_dir, prepare_output_dir
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,8 @@ def open_project(
     Args:
         project: the project directory.
         create: create the directory and store when missing (``build import``); otherwise a
-            directory without a store is refused.
+            directory without a store is refused. When the block fails and the store it created
+            holds no question, the store (and the directory, when it was created too) is removed.
         lock: take the directory's lock (every command that writes does).
         wait: when another process holds the lock, wait for it instead of failing.
         on_wait: told the other process's pid before waiting.
@@ -84,17 +85,45 @@ def open_project(
         StoreError: the store cannot be opened.
     """
     root = Path(project)
+    new_dir = new_store = False
     if create:
         check_output_dir(root, option="PROJECT")
+        new_dir, new_store = not root.exists(), not store_path(root).exists()
         prepare_output_dir(root, option="PROJECT")
     else:
         check_project(root)
     holder = OutputLock(root, wait=wait, on_wait=on_wait, shown_as=f"{root}/") if lock else None
     if holder is not None:
         holder.acquire()
+    left_empty = False
     try:
         with BuildStore(store_path(root)) as store:
-            yield store
+            try:
+                yield store
+            except BaseException:
+                left_empty = new_store and _holds_nothing(store)
+                raise
     finally:
         if holder is not None:
             holder.release()
+        if left_empty:
+            _remove_new_project(root, new_dir)
+
+
+def _holds_nothing(store: BuildStore) -> bool:
+    try:
+        return store.count_questions() == 0
+    except Exception:  # a store that cannot even be counted is not worth keeping either way
+        return False
+
+
+def _remove_new_project(root: Path, new_dir: bool) -> None:
+    """A first import failed: the store it created (and the directory) go, so no empty project is left."""
+    for name in (STORE_FILENAME, f"{STORE_FILENAME}-wal", f"{STORE_FILENAME}-shm", LOCK_FILENAME):
+        try:
+            (root / name).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not remove %s: %s", root / name, exc)
+    if new_dir:
+        with suppress(OSError):  # something else was put there meanwhile: keep it
+            root.rmdir()

@@ -22,13 +22,15 @@ import csv
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from medrewardbench.build.store import CHUNK, BuildStore
 from medrewardbench.data.annotations import release_labels
 from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.outdir import prepare_output_dir
 
 __all__ = ["GROUP_COLUMNS", "BuildReport", "build_report", "report_markdown", "write_report"]
 
@@ -267,10 +269,13 @@ def report_markdown(report: BuildReport, store: BuildStore | None = None, exampl
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _write_text(path: Path, text: str) -> None:
+@contextmanager
+def _replacing(path: Path) -> Iterator[IO[str]]:
+    """A text file written next to ``path`` and moved over it when complete: a failure leaves the old one."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        with tmp.open("w", encoding="utf-8", newline="") as handle:
+            yield handle
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -279,6 +284,9 @@ def _write_text(path: Path, text: str) -> None:
 def write_report(report: BuildReport, store: BuildStore, out_dir: str | Path) -> list[Path]:
     """Write ``report.md``, ``report.csv`` and ``decisions.csv`` into ``out_dir``.
 
+    Each file is written next to its name and moved into place when complete, so a failure (a
+    full disk) leaves the earlier report's files as they were.
+
     Args:
         report: the report.
         store: the project's store (decisions.csv is streamed from it).
@@ -286,18 +294,21 @@ def write_report(report: BuildReport, store: BuildStore, out_dir: str | Path) ->
 
     Returns:
         The files written.
+
+    Raises:
+        OutputDirError: ``out_dir`` is a file, lies below one, or cannot be written.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_output_dir(out_dir)
     markdown = out / "report.md"
-    _write_text(markdown, report_markdown(report, store))
+    with _replacing(markdown) as handle:
+        handle.write(report_markdown(report, store))
     groups = out / "report.csv"
-    with groups.open("w", encoding="utf-8", newline="") as handle:
+    with _replacing(groups) as handle:
         writer = csv.DictWriter(handle, fieldnames=list(GROUP_COLUMNS))
         writer.writeheader()
         writer.writerows(report.groups)
     decisions = out / "decisions.csv"
-    with decisions.open("w", encoding="utf-8", newline="") as handle:
+    with _replacing(decisions) as handle:
         writer_rows = csv.writer(handle)
         writer_rows.writerow(["id", "source", "organ_system", "kept", "correct", "models", "failed", "reason"])
         for qid, source, organ, kept, correct, n, failed, reason, _ in _decisions(store):

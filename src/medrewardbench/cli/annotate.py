@@ -54,8 +54,17 @@ ProjectArg = Annotated[
 ]
 ProjectOpt = Annotated[
     Path | None,
-    typer.Option("--project", "-p", help="project directory (default: $MEDREWARDBENCH_ANNOTATE_PROJECT or .)"),
+    typer.Option(
+        "--project",
+        "-p",
+        help="project directory (default: $MEDREWARDBENCH_ANNOTATE_PROJECT or .)",
+        parser=lambda value: _nonempty_path("--project")(value),
+    ),
 ]
+MAX_PER_CASE = 1000
+"""The most annotators per case ``init`` accepts (more is a typo, and must fit the database's integers)."""
+SEED_RANGE = (-(2**31), 2**31 - 1)
+"""Seeds the database stores (a 32-bit integer column on PostgreSQL)."""
 
 
 def require_extra(db_url: str | None = None) -> None:
@@ -89,6 +98,53 @@ def _print(text: str) -> None:
     console.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
+def _warn(text: str) -> None:
+    from medrewardbench.cli.support import err_console, terminal_safe
+
+    err_console.print(f"warning: {terminal_safe(text)}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _nonempty_path(name: str) -> Any:
+    from medrewardbench.cli.support import nonempty_path
+
+    return nonempty_path(name)
+
+
+def _nonempty_text(value: str | None, name: str) -> str | None:
+    from medrewardbench.cli.support import nonempty_text
+
+    return nonempty_text(value, name)
+
+
+def per_case_warning(per_case: int, active_annotators: int) -> str | None:
+    """What to tell the organiser when fewer annotators are active than each case should get.
+
+    Args:
+        per_case: the project's K.
+        active_annotators: annotators who are active now.
+
+    Returns:
+        The warning, or None when every case can get K annotators.
+    """
+    if active_annotators >= per_case:
+        return None
+    if active_annotators == 0:
+        return (
+            f"per-case is {per_case} but there are no active annotators yet: no case is assigned until some are added"
+        )
+    return (
+        f"per-case is {per_case} but only {active_annotators} active annotator{'s' if active_annotators > 1 else ''}: "
+        f"each case gets {active_annotators} until more are added"
+    )
+
+
+def _warn_per_case(opened: Any) -> None:
+    active = sum(1 for u in opened.list_users() if u.role == "annotator" and u.active)
+    warning = per_case_warning(opened.settings.per_case, active)
+    if warning is not None:
+        _warn(warning)
+
+
 def _project_dir(path: Path | None) -> Path:
     from medrewardbench.annotate.config import default_project_dir
 
@@ -104,6 +160,11 @@ def _open(path: Path | None) -> Any:
     from medrewardbench.annotate.service import Project
 
     return Project(config)
+
+
+def _one_password_source(from_stdin: bool, generate: bool) -> None:
+    if from_stdin and generate:
+        raise _fail("give --password-stdin or --generate-password, not both")
 
 
 def _read_password(from_stdin: bool, generate: bool) -> tuple[str, bool]:
@@ -128,48 +189,123 @@ def _run(func: Any) -> Any:
         raise _fail(str(exc)) from exc
 
 
+def _check_new_project(project: Path, db: str | None) -> None:
+    """Refuse, before any case is read, a project directory or database URL that cannot be used."""
+    from medrewardbench.annotate.config import CONFIG_FILE, DB_FILE
+    from medrewardbench.errors import OutputDirError
+    from medrewardbench.outdir import check_output_dir
+
+    try:
+        check_output_dir(project, option="PROJECT")
+    except OutputDirError as exc:
+        raise _fail(str(exc)) from exc
+    if (project / CONFIG_FILE).exists():
+        raise _fail(f"{project} already holds an annotation project ({CONFIG_FILE} exists); choose another directory")
+    if db is None and (project / DB_FILE).exists():
+        raise _fail(f"{project / DB_FILE} already exists; remove it or choose another directory")
+    if db is not None and not db.startswith(("sqlite:", "postgresql:", "postgresql+")):
+        raise _fail(f"--db must be an sqlite:/// or postgresql+psycopg:// URL, not {db.split('@')[-1]!r}")
+
+
+def _read_guidelines(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _fail(f"--guidelines {path}: cannot read it ({reason})") from exc
+
+
+def _remove_if_empty(directory: Path) -> None:
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+
+
 @app.command("init")
 def init_command(
-    project: Annotated[Path, typer.Argument(help="project directory to create")],
+    project: Annotated[
+        Path, typer.Argument(help="project directory to create", parser=lambda value: _nonempty_path("PROJECT")(value))
+    ],
     cases: Annotated[
         str | None, typer.Option("--cases", help="canonical cases to label (any --data source, e.g. pairs.jsonl)")
     ] = None,
     questions: Annotated[
-        Path | None, typer.Option("--questions", help="questions to screen (JSONL: id, image, question, ...)")
+        Path | None,
+        typer.Option(
+            "--questions",
+            help="questions to screen (JSONL: id, image, question, ...)",
+            parser=lambda value: _nonempty_path("--questions")(value),
+        ),
     ] = None,
-    per_case: Annotated[int, typer.Option("--per-case", min=1, help="annotators per case (K)")] = 3,
+    per_case: Annotated[int, typer.Option("--per-case", min=1, max=MAX_PER_CASE, help="annotators per case (K)")] = 3,
     db: Annotated[
         str | None, typer.Option("--db", help="database URL (default: SQLite in PROJECT; postgresql+psycopg://...)")
     ] = None,
     gold: Annotated[str | None, typer.Option("--gold", help="labelled canonical cases mixed into every queue")] = None,
     repeat_share: Annotated[
-        float, typer.Option("--repeat-share", min=0.0, max=1.0, help="share of each queue shown again, swapped")
+        float, typer.Option("--repeat-share", help="share of each queue shown again, swapped (0 to 1)")
     ] = 0.0,
     seed: Annotated[int, typer.Option("--seed", help="seed of every random choice (A/B orders, queues)")] = 0,
     name: Annotated[str | None, typer.Option("--name", help="display name (default: the directory name)")] = None,
     guidelines: Annotated[
-        Path | None, typer.Option("--guidelines", help="markdown file to start the guidelines from")
+        Path | None,
+        typer.Option(
+            "--guidelines",
+            help="markdown file to start the guidelines from",
+            parser=lambda value: _nonempty_path("--guidelines")(value),
+        ),
     ] = None,
 ) -> None:
-    """Create a project from canonical cases (pairs to label) or a questions file (screening)."""
+    """Create a project from canonical cases (pairs to label) or a questions file (screening).
+
+    Nothing is created when anything is wrong: an unusable directory or --db URL, a file without
+    a single case or question (also --gold), a problem in any row or image.
+    """
+    if not 0.0 <= repeat_share <= 1.0:  # also NaN
+        raise _fail(f"--repeat-share must be a number between 0 and 1, not {repeat_share}")
+    if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise _fail(f"--seed must be a whole number between {SEED_RANGE[0]} and {SEED_RANGE[1]}, not {seed}")
+    _nonempty_text(name, "--name")
+    _nonempty_text(db, "--db")
     _run(lambda: require_extra(db))
+    from sqlalchemy.exc import SQLAlchemyError
+
     from medrewardbench.annotate.service import create_project
 
-    text = guidelines.read_text(encoding="utf-8") if guidelines is not None else None
-    created = _run(
-        lambda: create_project(
-            project,
-            cases=cases,
-            questions=questions,
-            per_case=per_case,
-            db_url=db,
-            gold=gold,
-            repeat_share=repeat_share,
-            seed=seed,
-            name=name,
-            guidelines=text,
+    _check_new_project(project, db)
+    text = _read_guidelines(guidelines)
+    existed = project.exists()
+    try:
+        created = _run(
+            lambda: create_project(
+                project,
+                cases=cases,
+                questions=questions,
+                per_case=per_case,
+                db_url=db,
+                gold=gold,
+                repeat_share=repeat_share,
+                seed=seed,
+                name=name,
+                guidelines=text,
+            )
         )
-    )
+    except SQLAlchemyError as exc:
+        if not existed:
+            _remove_if_empty(project)
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise _fail(f"the database could not be set up: {reason}") from exc
+    except OSError as exc:
+        if not existed:
+            _remove_if_empty(project)
+        raise _fail(f"PROJECT {project}: cannot write it ({exc.strerror or exc})") from exc
+    except BaseException:
+        if not existed:
+            _remove_if_empty(project)
+        raise
     try:
         from medrewardbench.annotate.stats import dashboard
 
@@ -193,7 +329,11 @@ def user_add(
     password_stdin: Annotated[bool, typer.Option("--password-stdin", help="read the password from stdin")] = False,
     generate: Annotated[bool, typer.Option("--generate-password", help="make a random password and print it")] = False,
 ) -> None:
-    """Add a user; a new annotator gets a balanced share of the work at once."""
+    """Add a user; a new annotator gets a balanced share of the work at once.
+
+    Warns when fewer annotators are active than --per-case asks for each case.
+    """
+    _one_password_source(password_stdin, generate)
     opened = _run(lambda: _open(project))
     try:
         from medrewardbench.annotate.service import Identity
@@ -204,6 +344,7 @@ def user_add(
         _print(f"Added {role} {name}" + (f" with {info.assigned} assignments" if role == "annotator" else ""))
         if generated:
             _print(f"Password: {password}")
+        _warn_per_case(opened)
     finally:
         opened.close()
 
@@ -235,6 +376,7 @@ def user_password(
     generate: Annotated[bool, typer.Option("--generate-password", help="make a random password and print it")] = False,
 ) -> None:
     """Set a user's password (their browser sessions end)."""
+    _one_password_source(password_stdin, generate)
     opened = _run(lambda: _open(project))
     try:
         from medrewardbench.annotate.service import Identity
@@ -253,6 +395,7 @@ def _set_active(name: str, project: Path | None, active: bool) -> None:
 
         _run(lambda: opened.set_active(Identity.command_line(), name, active))
         _print(f"{name} is now {'active' if active else 'inactive'}; queues rebalanced")
+        _warn_per_case(opened)
     finally:
         opened.close()
 
@@ -278,6 +421,10 @@ def user_token(
     list_tokens: Annotated[bool, typer.Option("--list", help="list the user's tokens")] = False,
 ) -> None:
     """Create an API token (printed once; only its hash is stored), list tokens, or revoke one."""
+    if list_tokens and revoke is not None:
+        raise _fail("give --list or --revoke ID, not both")
+    if revoke is not None and not 1 <= revoke <= 2**31 - 1:
+        raise _fail(f"--revoke {revoke}: no such token; 'annotate user token {name} --list' shows the ids")
     opened = _run(lambda: _open(project))
     try:
         from medrewardbench.annotate.service import Identity
@@ -366,8 +513,9 @@ def status_command(
         board = dashboard(opened)
         if as_json:
             sys.stdout.write(json.dumps(board.as_dict(), indent=2) + "\n")
-            return
-        _print_status(board)
+        else:
+            _print_status(board)
+        _warn_per_case(opened)
     finally:
         opened.close()
 

@@ -15,6 +15,7 @@ status 130 after storing what finished. The library is :mod:`medrewardbench.buil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +27,14 @@ from rich.table import Table
 
 from medrewardbench.build.generation import GenerationProgress, GenerationSummary
 from medrewardbench.cli.progress import RichProgress
-from medrewardbench.cli.support import ExternalImagesOpt, console, err_console, terminal_safe
+from medrewardbench.cli.support import (
+    ExternalImagesOpt,
+    console,
+    err_console,
+    nonempty_path,
+    nonempty_text,
+    terminal_safe,
+)
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
@@ -37,6 +45,8 @@ __all__ = ["app"]
 
 EXIT_ALL_FAILED = 1
 """A generator failed every request (its failures are stored)."""
+EXIT_WRITE_FAILED = 1
+"""Writing an output failed part-way (a full disk); the files of an earlier export stay as they were."""
 EXIT_BUSY = 75
 """Another process is using the project directory."""
 EXIT_INTERRUPTED = 130
@@ -50,7 +60,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-ProjectArg = Annotated[Path, typer.Argument(help="the project directory (created by 'build import')")]
+ProjectArg = Annotated[
+    Path, typer.Argument(help="the project directory (created by 'build import')", parser=nonempty_path("PROJECT"))
+]
 WaitOpt = Annotated[
     bool, typer.Option("--wait", help="if another process is using the project, wait for it instead of stopping")
 ]
@@ -64,7 +76,7 @@ BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compa
 KeyEnvOpt = Annotated[str | None, typer.Option("--api-key-env", help="environment variable holding the API key")]
 TemperatureOpt = Annotated[float | None, typer.Option("--temperature")]
 TopPOpt = Annotated[float | None, typer.Option("--top-p")]
-MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens")]
+MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens", min=1)]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="per-request timeout, seconds")]
 RetriesOpt = Annotated[int, typer.Option("--max-retries")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="local models: auto | cpu | cuda | cuda:N")]
@@ -100,6 +112,11 @@ def _options(
 ) -> Any:
     from medrewardbench.judges.options import ApiSettings, JudgeOptions, LocalSettings
 
+    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
+        raise _fail(f"--temperature must be a finite number >= 0, not {temperature}")
+    if top_p is not None and not (math.isfinite(top_p) and 0 <= top_p <= 1):
+        raise _fail(f"--top-p must be a number between 0 and 1, not {top_p}")
+    nonempty_text(api_key_env, "--api-key-env")
     return JudgeOptions(
         seed=seed,
         concurrency=concurrency,
@@ -120,9 +137,24 @@ def _say_waiting(project: Path) -> Callable[[int | None], None]:
     return say
 
 
+def _write_failure(exc: OSError, out: Path | None) -> str:
+    """One line for an OSError while writing: the output, the file and the system's reason."""
+    reason = exc.strerror or str(exc)
+    file = exc.filename
+    if out is None:
+        return f"{file}: {reason}" if file else reason
+    at = f" ({file})" if file and Path(file) != out else ""
+    return f"--out {out}: writing failed{at}: {reason}"
+
+
 @contextmanager
-def _errors(sink: RichProgress | None = None) -> Iterator[None]:
-    """One place that turns the library's errors into exit statuses and one-line messages."""
+def _errors(sink: RichProgress | None = None, out: Path | None = None) -> Iterator[None]:
+    """One place that turns the library's errors into exit statuses and one-line messages.
+
+    Args:
+        sink: the progress bars, closed before a message.
+        out: the command's output, named when writing it fails.
+    """
     try:
         yield
     except OutputLockedError as exc:
@@ -139,6 +171,8 @@ def _errors(sink: RichProgress | None = None) -> Iterator[None]:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(scrub(str(exc))) from exc
+    except OSError as exc:
+        raise _fail(scrub(_write_failure(exc, out)), EXIT_WRITE_FAILED) from exc
     finally:
         if sink is not None:
             sink.close()
@@ -209,8 +243,11 @@ def import_command(
     from medrewardbench.build.project import open_project
 
     _setup_logging(verbose)
+    if not source.strip():
+        raise _fail("SOURCE is empty; give a file, a directory or hf:OWNER/NAME")
+    nonempty_text(source_name, "--source-name")
     with _errors():
-        mapping = ColumnMapping.parse(map_ or [], set_ or [])
+        mapping = ColumnMapping.parse(_split_option(map_, "--map") or [], _split_option(set_, "--set") or [])
         with open_project(project, create=True, wait=wait, on_wait=_say_waiting(project)) as store:
             summary = import_questions(
                 store,
@@ -246,6 +283,9 @@ def filter_command(
         int, typer.Option("--max-correct", "-k", min=0, help="keep a question when at most K models get it right")
     ],
     grader: Annotated[str | None, typer.Option("--grader", help="the spec that grades open answers")] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="run even when K is at least the number of models (nothing can be dropped)")
+    ] = False,
     template: TemplateOpt = "answer",
     grade_template: Annotated[str, typer.Option("--grade-template", help="grade | FILE")] = "grade",
     seed: SeedOpt = 0,
@@ -274,6 +314,7 @@ def filter_command(
     _setup_logging(verbose)
     install_log_scrubber()
     sink = _Progress(enabled=not quiet)
+    nonempty_text(grader, "--grader")
     with _errors(sink):
         specs = _split_option(model, "--model") or []
         options = _options(
@@ -294,6 +335,7 @@ def filter_command(
                 fresh=fresh,
                 retry_failures=retry_failures,
                 progress=sink,
+                force=force,
             )
         sink.close()
         generations = [*summary.models, *([summary.grader] if summary.grader else [])]
@@ -383,7 +425,10 @@ def responses_command(
 @app.command("pairs")
 def pairs_command(
     project: ProjectArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="the pairs file (.jsonl, .json or .parquet)")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="the pairs file (.jsonl, .json or .parquet)", parser=nonempty_path("--out")),
+    ],
     seed: Annotated[int, typer.Option("--seed", help="seed of every random choice")] = 0,
     per_question: Annotated[int, typer.Option("--per-question", min=1, help="pairs per question")] = 1,
     length_balance: Annotated[
@@ -398,7 +443,7 @@ def pairs_command(
     from medrewardbench.build.pairs import sample_pairs
     from medrewardbench.build.project import open_project
 
-    with _errors(), open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
+    with _errors(out=out), open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
         summary = sample_pairs(
             store,
             out,
@@ -429,7 +474,12 @@ def pairs_command(
 @app.command("labels")
 def labels_command(
     project: ProjectArg,
-    file: Annotated[Path, typer.Argument(help="label rows (id, annotator, labels, ...) or an annotate export")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="label rows (id, annotator, labels, ...) or an annotate export", parser=nonempty_path("FILE")
+        ),
+    ],
     wait: WaitOpt = False,
 ) -> None:
     """Attach per-annotator labels to the project's pairs."""
@@ -455,20 +505,45 @@ def labels_command(
 @app.command("export")
 def export_command(
     project: ProjectArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="a .jsonl/.json/.parquet file, or a directory (reference)")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="a .jsonl/.json/.parquet file, or a directory (reference)",
+            parser=nonempty_path("--out"),
+        ),
+    ],
     format_: Annotated[str, typer.Option("--format", help="canonical | reference | questions")] = "canonical",
     name: Annotated[str | None, typer.Option("--name", help="the data set's name in dataset.json")] = None,
     provenance: Annotated[
         str | None, typer.Option("--provenance", help="declare where the labels come from (dataset.json)")
     ] = None,
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="leave out pairs without labels")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace the files (data and dataset.json) of an earlier export")
+    ] = False,
 ) -> None:
-    """Write the labelled set (canonical, or the reference layout) and its dataset card; or the kept questions."""
+    """Write the labelled set (canonical, or the reference layout) and its dataset card; or the kept questions.
+
+    Files already at --out (an earlier export, its dataset.json) are replaced only with --force.
+    """
     from medrewardbench.build.export import export_dataset
     from medrewardbench.build.project import open_project
 
-    with _errors(), open_project(project, lock=False) as store:
-        summary = export_dataset(store, format_, out, name=name, provenance=provenance, labelled_only=labelled_only)
+    nonempty_text(name, "--name")
+    nonempty_text(provenance, "--provenance")
+    if labelled_only and format_ == "questions":
+        raise _fail("--labelled-only applies to the canonical and reference exports; questions carry no labels")
+    with _errors(out=out), open_project(project, lock=False) as store:
+        if labelled_only and store.count_pairs() and not store.count_labels():
+            raise _fail(
+                "--labelled-only: no pair has labels yet, so the export would be empty; attach labels with "
+                f"'medrewardbench build labels {project} FILE' first"
+            )
+        summary = export_dataset(
+            store, format_, out, name=name, provenance=provenance, labelled_only=labelled_only, force=force
+        )
         if format_ == "questions":
             console.print(f"wrote {summary.cases} question(s) to {_cell(out)}", highlight=False)
             return
@@ -484,16 +559,25 @@ def export_command(
 def report_command(
     project: ProjectArg,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="where report.md, report.csv, decisions.csv go (PROJECT/report)")
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="where report.md, report.csv, decisions.csv go (PROJECT/report)",
+            parser=nonempty_path("--out"),
+        ),
     ] = None,
 ) -> None:
     """Where the project stands: what the filter dropped per source and organ system, the pool, pairs, labels."""
     from medrewardbench.build.project import open_project
     from medrewardbench.build.report import GROUP_COLUMNS, build_report, write_report
+    from medrewardbench.outdir import check_output_dir
 
-    with _errors(), open_project(project, lock=False) as store:
+    out_dir = out or Path(project) / "report"
+    with _errors(out=out_dir), open_project(project, lock=False) as store:
+        check_output_dir(out_dir)
         report = build_report(store, str(project))
-        files = write_report(report, store, out or Path(project) / "report")
+        files = write_report(report, store, out_dir)
         table = Table(title=f"Questions: {_cell(project)}", title_justify="left")
         for column in GROUP_COLUMNS:
             table.add_column(

@@ -10,6 +10,7 @@ import logging
 import sys
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +28,8 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "nonempty_path",
+    "nonempty_text",
     "plain_help",
     "setup_logging",
     "split_list",
@@ -35,8 +38,9 @@ __all__ = [
 ]
 
 # Piped output (logs, CI) gets a wide fixed width so that tables are not squeezed to 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+# No emoji codes: a judge named api:x followed by ": 6 failed" would print as "api❌ 6 failed".
+console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160, emoji=False)
 
 DataOpt = Annotated[
     str,
@@ -78,6 +82,47 @@ def setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+
+
+def nonempty_path(name: str) -> Callable[[str], Path]:
+    """A typer ``parser`` for a path argument or option that refuses an empty value.
+
+    ``Path("")`` is ``Path(".")``: without this, ``--out ""`` (an unset shell variable) would
+    write into the current directory.
+
+    Args:
+        name: the argument or flag, for the message (``PROJECT``, ``--out``).
+
+    Returns:
+        The parser.
+    """
+
+    def parse(value: str) -> Path:
+        if isinstance(value, Path):
+            return value
+        if not value.strip():
+            raise fail(f"{name} is empty; give a path")
+        return Path(value)
+
+    return parse
+
+
+def nonempty_text(value: str | None, name: str) -> str | None:
+    """A text option's value, refusing one that was given but holds nothing (``--name ''``).
+
+    Args:
+        value: the option's value; None when it was not given.
+        name: the flag, for the message.
+
+    Returns:
+        The value as given (None when it was not given).
+
+    Raises:
+        typer.Exit: the value is empty or only spaces.
+    """
+    if value is not None and not value.strip():
+        raise fail(f"{name} was given an empty value; give one, or leave the flag out")
+    return value
 
 
 def split_list(values: list[str] | None) -> list[str]:

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from medrewardbench.cli.support import console, err_console, terminal_safe
+from medrewardbench.cli.support import console, err_console, nonempty_path, nonempty_text, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
@@ -92,17 +92,27 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def sweep_command(
-    sweep_file: Annotated[Path, typer.Argument(help="the sweep file (YAML; see docs/sweep.md)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("results"),
+    sweep_file: Annotated[
+        Path, typer.Argument(help="the sweep file (YAML; see docs/sweep.md)", parser=nonempty_path("SWEEP_FILE"))
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output directory", parser=nonempty_path("--out"))] = Path(
+        "results"
+    ),
     ray: Annotated[
         str | None,
         typer.Option("--ray", help="run every judge entry as a Ray actor: auto | local | ADDRESS (needs [ray])"),
     ] = None,
     prices: Annotated[
-        Path | None, typer.Option("--prices", help="YAML/JSON: model -> {input, output} dollars per million tokens")
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="YAML/JSON: model -> {input, output} dollars per million tokens",
+            parser=nonempty_path("--prices"),
+        ),
     ] = None,
     budget: Annotated[
-        float | None, typer.Option("--budget", min=0.0, help="stop dispatching before the cost would pass USD")
+        float | None,
+        typer.Option("--budget", help="stop dispatching before the cost would pass USD (a finite number >= 0)"),
     ] = None,
     batch_api: Annotated[
         bool, typer.Option("--batch-api", help="api: judges (not served) go through the provider's Batch API")
@@ -126,9 +136,16 @@ def sweep_command(
     resume); 75 when another process is using --out; 130 on Ctrl-C or SIGTERM.
     """
     from medrewardbench.sweep import SweepOptions, load_prices, load_sweep, load_sweep_data, run_sweep
+    from medrewardbench.sweep.budget import check_budget, dollar_figures
 
     _setup_logging(verbose)
     install_log_scrubber()
+    nonempty_text(ray, "--ray")
+    try:
+        if budget is not None:
+            check_budget(budget)
+    except ValueError as exc:
+        raise _fail(str(exc)) from exc
     try:
         config = load_sweep(sweep_file)
         table = load_prices(prices) if prices is not None else None
@@ -202,9 +219,10 @@ def sweep_command(
     if result.budget_stopped:
         assert result.budget is not None
         left = ", ".join(f"{o.name} ({o.total - o.stored} left)" for o in result.budget_stopped)
+        limit, spent = dollar_figures(result.budget.limit, result.budget.spent)
         err_console.print(
-            f"stopped by the budget (${result.budget.limit:,.2f}; the stored judgments cost "
-            f"${result.budget.spent:,.4f}): {left}. Rerun with a larger --budget to resume.",
+            f"stopped by the budget ({limit}; the stored judgments cost {spent}): {left}. "
+            "Rerun with a larger --budget to resume.",
             highlight=False,
             markup=False,
             soft_wrap=True,

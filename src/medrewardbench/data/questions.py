@@ -185,7 +185,9 @@ def question_from_record(
                 qid,
             )
     question = record.get("question")
-    if not isinstance(question, str) or not question.strip():
+    if not _missing(question) and not isinstance(question, str):
+        sink.add(f"must be a string, got {type(question).__name__} {brief(question)}", row, "question", qid)
+    elif not isinstance(question, str) or not question.strip():
         sink.add("missing required field (a non-empty string)", row, "question", qid)
     texts: dict[str, str | None] = {}
     for key in OPTIONAL_TEXT_FIELDS:
@@ -193,7 +195,7 @@ def question_from_record(
         if _missing(value):
             texts[key] = None
         elif not isinstance(value, str):
-            sink.add(f"must be a string, got {type(value).__name__}", row, key, qid)
+            sink.add(f"must be a string, got {type(value).__name__} {brief(value)}", row, key, qid)
             texts[key] = None
         else:
             texts[key] = value.strip() or None

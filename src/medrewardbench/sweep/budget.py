@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +39,8 @@ __all__ = [
     "Budget",
     "CostEstimator",
     "EndpointLimits",
+    "check_budget",
+    "dollar_figures",
     "resolve_prices",
 ]
 
@@ -47,6 +50,43 @@ DEFAULT_COMPLETION_TOKENS = 512
 """Answer tokens assumed before the first answer when the entry sets no ``max_tokens``."""
 CHARS_PER_TOKEN = 3.0
 """Characters per input token assumed before the first answer (English runs at about 4)."""
+
+
+def check_budget(limit: float) -> float:
+    """A ``--budget``: a finite number of dollars, zero or more.
+
+    Args:
+        limit: the budget as given.
+
+    Returns:
+        The budget.
+
+    Raises:
+        ValueError: NaN, an infinity, or a negative number (the message names ``--budget``).
+    """
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit < 0:
+        raise ValueError(f"--budget must be a finite number of dollars >= 0, not {limit!r}")
+    return float(limit)
+
+
+def dollar_figures(*amounts: float, digits: int = 4) -> list[str]:
+    """Dollar amounts written with one precision, fine enough that each shows ``digits`` significant digits.
+
+    A budget of $0.004 and a spend of $0.0031 read ``$0.004000`` and ``$0.003100``, not ``$0.00``
+    and ``$0.0031``; $50 and $49.87654 read ``$50.00`` and ``$49.88`` (never fewer than cents).
+
+    Args:
+        amounts: dollars.
+        digits: significant digits of the smallest non-zero amount.
+
+    Returns:
+        The texts, in the order given.
+    """
+    nonzero = [abs(a) for a in amounts if a and math.isfinite(a)]
+    decimals = 2
+    if nonzero:
+        decimals = min(12, max(2, digits - 1 - math.floor(math.log10(min(nonzero)))))
+    return [f"${a:,.{decimals}f}" for a in amounts]
 
 
 def _lookup(table: Mapping[str, Price], entry: JudgeEntry) -> Price | None:
@@ -167,13 +207,14 @@ class Budget:
         if self.spent + self.reserved + estimate > self.limit + 1e-12:
             if entry not in self.stopped:
                 self.stopped[entry] = pending
+                used, limit = dollar_figures(self.spent + self.reserved, self.limit)
                 log.info(
-                    "budget: %s stops with %d requests left (next batch ~$%.4f, $%.4f of $%.2f spent or in flight)",
+                    "budget: %s stops with %d requests left (next batch ~%s, %s of %s spent or in flight)",
                     entry,
                     pending,
-                    estimate,
-                    self.spent + self.reserved,
-                    self.limit,
+                    dollar_figures(estimate)[0],
+                    used,
+                    limit,
                 )
             return False
         self.reserved += estimate

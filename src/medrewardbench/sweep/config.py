@@ -361,10 +361,11 @@ def _number(node: Located, minimum: float, *, strict: bool = False, optional: bo
     value = node.value
     if value is None and optional:
         return None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < minimum or (strict and value == minimum):
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < minimum or (strict and value == minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        raise node.error(f"must be a number {bound}, not {value!r}")
+        finite = "finite " if number and not math.isfinite(value) else ""
+        raise node.error(f"must be a {finite}number {bound}, not {value!r}")
     return float(value)
 
 
@@ -546,6 +547,8 @@ def _options(defaults: _OptionValues, own: _OptionValues, top: dict[str, Any], n
     for key in ("temperature", "top_p"):
         if key in shared:
             _number(shared[key], 0.0, optional=True)
+    if "top_p" in shared and (shared["top_p"].value or 0) > 1:
+        raise shared["top_p"].error(f"must be a number between 0 and 1, not {shared['top_p'].value!r}")
     if "seed" in shared:
         _whole(shared["seed"], 0)
     if "template" in shared:
@@ -853,13 +856,14 @@ def load_prices(path: str | Path) -> dict[str, Price]:
         name -> price.
 
     Raises:
-        SweepFileError: the file cannot be read, or a price is invalid (with its line).
+        SweepFileError: the file cannot be read, holds no price, or a price is invalid (with its line).
     """
     root = read_located(path)
     section = root.mapping("a mapping of model names to {input, output} prices")
-    if set(section) == {"prices"}:
-        return _price_table(section["prices"])
-    return _price_table(root)
+    table = _price_table(section["prices"]) if set(section) == {"prices"} else _price_table(root)
+    if not table:
+        raise SweepFileError(path, None, "holds no prices; give model: {input: DOLLARS, output: DOLLARS} entries")
+    return table
 
 
 def known_kinds_text() -> str:

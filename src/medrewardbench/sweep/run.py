@@ -60,7 +60,7 @@ from medrewardbench.report.files import (
 from medrewardbench.runner import plan_run
 from medrewardbench.store import RunRecord, Store
 from medrewardbench.sweep.batch_api import BatchRunner
-from medrewardbench.sweep.budget import Budget, CostEstimator, EndpointLimits, resolve_prices
+from medrewardbench.sweep.budget import Budget, CostEstimator, EndpointLimits, check_budget, resolve_prices
 from medrewardbench.sweep.config import JudgeEntry, SweepConfig
 from medrewardbench.sweep.dispatch import EntryPlan, JudgeBackend, LocalBackend, StoreWriter, dispatch
 from medrewardbench.sweep.errors import EntryFailed, SweepFileError
@@ -493,6 +493,7 @@ def run_sweep(
     Raises:
         OutputDirError: ``out_dir`` cannot be used; OutputLockedError: another process uses it.
         SweepFileError: ``--budget`` without a price for a hosted API entry.
+        ValueError: a ``--budget`` that is not a finite number >= 0.
         DataError: the data cannot be read or has nothing to measure.
         JudgeSpecError, MissingExtraError: a judge cannot be built (before anything is written).
         EvaluationInterrupted: Ctrl-C; what finished is stored and the files describe it.
@@ -502,6 +503,7 @@ def run_sweep(
     check_output_dir(out)
     prices = resolve_prices(config, options.prices)
     if options.budget_usd is not None:
+        check_budget(options.budget_usd)
         _check_prices(config, prices)
     if benchmark is None:
         sink.stage(f"loading {config.data.source}")
