@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.annotate import PASSWORD, as_user, case_rows, free_port, write_cases
@@ -250,3 +251,45 @@ def test_user_commands_refuse_contradictory_or_impossible_options_in_one_line(tm
         assert len(error_lines(out)) == 1 and message in error_lines(out)[0], (args, out)
     code, out = run("annotate", "user", "list", "-p", project)
     assert "dr_b" not in out
+
+
+def test_an_export_replaces_earlier_files_only_with_force_and_refuses_impossible_targets(
+    tmp_path: Path, project_factory: Any
+) -> None:
+    project = project_factory(tmp_path / "proj")
+    project.close()
+    out = tmp_path / "release" / "labelled.jsonl"
+    code, text = run("annotate", "export", str(tmp_path / "proj"), "--out", str(out))
+    assert code == 0 and (out.parent / "dataset.json").is_file(), text
+    first = out.read_bytes()
+    # a second export stops in one line naming both files, and changes nothing
+    code, text = run("annotate", "export", str(tmp_path / "proj"), "--out", str(out))
+    assert code != 0 and "--force replaces them" in text and "Traceback" not in text
+    assert str(out) in text and "dataset.json" in text and out.read_bytes() == first
+    # another data set's card in the same directory is not replaced silently either
+    other = tmp_path / "shared" / "dataset.json"
+    other.parent.mkdir()
+    other.write_text('{"name": "someone else\'s set", "files": ["theirs.jsonl"]}')
+    code, text = run("annotate", "export", str(tmp_path / "proj"), "--out", str(tmp_path / "shared" / "ours.jsonl"))
+    assert code != 0 and "--force replaces it" in text and "someone else" in other.read_text()
+    code, text = run("annotate", "export", str(tmp_path / "proj"), "--out", str(out), "--force")
+    assert code == 0, text
+    # targets that cannot work: one line, before any work
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for fmt, target in (
+        ("canonical", blocker / "labelled.jsonl"),
+        ("canonical", tmp_path / "release"),
+        ("reference", blocker),
+        ("canonical", tmp_path / "labelled.csv"),
+    ):
+        code, text = run("annotate", "export", str(tmp_path / "proj"), "--format", fmt, "--out", str(target))
+        assert code != 0 and "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    # a reference export again replaces its own pair_gt_all/ with --force, never a foreign one
+    ref = tmp_path / "ref"
+    assert run("annotate", "export", str(tmp_path / "proj"), "--format", "reference", "--out", str(ref))[0] == 0
+    assert run("annotate", "export", str(tmp_path / "proj"), "-f", "reference", "--out", str(ref), "--force")[0] == 0
+    foreign = tmp_path / "foreign"
+    (foreign / "pair_gt_all").mkdir(parents=True)
+    code, text = run("annotate", "export", str(tmp_path / "proj"), "-f", "reference", "--out", str(foreign), "--force")
+    assert code != 0 and "not written by medrewardbench" in text

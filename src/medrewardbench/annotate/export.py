@@ -37,6 +37,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timezone
@@ -317,8 +318,69 @@ def release_card(project: Project, summary: ExportSummary, fmt: str, files: list
     }
 
 
+def check_export_target(fmt: str, out: str | Path, *, force: bool = False) -> None:
+    """Refuse, before any work, an output that cannot be written or that holds earlier files.
+
+    Args:
+        fmt: ``canonical``, ``reference`` or ``questions``.
+        out: ``--out``.
+        force: files already there (an earlier export, the ``dataset.json`` beside it, a
+            ``pair_gt_all/`` written by medrewardbench) may be replaced.
+
+    Raises:
+        OutputDirError: a directory where a file belongs (or the reverse), a path below a file, a
+            directory that does not accept new files.
+        InvalidInput: an unknown format, a suffix the format cannot write, files in the way
+            without ``force``, or a ``pair_gt_all/`` that medrewardbench did not write.
+    """
+    from medrewardbench.data.canonical import CANONICAL_SUFFIXES
+    from medrewardbench.data.reference import GT_DIR
+    from medrewardbench.outdir import check_output_dir, check_output_file
+
+    path = Path(out)
+    if fmt not in FORMATS:
+        raise InvalidInput(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt == "reference":
+        check_output_dir(path)
+        card = path / CARD_FILENAME
+        in_the_way = [path / GT_DIR, card]
+        if (path / GT_DIR).exists() and not _written_by_us(card):
+            raise InvalidInput(
+                f"--out {path}: {path / GT_DIR} exists and was not written by medrewardbench; choose another"
+            )
+    else:
+        suffixes = CANONICAL_SUFFIXES if fmt == "canonical" else (".jsonl",)
+        if path.suffix.lower() not in suffixes:
+            raise InvalidInput(f"--out {path}: a {fmt} export is a {', '.join(suffixes)} file")
+        check_output_file(path)
+        card = path.parent / CARD_FILENAME
+        in_the_way = [path, card] if fmt == "canonical" else [path]
+    if card.is_dir():
+        raise InvalidInput(f"--out {path}: {card} is a directory in the way of the dataset card; choose another --out")
+    existing = [str(p) for p in in_the_way if p.exists()]
+    if existing and not force:
+        raise InvalidInput(
+            f"--out {path}: {' and '.join(existing)} exist{'s' if len(existing) == 1 else ''} already; "
+            f"--force replaces {'it' if len(existing) == 1 else 'them'}"
+        )
+
+
+def _written_by_us(card: Path) -> bool:
+    try:
+        found = json.loads(card.read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(found, dict) and str(found.get("created_by", "")).startswith("medrewardbench")
+
+
 def export_project(
-    project: Project, fmt: str, out: str | Path, *, only_complete: bool = False, accepted_only: bool = False
+    project: Project,
+    fmt: str,
+    out: str | Path,
+    *,
+    only_complete: bool = False,
+    accepted_only: bool = False,
+    force: bool = False,
 ) -> ExportSummary:
     """Write a project's export (and, for the data formats, its dataset card).
 
@@ -329,17 +391,22 @@ def export_project(
             directory for ``reference``.
         only_complete: keep only items every assigned annotator has submitted.
         accepted_only: ``questions`` only: keep the accepted questions.
+        force: replace the files of an earlier export (see :func:`check_export_target`).
 
     Returns:
         What was written.
 
     Raises:
-        InvalidInput: an unknown format, or one that does not fit the project's mode.
+        InvalidInput: an unknown format, one that does not fit the project's mode, or files in the
+            way without ``force``.
+        OutputDirError: an output that cannot be written; checked before any work.
     """
     from medrewardbench.data.canonical import write_canonical
+    from medrewardbench.data.reference import GT_DIR
     from medrewardbench.data.reference_writer import write_reference
 
     path = Path(out)
+    check_export_target(fmt, path, force=force)
     if fmt == "canonical":
         cases, summary = labelled_cases(project, only_complete)
         try:
@@ -350,6 +417,7 @@ def export_project(
         return summary
     if fmt == "reference":
         cases, summary = labelled_cases(project, only_complete)
+        shutil.rmtree(path / GT_DIR, ignore_errors=True)  # an earlier export of ours (checked above): no stale organ
         try:
             summary.paths = write_reference(cases, path)
         except ValueError as exc:

@@ -579,15 +579,23 @@ def export_command(
         bool, typer.Option("--only-complete", help="only items every assigned annotator has labelled")
     ] = False,
     accepted_only: Annotated[bool, typer.Option("--accepted-only", help="questions: only the accepted ones")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace the files (data and dataset.json) of an earlier export")
+    ] = False,
 ) -> None:
-    """Write the labelled set: canonical cases with annotations and majority labels, or the reference layout."""
+    """Write the released set (canonical with every annotation and adjudication, or the reference layout) and its card.
+
+    Files already at --out (an earlier export, its dataset.json) are replaced only with --force.
+    """
     opened = _run(lambda: _open(project))
     try:
         from medrewardbench.annotate.export import export_project
         from medrewardbench.annotate.service import Identity
 
         summary = _run(
-            lambda: export_project(opened, fmt, out, only_complete=only_complete, accepted_only=accepted_only)
+            lambda: export_project(
+                opened, fmt, out, only_complete=only_complete, accepted_only=accepted_only, force=force
+            )
         )
         opened.record_export(Identity.command_line(), f"{fmt}:{out}", summary.items)
         where = out if fmt != "reference" else f"{out}/ ({len(summary.paths)} files)"
