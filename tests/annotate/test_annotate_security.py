@@ -406,6 +406,20 @@ def test_forwarded_for_from_a_client_that_is_no_trusted_proxy_is_ignored(site: S
     assert entry.client == "127.0.0.3"
 
 
+def test_trusted_proxy_lists_take_addresses_networks_or_everyone() -> None:
+    from medrewardbench.annotate.middleware import TrustedProxies
+
+    proxies = TrustedProxies(lambda *args: None, "127.0.0.1, 10.0.0.0/8,::1")  # type: ignore[arg-type,return-value]
+    for host in ("127.0.0.1", "10.1.2.3", "::1", "::ffff:127.0.0.1", "[::1]"):
+        assert proxies.trusts(host), host
+    for host in ("127.0.0.2", "11.0.0.1", "fe80::1", "", None, "unix:/run/socket", "203.0.113.1, 127.0.0.1"):
+        assert not proxies.trusts(host), host
+    assert not TrustedProxies(lambda *args: None, "").trusts("127.0.0.1")  # type: ignore[arg-type,return-value]
+    assert TrustedProxies(lambda *args: None, "*").trusts("198.51.100.1")  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError, match="'proxy.example' is not an IP address"):
+        TrustedProxies(lambda *args: None, "127.0.0.1,proxy.example")  # type: ignore[arg-type,return-value]
+
+
 def test_a_trusted_proxy_is_believed(site: Site) -> None:
     # 127.0.0.1 is the default trusted proxy: the address and the scheme it reports count
     with client_for(site.base) as client:

@@ -107,6 +107,8 @@ class TrustedProxies:
             address = ipaddress.ip_address(host.strip().strip("[]"))
         except ValueError:
             return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # a dual-stack socket shows 127.0.0.1 as ::ffff:127.0.0.1
         return any(address in network for network in self.networks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
