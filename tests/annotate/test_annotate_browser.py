@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.annotate import ADMIN, PASSWORD, XSS, as_user, make_project, serve_in_thread
+from helpers.annotate import (
+    ADMIN,
+    PASSWORD,
+    XSS,
+    as_user,
+    case_rows,
+    make_project,
+    serve_in_thread,
+    write_cases,
+)
 
 from medrewardbench.data import load_benchmark, write_canonical
 from medrewardbench.dimensions import DIMENSIONS
@@ -299,5 +308,46 @@ def test_a_doctor_screens_questions_by_keyboard(tmp_path: Path) -> None:
         }
         assert {q: s.decision for q, s in saved.items() if s} == decisions
         assert saved["Grade the retinopathy."].reasons == ("image_quality",)  # type: ignore[union-attr]
+    finally:
+        project.close()
+
+
+def test_two_tabs_on_one_case_the_later_save_is_refused_and_keeps_its_choices(tmp_path: Path) -> None:
+    sync_playwright = _playwright()
+    project = make_project(tmp_path / "proj", write_cases(tmp_path / "input", case_rows(2)), annotators=("alice",))
+    try:
+        with serve_in_thread(project) as base, sync_playwright() as playwright:
+            browser = Browser(playwright)
+            try:
+                first = browser.page(base)
+                keyboard_login(first, base, "alice")
+                pid = project.queue(as_user(project, "alice")).rows[0].public_id
+                second = first.context.new_page()  # a second tab of the same browser (same session)
+                for tab in (first, second):
+                    tab.goto(f"{base}/a/{pid}")
+                    tab.wait_for_selector("#case-form")
+                first.bring_to_front()
+                first.keyboard.press("Shift+A")
+                with first.expect_navigation():
+                    first.keyboard.press("Enter")
+                second.bring_to_front()
+                second.keyboard.press("Shift+B")
+                second.keyboard.press("m")
+                second.keyboard.type("read in the second tab")
+                second.keyboard.press("Escape")
+                with second.expect_navigation():
+                    second.keyboard.press("Enter")
+                assert "saved in another tab or window" in second.inner_text("#form-error")
+                assert second.locator("#reload-link").get_attribute("href") == f"/a/{pid}"
+                assert second.locator('input[type="radio"][value="B"]:checked').count() == len(DIMENSIONS)
+                assert second.input_value("#comment") == "read in the second tab"
+                saved = project.case_view(as_user(project, "alice"), pid).submission
+                assert saved is not None and set(saved.choices.values()) == {"A"}
+                with second.expect_navigation():
+                    second.click("#reload-link")
+                assert second.locator('input[type="radio"][value="A"]:checked').count() == len(DIMENSIONS)
+            finally:
+                browser.browser.close()
+        assert browser.errors == [] and browser.foreign == []
     finally:
         project.close()

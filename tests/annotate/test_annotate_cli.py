@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.annotate import PASSWORD, as_user, case_rows, free_port, write_cases
+from helpers.annotate import PASSWORD, as_user, case_rows, free_port, login_form, start_serve_process, write_cases
 from typer.testing import CliRunner
 
-from medrewardbench.annotate.service import PairAnswer, Project
+from medrewardbench.annotate.service import Identity, PairAnswer, Project
 from medrewardbench.cli import annotate as annotate_cli
 from medrewardbench.cli import app
 from medrewardbench.dimensions import DIMENSIONS
@@ -293,3 +294,90 @@ def test_an_export_replaces_earlier_files_only_with_force_and_refuses_impossible
     (foreign / "pair_gt_all").mkdir(parents=True)
     code, text = run("annotate", "export", str(tmp_path / "proj"), "-f", "reference", "--out", str(foreign), "--force")
     assert code != 0 and "not written by medrewardbench" in text
+
+
+# ------------------------------------------------------------------------------------------------
+# serve: refuses a bad address in one line before printing anything; wires the limits it is given
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served_project(project_factory: Any, tmp_path: Path) -> Path:
+    project_factory(tmp_path / "proj").close()
+    return tmp_path / "proj"
+
+
+def run_serve(project: Path, *options: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "medrewardbench.cli", "annotate", "serve", str(project), *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--port", "70000"), "--port must be between 1 and 65535, got 70000"),
+        (("--port", "0"), "--port must be between 1 and 65535, got 0"),
+        (("--host", "no-such-host.invalid"), "--host 'no-such-host.invalid' is not an address"),
+        (("--forwarded-allow-ips", "10.0.0.1,proxy"), "--forwarded-allow-ips: 'proxy' is not an IP address"),
+        (("--max-body-bytes", "10"), "--max-body-bytes must be at least 1024"),
+    ],
+)
+def test_serve_refuses_a_bad_address_in_one_line_before_printing_anything(
+    served_project: Path, options: tuple[str, ...], message: str
+) -> None:
+    code, out = run_serve(served_project, *options)
+    assert code == annotate_cli.SERVE_BAD_INPUT == 2
+    assert out.strip().count("\n") == 0 and message in out, out
+    assert "serving" not in out and "Traceback" not in out
+
+
+def test_serve_refuses_a_port_in_use_in_one_line(served_project: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code, out = run_serve(served_project, "--port", str(port))
+    assert code == 2 and out.strip().count("\n") == 0, out
+    assert f"port {port} on 127.0.0.1 is in use" in out and "serving" not in out
+
+
+def test_the_option_default_is_the_apps_body_cap() -> None:
+    from medrewardbench.annotate.middleware import DEFAULT_MAX_BODY_BYTES
+
+    assert annotate_cli.MAX_BODY_BYTES_DEFAULT == DEFAULT_MAX_BODY_BYTES
+
+
+def test_serve_applies_its_body_cap_and_trusted_proxies(served_project: Path, tmp_path: Path) -> None:
+    import httpx
+
+    port = free_port()
+    server = start_serve_process(
+        served_project, port, tmp_path / "serve.log", "--max-body-bytes", "4096", "--forwarded-allow-ips", "127.0.0.2"
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base) as client:
+            assert client.post("/login", content=b"x" * 5000).status_code == 413
+            assert client.post("/login", content=b"x" * 3000).status_code == 403  # under the cap: no form token
+        # 127.0.0.1 is no trusted proxy now; 127.0.0.2 is
+        for local, claimed in (("127.0.0.1", "198.51.100.1"), ("127.0.0.2", "198.51.100.2")):
+            with httpx.Client(base_url=base, transport=httpx.HTTPTransport(local_address=local)) as client:
+                headers = {"x-forwarded-for": claimed}
+                token = login_form(client, headers)
+                data = {"username": "alice", "password": "wrong-password", "csrf_token": token}
+                assert client.post("/login", data=data, headers=headers).status_code == 401
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    opened = Project.open(served_project)
+    try:
+        failed = [e.client for e in opened.audit_entries(Identity.command_line()) if e.action == "login.failed"]
+    finally:
+        opened.close()
+    assert sorted(failed) == ["127.0.0.1", "198.51.100.2"]

@@ -287,3 +287,78 @@ def test_an_admin_adds_a_user_in_the_browser_form(site: tuple[Any, str]) -> None
         assert ok.status_code == 303
     assert {u.name for u in project.list_users()} >= {"dave"}
     assert next(u for u in project.list_users() if u.name == "dave").assigned > 0
+
+
+def test_retrying_an_api_submission_adds_no_time_and_no_revision(site: tuple[Any, str]) -> None:
+    project, base = site
+    token = project.create_api_token(Identity.command_line(), "carol", "retries")
+    auth = {"authorization": f"Bearer {token}"}
+    carol = as_user(project, "carol")
+    pid = next(row.public_id for row in project.queue(carol).rows if not row.done)
+    body = {"choices": {dim: "A" for dim in DIMENSIONS}, "comment": "sent on a bad line", "seconds": 20}
+    with client_for(base) as client:
+        answers = [client.put(f"/api/v1/assignments/{pid}/submission", headers=auth, json=body) for _ in range(5)]
+    assert [a.status_code for a in answers] == [200] * 5
+    assert {(a.json()["seconds"], a.json()["revision"]) for a in answers} == {(20.0, 1)}
+    entries = [e for e in project.audit_entries(Identity.command_line()) if e.target == f"assignment:{pid}"]
+    assert len(entries) == 1
+
+
+def test_a_stale_api_save_is_refused_with_the_current_revision(site: tuple[Any, str]) -> None:
+    project, base = site
+    token = project.create_api_token(Identity.command_line(), "carol", "two clients")
+    auth = {"authorization": f"Bearer {token}"}
+    carol = as_user(project, "carol")
+    pid = next(row.public_id for row in project.queue(carol).rows if not row.done)
+    url = f"/api/v1/assignments/{pid}/submission"
+    with client_for(base) as client:
+        case = client.get(f"/api/v1/assignments/{pid}", headers=auth)
+        assert case.headers["etag"] == '"0"' and case.json()["submission"] is None
+        a = {"choices": {dim: "A" for dim in DIMENSIONS}}
+        b = {"choices": {dim: "B" for dim in DIMENSIONS}}
+        assert client.put(url, headers={**auth, "if-match": '"0"'}, json=a).json()["revision"] == 1
+        stale = client.put(url, headers={**auth, "if-match": '"0"'}, json=b)
+        assert stale.status_code == 409 and stale.json()["revision"] == 1 and "saved elsewhere" in stale.json()["error"]
+        stale = client.put(url, headers=auth, json={**b, "expected_revision": 0})
+        assert stale.status_code == 409
+        mixed = client.put(url, headers={**auth, "if-match": '"1"'}, json={**b, "expected_revision": 0})
+        assert mixed.status_code == 422 and "If-Match" in mixed.json()["error"]
+        bad = client.put(url, headers={**auth, "if-match": "yesterday"}, json=b)
+        assert bad.status_code == 422 and bad.json()["error"].startswith("If-Match:")
+        assert client.get(f"/api/v1/assignments/{pid}", headers=auth).headers["etag"] == '"1"'
+        fresh = client.put(url, headers={**auth, "if-match": '"1"'}, json=b)
+        assert fresh.status_code == 200 and fresh.json()["revision"] == 2
+        # a client that sends neither saves over whatever is there (documented)
+        assert client.put(url, headers=auth, json=a).json()["revision"] == 3
+
+
+def test_two_tabs_on_one_case_the_later_save_is_refused_and_keeps_its_answer_on_screen(site: tuple[Any, str]) -> None:
+    project, base = site
+    with client_for(base) as client:
+        login(client, "bob")
+        ids = queue_ids(client)
+        pid = next(i for i in ids if project.case_view(as_user(project, "bob"), i).submission is None)
+        first_tab = form_for(client.get(f"/a/{pid}").text)
+        second_tab = form_for(client.get(f"/a/{pid}").text)
+        assert first_tab["revision"] == second_tab["revision"] == "0"
+        saved = client.post(f"/a/{pid}", data=first_tab | {f"dim_{dim}": "A" for dim in DIMENSIONS})
+        assert saved.status_code == 303
+        mine = {f"dim_{dim}": "B" for dim in DIMENSIONS} | {"comment": "my own careful reading"}
+        refused = client.post(f"/a/{pid}", data=second_tab | mine)
+        assert refused.status_code == 409
+        assert "saved in another tab or window" in refused.text
+        assert re.search(rf'<a href="/a/{pid}" id="reload-link">', refused.text)
+        for dim in DIMENSIONS:  # what this tab chose is still on screen, not the saved answer
+            assert re.search(rf'name="dim_{dim}" value="B" checked', refused.text), dim
+        assert "my own careful reading" in refused.text
+        assert form_for(refused.text)["revision"] == "1"
+        garbled = client.post(f"/a/{pid}", data=form_for(refused.text) | mine | {"revision": "one"})
+        assert garbled.status_code == 400 and "revision:" in garbled.text and "my own careful reading" in garbled.text
+        view = project.case_view(as_user(project, "bob"), pid)
+        assert view.submission is not None and set(view.submission.choices.values()) == {"A"}
+        # saving again from that page is a deliberate choice: it replaces the other tab's answer
+        again = client.post(f"/a/{pid}", data=form_for(refused.text) | mine)
+        assert again.status_code == 303
+    view = project.case_view(as_user(project, "bob"), pid)
+    assert view.submission is not None and set(view.submission.choices.values()) == {"B"}
+    assert view.submission.revision == 2

@@ -1,50 +1,40 @@
-"""A real ``medrewardbench annotate serve`` process killed with SIGKILL mid-submit loses nothing it acknowledged."""
+"""A real ``medrewardbench annotate serve`` process killed with SIGKILL mid-submit loses nothing it acknowledged,
+on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from helpers.annotate import as_user, free_port
+import pytest
+from helpers.annotate import as_user, case_rows, free_port, make_project, start_serve_process, write_cases
 
 from medrewardbench.annotate.service import Identity, Project
 from medrewardbench.dimensions import DIMENSIONS
 
 
-def start_server(project: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    command = [sys.executable, "-m", "medrewardbench.cli", "annotate", "serve", str(project)]
-    command += ["--port", str(port), "--log-level", "warning"]
-    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the server exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise AssertionError("the server did not start in time")
-
-
-def test_kill_9_mid_run_loses_no_acknowledged_submit(project_factory: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def test_kill_9_mid_run_loses_no_acknowledged_submit(
+    project_factory: Any, tmp_path: Path, request: pytest.FixtureRequest, backend: str
+) -> None:
     directory = tmp_path / "proj"
-    project = project_factory(directory, cases=40, per_case=3)
+    if backend == "sqlite":
+        project = project_factory(directory, cases=40, per_case=3)
+    else:
+        url = request.getfixturevalue("pg_cluster").create_database()
+        cases = write_cases(tmp_path / "input", case_rows(40))
+        project = make_project(directory, cases, admin=None, db_url=url, per_case=3)
     cli = Identity.command_line()
     tokens = {name: project.create_api_token(cli, name) for name in ("alice", "bob", "carol")}
     work = {name: [row.public_id for row in project.queue(as_user(project, name)).rows] for name in tokens}
     project.close()
     port = free_port()
-    server = start_server(directory, port, tmp_path / "server.log")
+    server = start_serve_process(directory, port, tmp_path / "server.log")
     acknowledged: dict[str, dict[str, str]] = {}
     lock = threading.Lock()
     stop = threading.Event()
@@ -92,6 +82,6 @@ def test_kill_9_mid_run_loses_no_acknowledged_submit(project_factory: Any, tmp_p
     finally:
         reopened.close()
     # the project serves again after the crash
-    again = start_server(directory, free_port(), tmp_path / "server2.log")
+    again = start_serve_process(directory, free_port(), tmp_path / "server2.log")
     again.terminate()
     again.wait(timeout=30)

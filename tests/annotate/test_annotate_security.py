@@ -1,5 +1,6 @@
-"""Security over real HTTP: every route needs a session, annotators only reach their own work, CSRF on
-every form, escaped output, login rate limits and the audit log.
+"""Security over real HTTP, on SQLite and on PostgreSQL: every route needs a session, annotators only reach
+their own work, CSRF on every form, escaped output, login rate limits (also under a burst of parallel
+attempts), trusted proxies only, and the audit log.
 
 Routes are enumerated from the app itself, so a route added later is covered without editing
 these tests: each path parameter is filled with a real value that belongs to someone else.
@@ -8,58 +9,35 @@ these tests: each path parameter is filled with a real value that belongs to som
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from fastapi.routing import APIRoute
-from helpers.annotate import ADMIN, CSRF, PASSWORD, XSS, as_user, client_for, login, serve_in_thread
+from helpers.annotate import (
+    ADMIN,
+    CSRF,
+    PASSWORD,
+    XSS,
+    Site,
+    as_user,
+    client_for,
+    login,
+    login_form,
+)
 from starlette.routing import Mount
 
-from medrewardbench.annotate.service import Identity, PairAnswer
-from medrewardbench.annotate.web import PUBLIC_PATHS, create_app
+from medrewardbench.annotate import security
+from medrewardbench.annotate.service import UNKNOWN_USER, Identity
+from medrewardbench.annotate.web import PUBLIC_PATHS
 from medrewardbench.dimensions import DIMENSIONS
 
 
-class Site:
-    def __init__(self, project: Any, app: Any, base: str):
-        self.project = project
-        self.app = app
-        self.base = base
-        alice, bob = as_user(project, "alice"), as_user(project, "bob")
-        self.alice_ids = [row.public_id for row in project.queue(alice).rows]
-        self.bob_ids = [row.public_id for row in project.queue(bob).rows]
-        project.submit_pair(bob, self.bob_ids[0], PairAnswer({d: "A" for d in DIMENSIONS}, comment=XSS))
-        self.bob_token = project.create_api_token(Identity.command_line(), "bob", "bob's script")
-        self.alice_token = project.create_api_token(Identity.command_line(), "alice", "alice's script")
-        self.bob_token_id = project.list_api_tokens(Identity.command_line(), "bob")[0].token_id
-        with project.db.read() as s:
-            from medrewardbench.annotate.db import Item
-
-            self.item_id = s.query(Item).filter(Item.role == "primary").first().public_id  # type: ignore[union-attr]
-
-    def fill(self, path: str) -> str:
-        """A concrete URL for a route: every id belongs to bob (or is an admin-only thing)."""
-        values = {
-            "assignment_id": self.bob_ids[0],
-            "item_id": self.item_id,
-            "name": "bob",
-            "token_id": str(self.bob_token_id),
-            "filename": "canonical.jsonl",
-        }
-        for key, value in values.items():
-            path = path.replace("{" + key + "}", value)
-        assert "{" not in path, f"test does not know how to fill {path}; add the parameter to Site.fill"
-        return path
-
-
-@pytest.fixture(scope="module")
-def site(project_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    project = project_factory(tmp_path_factory.mktemp("sec") / "proj", gold=True, repeat_share=0.5, per_case=2)
-    app = create_app(project)
-    with serve_in_thread(project, app) as base:
-        yield Site(project, app, base)
-    project.close()
+@pytest.fixture
+def site(attack_site: Site) -> Site:
+    return attack_site
 
 
 def routes(app: Any) -> list[tuple[str, str]]:
@@ -111,14 +89,20 @@ def test_every_route_without_a_session_is_refused(site: Site) -> None:
         assert client.get("/static/../service.py").status_code == 404
 
 
+def is_admin_route(path: str) -> bool:
+    return path.startswith(("/admin", "/api/v1/admin"))
+
+
 def test_an_annotator_never_reaches_another_annotators_work(site: Site) -> None:
-    own = {route for route in routes(site.app) if "{assignment_id}" in route[1]}
-    assert len(own) >= 5
+    # every route open to annotators that takes an id, each id filled with one of bob's
+    with_ids = sorted(r for r in routes(site.app) if "{" in r[1] and not is_admin_route(r[1]))
+    assert {path for _, path in with_ids} >= {"/a/{assignment_id}", "/account/tokens/{token_id}/revoke"}
+    assert len(with_ids) >= 6
     before = site.project.case_view(as_user(site.project, "bob"), site.bob_ids[0]).submission
     with client_for(site.base) as client:
         csrf = login(client, "alice")
-        auth = {"authorization": f"Bearer {site.alice_token}"}
-        for method, path in sorted(own):
+        auth = site.auth("alice")
+        for method, path in with_ids:
             url = site.fill(path)
             if method == "POST":
                 data = {"csrf_token": csrf, **{f"dim_{d}": "B" for d in DIMENSIONS}}
@@ -134,10 +118,12 @@ def test_an_annotator_never_reaches_another_annotators_work(site: Site) -> None:
         assert client.get(f"/api/v1/assignments/{site.alice_ids[0]}", headers=auth).status_code == 200
     after = site.project.case_view(as_user(site.project, "bob"), site.bob_ids[0]).submission
     assert after == before
+    bobs = site.project.list_api_tokens(Identity.command_line(), "bob")
+    assert not next(t for t in bobs if t.token_id == site.bob_token_id).revoked
 
 
 def test_admin_routes_are_admin_only(site: Site) -> None:
-    admin_routes = [r for r in routes(site.app) if r[1].startswith(("/admin", "/api/v1/admin"))]
+    admin_routes = [r for r in routes(site.app) if is_admin_route(r[1])]
     assert len(admin_routes) >= 12
     with client_for(site.base) as client:
         csrf = login(client, "alice")
@@ -149,8 +135,6 @@ def test_admin_routes_are_admin_only(site: Site) -> None:
             else:
                 response = client.request(method, url, data={"csrf_token": csrf} if method == "POST" else None)
             assert response.status_code == 403, (method, path, response.status_code)
-        # and an annotator's token cannot act for someone else
-        assert client.post(f"/account/tokens/{site.bob_token_id}/revoke", data={"csrf_token": csrf}).status_code == 404
 
 
 def test_every_form_post_needs_the_sessions_csrf_token(site: Site) -> None:
@@ -267,3 +251,258 @@ def test_the_server_binds_to_localhost_unless_told_otherwise() -> None:
 
     host = inspect.signature(serve_command).parameters["host"].default
     assert host == "127.0.0.1"
+
+
+# ------------------------------------------------------------------------------------------------
+# Logins under a burst, trusted proxies, what a failed login leaves behind
+# ------------------------------------------------------------------------------------------------
+
+
+def burst(
+    site: Site,
+    attempts: list[tuple[str, str]],
+    headers: dict[str, str] | list[dict[str, str]] | None = None,
+    local_address: str | None = None,
+) -> list[int]:
+    """Post every (name, password) to the login form at once, each from its own fresh form; the statuses."""
+    each = headers if isinstance(headers, list) else [headers or {} for _ in attempts]
+    clients = [client_for(site.base, local_address) for _ in attempts]
+    try:
+        tokens = [login_form(client, each[index]) for index, client in enumerate(clients)]
+        start = threading.Barrier(len(attempts))
+
+        def attempt(index: int) -> int:
+            name, password = attempts[index]
+            start.wait(timeout=30)
+            data = {"username": name, "password": password, "csrf_token": tokens[index]}
+            return clients[index].post("/login", data=data, headers=each[index]).status_code
+
+        with ThreadPoolExecutor(len(attempts)) as pool:
+            return list(pool.map(attempt, range(len(attempts))))
+    finally:
+        for client in clients:
+            client.close()
+
+
+def attempts_of(site: Site, **where: str) -> int:
+    with site.project.db.read() as s:
+        column, value = next(iter(where.items()))
+        return int(
+            s.execute(sa.text(f"SELECT COUNT(*) FROM login_attempts WHERE {column} = :v"), {"v": value}).scalar()
+        )
+
+
+def add_annotator(site: Site, name: str) -> None:
+    if name not in {u.name for u in site.project.list_users()}:
+        site.project.add_user(Identity.command_line(), name, "annotator", PASSWORD)
+
+
+def test_a_burst_of_parallel_wrong_passwords_checks_at_most_the_per_name_limit(site: Site) -> None:
+    add_annotator(site, "erin")
+    proxy = {"x-forwarded-for": "198.51.100.10"}  # its own address, so other tests' failures do not count
+    codes = burst(site, [("erin", f"wrong-guess-{i}") for i in range(30)], proxy)
+    checked = codes.count(401)
+    assert set(codes) <= {401, 429}, codes
+    assert 1 <= checked <= security.MAX_FAILURES_PER_USER, codes
+    assert attempts_of(site, username="erin") == checked  # the refused ones were never hashed nor stored
+    with client_for(site.base) as client:
+        token = login_form(client, proxy)
+        right = client.post(
+            "/login", data={"username": "erin", "password": PASSWORD, "csrf_token": token}, headers=proxy
+        )
+        assert right.status_code == 429 and "too many failed logins" in right.text
+
+
+class CountingGate(security.HashGate):
+    """The real gate, also recording the most hashes it let run at once."""
+
+    def __init__(self, slots: int, wait_seconds: float):
+        super().__init__(slots, wait_seconds)
+        self.inside = self.peak = 0
+        self._count = threading.Lock()
+
+    def slot(self) -> Any:
+        inner = super().slot()
+        gate = self
+
+        class Counted:
+            def __enter__(self) -> None:
+                inner.__enter__()
+                with gate._count:
+                    gate.inside += 1
+                    gate.peak = max(gate.peak, gate.inside)
+
+            def __exit__(self, *exc: object) -> None:
+                with gate._count:
+                    gate.inside -= 1
+                inner.__exit__(*exc)
+
+        return Counted()
+
+
+def test_password_hashes_in_flight_are_bounded_and_the_excess_is_told_to_retry(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if site.backend != "sqlite":
+        pytest.skip("the gate is the same code whatever the database")
+    gate = CountingGate(2, 60.0)
+    monkeypatch.setattr(security, "HASH_GATE", gate)
+    codes = burst(site, [(f"wait-{i}", "wrong-password") for i in range(6)], {"x-forwarded-for": "198.51.100.30"})
+    assert codes == [401] * 6 and gate.peak == 2  # all checked, never more than two at once
+    monkeypatch.setattr(security, "HASH_GATE", security.HashGate(1, 0.0))
+    proxy = {"x-forwarded-for": "198.51.100.31"}
+    statuses: list[tuple[int, str | None]] = []
+    clients = [client_for(site.base) for _ in range(4)]
+    tokens = [login_form(client, proxy) for client in clients]
+    start = threading.Barrier(4)
+
+    def attempt(index: int) -> tuple[int, str | None]:
+        start.wait(timeout=30)
+        data = {"username": f"busy-{index}", "password": "wrong-password", "csrf_token": tokens[index]}
+        response = clients[index].post("/login", data=data, headers=proxy)
+        return response.status_code, response.headers.get("retry-after")
+
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(attempt, range(4)))
+    for client in clients:
+        client.close()
+    busy = [retry for code, retry in statuses if code == 503]
+    assert busy and all(retry is not None and int(retry) >= 1 for retry in busy), statuses
+    assert {code for code, _ in statuses} <= {401, 503}
+    # a login the server was too busy to check does not count against the limits
+    assert attempts_of(site, client="198.51.100.31") == sum(1 for code, _ in statuses if code == 401)
+
+
+@pytest.mark.slow
+def test_a_burst_from_one_address_rotating_forwarded_for_checks_at_most_the_per_address_limit(site: Site) -> None:
+    # 127.0.0.2 is not a trusted proxy: each attempt claims another address and another name, in vain
+    attempts = [(f"rotating-{i}", "wrong-password") for i in range(24)]
+    headers = [{"x-forwarded-for": f"203.0.113.{i + 1}", "x-forwarded-proto": "https"} for i in range(24)]
+    codes = burst(site, attempts, headers, local_address="127.0.0.2")
+    assert set(codes) <= {401, 429}, codes
+    assert 1 <= codes.count(401) <= security.MAX_FAILURES_PER_CLIENT, codes
+    assert attempts_of(site, client="127.0.0.2") == codes.count(401)
+    assert attempts_of(site, client="203.0.113.1") == 0
+    with client_for(site.base, local_address="127.0.0.2") as client:
+        fake = {"x-forwarded-for": "203.0.113.250", "x-forwarded-proto": "https"}
+        page = client.get("/login", headers=fake)
+        assert "Secure" not in page.headers["set-cookie"]  # nor is the scheme it claims believed
+        token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
+        data = {"username": "alice", "password": PASSWORD, "csrf_token": token}
+        assert client.post("/login", data=data, headers=fake).status_code == 429
+
+
+def test_forwarded_for_from_a_client_that_is_no_trusted_proxy_is_ignored(site: Site) -> None:
+    with client_for(site.base, local_address="127.0.0.3") as client:
+        fake = {"x-forwarded-for": "203.0.113.200", "x-forwarded-proto": "https"}
+        page = client.get("/login", headers=fake)
+        assert "Secure" not in page.headers["set-cookie"]
+        token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
+        data = {"username": "untrusted-nobody", "password": "wrong-password", "csrf_token": token}
+        assert client.post("/login", data=data, headers=fake).status_code == 401
+    assert attempts_of(site, username=site.project.signer.unknown_name("untrusted-nobody")) == 1
+    assert attempts_of(site, client="203.0.113.200") == 0
+    entry = next(e for e in site.project.audit_entries(Identity.command_line()) if e.action == "login.failed")
+    assert entry.client == "127.0.0.3"
+
+
+def test_trusted_proxy_lists_take_addresses_networks_or_everyone() -> None:
+    from medrewardbench.annotate.middleware import TrustedProxies
+
+    proxies = TrustedProxies(lambda *args: None, "127.0.0.1, 10.0.0.0/8,::1")  # type: ignore[arg-type,return-value]
+    for host in ("127.0.0.1", "10.1.2.3", "::1", "::ffff:127.0.0.1", "[::1]"):
+        assert proxies.trusts(host), host
+    for host in ("127.0.0.2", "11.0.0.1", "fe80::1", "", None, "unix:/run/socket", "203.0.113.1, 127.0.0.1"):
+        assert not proxies.trusts(host), host
+    assert not TrustedProxies(lambda *args: None, "").trusts("127.0.0.1")  # type: ignore[arg-type,return-value]
+    assert TrustedProxies(lambda *args: None, "*").trusts("198.51.100.1")  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError, match="'proxy.example' is not an IP address"):
+        TrustedProxies(lambda *args: None, "127.0.0.1,proxy.example")  # type: ignore[arg-type,return-value]
+
+
+def test_a_trusted_proxy_is_believed(site: Site) -> None:
+    # 127.0.0.1 is the default trusted proxy: the address and the scheme it reports count
+    with client_for(site.base) as client:
+        proxy = {"x-forwarded-for": "192.0.2.77"}
+        token = login_form(client, proxy)
+        data = {"username": "proxied-nobody", "password": "wrong-password", "csrf_token": token}
+        assert client.post("/login", data=data, headers=proxy).status_code == 401
+        https = client.get("/login", headers={**proxy, "x-forwarded-proto": "https"})
+        assert "Secure" in https.headers["set-cookie"]
+    assert attempts_of(site, client="192.0.2.77") == 1
+    entry = next(e for e in site.project.audit_entries(Identity.command_line()) if e.action == "login.failed")
+    assert entry.client == "192.0.2.77"
+
+
+def test_a_failed_login_never_stores_an_unknown_name_as_typed(site: Site) -> None:
+    typed = "Tr0ub4dor&3-my-password"  # a password typed into the name box
+    proxy = {"x-forwarded-for": "198.51.100.40"}
+    with client_for(site.base) as client:
+        for _ in range(2):
+            token = login_form(client, proxy)
+            data = {"username": typed, "password": "whatever-it-was", "csrf_token": token}
+            assert client.post("/login", data=data, headers=proxy).status_code == 401
+        token = login_form(client, proxy)
+        data = {"username": "bob", "password": "wrong-for-bob", "csrf_token": token}
+        assert client.post("/login", data=data, headers=proxy).status_code == 401
+    with site.project.db.read() as s:
+        rows = s.execute(sa.text("SELECT actor, action, target, old, new FROM audit_log")).all()
+        rows += s.execute(sa.text("SELECT username, client, at, success, id FROM login_attempts")).all()
+    assert not any(typed in str(value) for row in rows for value in row)
+    failed = [
+        e
+        for e in site.project.audit_entries(Identity.command_line())
+        if e.action == "login.failed" and e.client == "198.51.100.40"
+    ]
+    unknown = [e for e in failed if e.actor == UNKNOWN_USER]
+    assert len(unknown) == 2 and unknown[0].target == unknown[1].target  # the same name, recognisably
+    assert unknown[0].target.startswith("unknown-user:")
+    assert [e.target for e in failed if e.actor == "bob"] == ["user:bob"]  # known names are fine
+
+
+def test_a_nul_in_the_login_name_is_refused_naming_the_field(site: Site) -> None:
+    with client_for(site.base) as client:
+        token = login_form(client)
+        data = {"username": "alice\x00", "password": PASSWORD, "csrf_token": token}
+        response = client.post("/login", data=data)
+        assert response.status_code == 400 and "user name" in response.text and "NUL" in response.text
+        assert "csrf_token" in response.text  # the form, ready to try again
+
+
+def test_changing_a_password_ends_every_session_and_revokes_every_token(site: Site) -> None:
+    add_annotator(site, "frank")
+    cli = Identity.command_line()
+    token = site.project.create_api_token(cli, "frank", "script")
+    auth = {"authorization": f"Bearer {token}"}
+    with client_for(site.base) as other, client_for(site.base) as client:
+        login(other, "frank")
+        csrf = login(client, "frank")
+        assert client.get("/api/v1/queue", headers=auth).status_code == 200
+        new = "a-brand-new-password"
+        data = {"csrf_token": csrf, "current_password": PASSWORD, "new_password": new, "repeat_password": new}
+        changed = client.post("/account/password", data=data)
+        assert changed.status_code == 303 and changed.headers["location"] == "/login"
+        assert other.get("/queue").status_code == 303  # the other browser is logged out
+        assert client.get("/api/v1/queue", headers=auth).status_code == 401  # the token is revoked
+        login(client, "frank", new)
+    assert all(t.revoked for t in site.project.list_api_tokens(cli, "frank"))
+    entry = next(e for e in site.project.audit_entries(cli) if e.action == "user.password")
+    assert entry.new == {"sessions_ended": 2, "tokens_revoked": 1}
+    # an admin's (or the command line's) reset does the same
+    again = site.project.create_api_token(cli, "frank", "script 2")
+    site.project.set_password(cli, "frank", PASSWORD)
+    with client_for(site.base) as client:
+        assert client.get("/api/v1/queue", headers={"authorization": f"Bearer {again}"}).status_code == 401
+
+
+def test_the_api_schema_lists_only_the_routes_of_the_callers_role(site: Site) -> None:
+    api_paths = {path for _, path in routes(site.app) if path.startswith("/api/v1/")}
+    admin_paths = {path for path in api_paths if is_admin_route(path)}
+    assert admin_paths
+    with client_for(site.base) as client:
+        mine = client.get("/api/v1/openapi.json", headers=site.auth("alice")).json()
+        theirs = client.get("/api/v1/openapi.json", headers=site.auth(ADMIN)).json()
+        assert client.get("/api/v1/openapi.json").status_code == 401
+    assert set(mine["paths"]) == api_paths - admin_paths
+    assert set(theirs["paths"]) == api_paths
+    assert "admin" not in str(mine).lower().replace("adminis", "")

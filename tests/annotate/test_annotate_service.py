@@ -12,7 +12,14 @@ from helpers.annotate import PASSWORD, SECRET_MODEL, as_user, case_rows, gold_ro
 from medrewardbench.annotate.config import InvalidInput, NotFound
 from medrewardbench.annotate.export import export_project
 from medrewardbench.annotate.questions import read_questions
-from medrewardbench.annotate.service import Identity, PairAnswer, Project, ScreeningAnswer, create_project
+from medrewardbench.annotate.service import (
+    Identity,
+    PairAnswer,
+    Project,
+    ScreeningAnswer,
+    StaleSubmission,
+    create_project,
+)
 from medrewardbench.annotate.stats import dashboard, item_review
 from medrewardbench.data import load_benchmark
 from medrewardbench.dimensions import DIMENSIONS
@@ -66,7 +73,7 @@ def test_each_annotator_sees_their_own_order_and_labels_are_stored_in_source_ord
 
 def export_project_cases(project: Project, tmp_path: Path) -> tuple[list[Any], Any]:
     out = tmp_path / "export.jsonl"
-    summary = export_project(project, "canonical", out)
+    summary = export_project(project, "canonical", out, force=True)
     return list(load_benchmark(str(out)).cases), summary
 
 
@@ -87,6 +94,42 @@ def test_labels_can_be_changed_and_every_version_is_in_the_audit_log(project: Pr
     assert latest.old["comment"] == "first look" and latest.new["seconds_added"] == 5.5
 
 
+def test_a_retried_submission_changes_nothing(project: Project) -> None:
+    me = who(project, "alice")
+    pid = project.queue(me).rows[0].public_id
+    answer = PairAnswer(ALL_A, comment="clear case", seconds=20)
+    first = project.submit_pair(me, pid, answer)
+    for _ in range(4):  # a flaky network: the same request again and again
+        again = project.submit_pair(me, pid, answer)
+        assert again == first
+    assert first.seconds == 20 and first.revision == 1
+    # a page saved again with the same answer after more time on it: the answer did not change, nor does anything
+    assert project.submit_pair(me, pid, PairAnswer(ALL_A, comment="clear case", seconds=35)) == first
+    entries = [e for e in project.audit_entries(Identity.command_line()) if e.target == f"assignment:{pid}"]
+    assert len(entries) == 1
+    # a real change is saved, and its time added
+    changed = project.submit_pair(me, pid, PairAnswer(ALL_A, comment="clear case, on reflection", seconds=5))
+    assert changed.revision == 2 and changed.seconds == 25
+
+
+def test_a_save_made_on_an_older_revision_is_refused(project: Project) -> None:
+    me = who(project, "alice")
+    pid = project.queue(me).rows[1].public_id
+    # two tabs opened before anything was saved: both made their answer on revision 0
+    first_tab = project.submit_pair(me, pid, PairAnswer(ALL_A, seconds=3, expected_revision=0))
+    assert first_tab.revision == 1
+    with pytest.raises(StaleSubmission, match="revision 1") as refused:
+        project.submit_pair(me, pid, PairAnswer(ALL_B, seconds=4, expected_revision=0))
+    assert refused.value.revision == 1
+    assert project.case_view(me, pid).submission == first_tab
+    # on the current revision it is saved; and the same answer as stored is no conflict at all
+    second = project.submit_pair(me, pid, PairAnswer(ALL_B, seconds=4, expected_revision=1))
+    assert second.revision == 2 and dict(second.choices) == ALL_B
+    assert project.submit_pair(me, pid, PairAnswer(ALL_B, seconds=4, expected_revision=1)) == second
+    # a client that sends no revision saves over whatever is stored (the API's default)
+    assert project.submit_pair(me, pid, PairAnswer(ALL_A, seconds=1)).revision == 3
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
@@ -94,7 +137,8 @@ def test_labels_can_be_changed_and_every_version_is_in_the_audit_log(project: Pr
         (PairAnswer({**ALL_A, "overall": "C"}), "choose A or B"),
         (PairAnswer({**ALL_A, "beauty": "A"}), "unknown criterion"),
         (PairAnswer({}, cannot_judge=True), "say why"),
-        (PairAnswer(ALL_A, comment="x" * 5001), "comment is limited"),
+        (PairAnswer(ALL_A, comment="x" * 5001), "comment: limited to 5,000"),
+        (PairAnswer(ALL_A, comment="fine\x00then"), "comment: it contains a NUL"),
     ],
 )
 def test_incomplete_or_invalid_answers_are_refused(project: Project, answer: PairAnswer, message: str) -> None:
@@ -236,7 +280,7 @@ def test_export_formats_fit_the_project_mode(project: Project, tmp_path: Path) -
         export_project(project, "questions", tmp_path / "q.jsonl")
     with pytest.raises(InvalidInput, match="unknown export format"):
         export_project(project, "xml", tmp_path / "q.xml")
-    with pytest.raises(InvalidInput, match="unsupported suffix"):
+    with pytest.raises(InvalidInput, match="a canonical export is a .jsonl, .json, .parquet file"):
         export_project(project, "canonical", tmp_path / "q.csv")
 
 

@@ -13,6 +13,8 @@ A pytest plugin (registered in tests/conftest.py); the tests import the helpers 
   shipped by installed packages, a PNG file, and an answer carrying a ``<script>`` payload.
 * ``serve``: runs the app on 127.0.0.1 and a free port in a background thread (the package's
   :class:`~medrewardbench.background_server.BackgroundServer`).
+* ``attack_site`` (module): a served project on SQLite and on PostgreSQL (parametrised), with
+  users, tokens and a saved label of bob's, for the tests that attack every route.
 """
 
 from __future__ import annotations
@@ -311,6 +313,99 @@ def serve() -> Callable[[Any], Any]:
     return serve_in_thread
 
 
+def start_serve_process(project: Path, port: int, log: Path, *options: str) -> subprocess.Popen[bytes]:
+    """Run ``medrewardbench annotate serve`` as a real process; returns once /login answers."""
+    import sys
+
+    import httpx
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    command = [sys.executable, "-m", "medrewardbench.cli", "annotate", "serve", str(project)]
+    command += ["--port", str(port), "--log-level", "warning", *options]
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise AssertionError("the server did not start in time")
+
+
+class Site:
+    """A served project to attack: alice, bob and carol (annotators), boss (admin), tokens, a label of bob's."""
+
+    def __init__(self, project: Any, app: Any, base: str, backend: str):
+        from medrewardbench.annotate.service import Identity, PairAnswer
+
+        self.project = project
+        self.app = app
+        self.base = base
+        self.backend = backend
+        cli = Identity.command_line()
+        alice, bob = as_user(project, "alice"), as_user(project, "bob")
+        self.alice_ids = [row.public_id for row in project.queue(alice).rows]
+        self.bob_ids = [row.public_id for row in project.queue(bob).rows]
+        project.submit_pair(bob, self.bob_ids[0], PairAnswer({d: "A" for d in DIMENSIONS}, comment=XSS))
+        self.bob_token = project.create_api_token(cli, "bob", "bob's script")
+        self.alice_token = project.create_api_token(cli, "alice", "alice's script")
+        self.admin_token = project.create_api_token(cli, ADMIN, "the organiser's script")
+        self.bob_token_id = project.list_api_tokens(cli, "bob")[0].token_id
+        with project.db.read() as s:
+            from medrewardbench.annotate.db import Item
+
+            self.item_id = s.query(Item).filter(Item.role == "primary").first().public_id  # type: ignore[union-attr]
+
+    def fill(self, path: str) -> str:
+        """A concrete URL for a route: every id belongs to bob (or is an admin-only thing)."""
+        values = {
+            "assignment_id": self.bob_ids[0],
+            "item_id": self.item_id,
+            "name": "bob",
+            "token_id": str(self.bob_token_id),
+            "filename": "canonical.jsonl",
+        }
+        for key, value in values.items():
+            path = path.replace("{" + key + "}", value)
+        assert "{" not in path, f"test does not know how to fill {path}; add the parameter to Site.fill"
+        return path
+
+    def identity(self, name: str) -> Any:
+        return as_user(self.project, name)
+
+    def auth(self, name: str) -> dict[str, str]:
+        token = {"alice": self.alice_token, "bob": self.bob_token, ADMIN: self.admin_token}[name]
+        return {"authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def attack_site(
+    request: pytest.FixtureRequest, project_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
+    """A project with gold pairs and repeats, served on 127.0.0.1: on SQLite, then on PostgreSQL."""
+    from medrewardbench.annotate.web import create_app
+
+    root = tmp_path_factory.mktemp(f"attack-{request.param}")
+    options: dict[str, Any] = {"repeat_share": 0.5, "per_case": 2}
+    if request.param == "sqlite":
+        project = project_factory(root / "proj", gold=True, **options)
+    else:
+        cluster: PgCluster = request.getfixturevalue("pg_cluster")
+        cases = write_cases(root / "input", case_rows(6))
+        gold = write_cases(root / "input", gold_rows(2), name="gold.jsonl")
+        project = make_project(root / "proj", cases, db_url=cluster.create_database(), gold=str(gold), **options)
+    app = create_app(project)
+    try:
+        with serve_in_thread(project, app) as base:
+            yield Site(project, app, base, request.param)
+    finally:
+        project.close()
+
+
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
@@ -329,7 +424,63 @@ def login(client: httpx.Client, name: str, password: str = PASSWORD) -> str:
     return found.group(1)
 
 
-def client_for(base: str) -> httpx.Client:
+def client_for(base: str, local_address: str | None = None) -> httpx.Client:
+    """An HTTP client of a test server; ``local_address`` picks the address it connects from (127.0.0.2, ...)."""
     import httpx
 
-    return httpx.Client(base_url=base, follow_redirects=False, timeout=30)
+    transport = httpx.HTTPTransport(local_address=local_address) if local_address else None
+    return httpx.Client(base_url=base, follow_redirects=False, timeout=30, transport=transport)
+
+
+def login_form(client: httpx.Client, headers: dict[str, str] | None = None) -> str:
+    """Fetch the login form (setting its cookie on the client); returns the form's CSRF token."""
+    page = client.get("/login", headers=headers)
+    found = CSRF.search(page.text)
+    assert found, page.text[:500]
+    return found.group(1)
+
+
+def raw_request(base: str, head: str, body_chunks: Any = (), timeout: float = 10.0) -> tuple[int, bytes, int]:
+    """Send a request over a plain socket: the head as given, then body chunks until the server answers.
+
+    Returns the status code, the response bytes read, and how many body bytes were sent before the
+    server answered (or closed). Lets a test declare a body larger than it sends, or stream one.
+    """
+    import select
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    sent = 0
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+        sock.sendall(head.encode("latin-1"))
+        deadline = time.monotonic() + timeout
+        for chunk in body_chunks:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable:
+                break
+            try:
+                sock.sendall(chunk)
+            except OSError:  # the server answered and closed while we were sending
+                break
+            sent += len(chunk)
+            if time.monotonic() > deadline:
+                break
+        received = b""
+        sock.settimeout(timeout)
+        try:
+            while b"\r\n\r\n" not in received:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                received += data
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", received)
+            want = received.find(b"\r\n\r\n") + 4 + (int(length.group(1)) if length else 0)
+            while len(received) < want:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                received += data
+        except (TimeoutError, OSError):
+            pass
+    status = int(received.split(b" ", 2)[1]) if received.startswith(b"HTTP/1.1 ") else 0
+    return status, received, sent

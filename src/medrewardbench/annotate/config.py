@@ -45,6 +45,19 @@ class InvalidInput(AnnotateError):
     """A submitted form or API body is not acceptable; the message says why."""
 
 
+class ServerBusy(AnnotateError):
+    """The server is at its bound for expensive work (password hashes); try again after ``retry_after`` seconds.
+
+    Args:
+        message: what happened, for the caller.
+        retry_after: seconds to wait before trying again.
+    """
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 @dataclass(frozen=True)
 class ProjectConfig:
     """Where a project's data lives."""

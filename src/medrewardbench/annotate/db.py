@@ -42,6 +42,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+MAX_ROW_ID = 2**31 - 1
+"""The largest id a row can have on every supported database (PostgreSQL's ``integer``): ids from
+outside (URLs, forms, the command line) beyond it name nothing and are refused before any query."""
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

@@ -1,7 +1,10 @@
 """Passwords, tokens and signatures.
 
-* Passwords are hashed with argon2id (argon2-cffi's defaults). Checking a login for a user that
-  does not exist still costs one hash, so timing does not tell which names exist.
+* Passwords are hashed with argon2id (argon2-cffi's defaults: 64 MiB and three passes per hash).
+  Checking a login for a user that does not exist still costs one hash, so timing does not tell
+  which names exist. At most :data:`MAX_HASHES_IN_FLIGHT` hashes run at once (:class:`HashGate`),
+  so a burst of logins cannot take the server's memory; the rest wait a little, then are told to
+  come back (:class:`~medrewardbench.annotate.config.ServerBusy`).
 * Session cookies and API tokens are 256-bit random strings; only their SHA-256 is stored, so a
   copy of the database does not let anyone log in.
 * Each session has its own CSRF token, compared in constant time. The login form, which comes
@@ -16,14 +19,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from medrewardbench.annotate.config import InvalidInput
+from medrewardbench.annotate.config import InvalidInput, ServerBusy
 
 SESSION_COOKIE = "mrb_session"
 LOGIN_COOKIE = "mrb_login"
@@ -36,6 +42,48 @@ MAX_FAILURES_PER_CLIENT = 20
 """Failed logins from one address within :data:`LOGIN_WINDOW` before it is locked."""
 MIN_PASSWORD_LENGTH = 10
 API_TOKEN_PREFIX = "mrb_"
+MAX_HASHES_IN_FLIGHT = 4
+"""Password hashes computed at once (each takes 64 MiB for a fraction of a second)."""
+HASH_WAIT_SECONDS = 30.0
+"""How long a login waits for a free hash slot before it is answered "busy, retry"."""
+
+
+class HashGate:
+    """Bounds the password hashes in flight: a semaphore whose waiters give up after a while.
+
+    Args:
+        slots: hashes allowed at once.
+        wait_seconds: how long a caller waits for a slot.
+    """
+
+    def __init__(self, slots: int = MAX_HASHES_IN_FLIGHT, wait_seconds: float = HASH_WAIT_SECONDS):
+        self.slots = slots
+        self.wait_seconds = wait_seconds
+        self._semaphore = threading.BoundedSemaphore(slots)
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one slot for the block.
+
+        Yields:
+            Nothing; the slot is held until the block ends.
+
+        Raises:
+            ServerBusy: no slot came free within ``wait_seconds``.
+        """
+        if not self._semaphore.acquire(timeout=self.wait_seconds):
+            raise ServerBusy(
+                "the server is checking too many passwords at once; try again in a few seconds",
+                retry_after=max(1, round(self.wait_seconds)),
+            )
+        try:
+            yield
+        finally:
+            self._semaphore.release()
+
+
+HASH_GATE = HashGate()
+"""The process's gate; every hash and every check goes through it."""
 
 _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash(secrets.token_hex(16))
@@ -54,7 +102,8 @@ def hash_password(password: str) -> str:
         InvalidInput: the password is shorter than :data:`MIN_PASSWORD_LENGTH`.
     """
     check_password_strength(password)
-    return _hasher.hash(password)
+    with HASH_GATE.slot():
+        return _hasher.hash(password)
 
 
 def check_password_strength(password: str) -> None:
@@ -79,11 +128,15 @@ def verify_password(encoded: str | None, password: str) -> bool:
 
     Returns:
         Whether it matches.
+
+    Raises:
+        ServerBusy: no hash slot came free in time (see :class:`HashGate`).
     """
-    try:
-        ok = _hasher.verify(encoded or _DUMMY_HASH, password)
-    except (VerifyMismatchError, VerificationError, InvalidHashError):
-        return False
+    with HASH_GATE.slot():
+        try:
+            ok = _hasher.verify(encoded or _DUMMY_HASH, password)
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            return False
     return ok and encoded is not None
 
 
@@ -155,6 +208,22 @@ class Signer:
     def __init__(self, key: bytes):
         self._login = URLSafeTimedSerializer(key, salt="medrewardbench.annotate.login")
         self._opened = URLSafeTimedSerializer(key, salt="medrewardbench.annotate.opened")
+        self._names = hmac.new(key, b"medrewardbench.annotate.unknown-name", hashlib.sha256).digest()
+
+    def unknown_name(self, name: str) -> str:
+        """A keyed digest standing for a login name that is no user's (it may be a mistyped password).
+
+        The same text always gives the same digest, so repeated attempts on one name are counted
+        and can be told apart in the audit log, but the text itself is never stored.
+
+        Args:
+            name: the name as typed.
+
+        Returns:
+            ``?`` and 24 hex characters.
+        """
+        digest = hmac.new(self._names, name.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        return "?" + digest[:24]
 
     def login_token(self, nonce: str) -> str:
         """The signed form value for a login nonce (the same nonce goes in a cookie).

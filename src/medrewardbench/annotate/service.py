@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import io
 import logging
+import math
 import os
 import re
 import threading
@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from medrewardbench.annotate import assign
@@ -44,6 +44,7 @@ from medrewardbench.annotate.config import (
     write_config,
 )
 from medrewardbench.annotate.db import (
+    MAX_ROW_ID,
     Adjudication,
     ApiToken,
     Assignment,
@@ -68,6 +69,7 @@ from medrewardbench.annotate.security import (
     SESSION_IDLE,
     SESSION_LIFETIME,
     Signer,
+    check_password_strength,
     hash_password,
     needs_rehash,
     new_token,
@@ -85,15 +87,37 @@ ROLES: tuple[str, ...] = ("annotator", "admin")
 MODES: tuple[str, ...] = ("pairs", "screening")
 DECISIONS: tuple[str, ...] = ("accept", "reject")
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+PUBLIC_ID = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+"""The shape of the opaque ids in URLs; anything else names nothing and is not looked up."""
 MAX_COMMENT = 5000
 MAX_REASON = 1000
 MAX_SECONDS = 86_400.0
+MAX_TOKEN_LABEL = 100
+MAX_GUIDELINES = 100_000
+UNKNOWN_USER = "unknown user"
+"""How the audit log names the author of a failed login with a name that is no user's."""
 _LAST_SEEN_EVERY = timedelta(minutes=5)
-_BROWSER_IMAGE_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+_LOGIN_LOCK_KEY = 0x6D72625F6C6F67
+"""PostgreSQL advisory lock that serialises the login-attempt reservations of every process."""
+_IMAGE_CACHE_BYTES = 128 * 1024 * 1024
+_IMAGE_CACHE_ITEMS = 64
 
 
 class LoginRefused(InvalidInput):
     """Wrong name or password (the message never says which)."""
+
+
+class StaleSubmission(AnnotateError):
+    """A save based on an older revision of the answer than the one stored (another tab saved since).
+
+    Args:
+        message: what happened, for the caller.
+        revision: the revision stored now.
+    """
+
+    def __init__(self, message: str, revision: int):
+        super().__init__(message)
+        self.revision = revision
 
 
 class RateLimited(AnnotateError):
@@ -239,6 +263,8 @@ class PairAnswer:
     cannot_judge_reason: str = ""
     comment: str = ""
     seconds: float | None = None
+    expected_revision: int | None = None
+    """The revision the answer was made on (0: none saved yet); None saves without the check."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +275,8 @@ class ScreeningAnswer:
     reasons: tuple[str, ...] = ()
     comment: str = ""
     seconds: float | None = None
+    expected_revision: int | None = None
+    """The revision the answer was made on (0: none saved yet); None saves without the check."""
 
 
 class Project:
@@ -266,6 +294,7 @@ class Project:
         self.db = Database(config.db_url)
         self.signer = Signer(secret_key(config.directory))
         self._images: OrderedDict[tuple[int, float | None, float | None], tuple[bytes, str]] = OrderedDict()
+        self._image_bytes = 0
         self._images_lock = threading.Lock()
         self._displays: dict[int, Any] = {}
         with self.db.read() as s:
@@ -333,13 +362,17 @@ class Project:
             if role == "annotator":
                 self._rebalance(s, actor)
 
-    def set_password(self, actor: Identity, name: str, password: str) -> None:
-        """Set a user's password and end their sessions.
+    def set_password(self, actor: Identity, name: str, password: str, client: str = "") -> None:
+        """Set a user's password, end all their sessions and revoke their API tokens.
+
+        Whoever knew the old password may have opened a session or made a token with it; a new
+        password shuts them out, so both go (the user logs in again and makes new tokens).
 
         Args:
             actor: an admin, the command line, or the user themself.
             name: the user.
             password: the new password.
+            client: the caller's address, for the audit log.
 
         Raises:
             Forbidden: someone else's password, and the actor is no admin.
@@ -352,8 +385,38 @@ class Project:
         with self.db.write() as s:
             user = _user_by_name(s, name)
             user.password_hash = encoded
-            s.execute(delete(WebSession).where(WebSession.user_id == user.id))
-            _audit(s, actor, "user.password", f"user:{name}", None, {"sessions_ended": True})
+            sessions = _rowcount(s.execute(delete(WebSession).where(WebSession.user_id == user.id)))
+            tokens = _revoke_tokens(s, user.id)
+            _audit(
+                s,
+                actor,
+                "user.password",
+                f"user:{name}",
+                None,
+                {"sessions_ended": sessions, "tokens_revoked": tokens},
+                client or None,
+            )
+
+    def change_own_password(self, identity: Identity, current: str, new: str, client: str) -> None:
+        """A user changes their own password, proving the current one (rate-limited like a login).
+
+        Args:
+            identity: the user.
+            current: their current password.
+            new: the new one.
+            client: the caller's address.
+
+        Raises:
+            InvalidInput: the current password is wrong, or the new one too short.
+            RateLimited: too many failed attempts.
+            ServerBusy: too many password checks at once.
+        """
+        check_password_strength(new)
+        try:
+            self._authenticate(identity.name, current, client)
+        except LoginRefused as exc:
+            raise InvalidInput("the current password is wrong") from exc
+        self.set_password(identity, identity.name, new, client)
 
     def set_active(self, actor: Identity, name: str, active: bool) -> None:
         """Deactivate a user (their unstarted work goes to others; their labels stay) or reactivate them.
@@ -374,11 +437,7 @@ class Project:
             user.active = active
             if not active:
                 s.execute(delete(WebSession).where(WebSession.user_id == user.id))
-                s.execute(
-                    update(ApiToken)
-                    .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
-                    .values(revoked_at=utcnow())
-                )
+                _revoke_tokens(s, user.id)
             s.flush()
             _audit(s, actor, "user.active", f"user:{name}", {"active": old}, {"active": active})
             if user.role == "annotator":
@@ -437,12 +496,13 @@ class Project:
         """
         if not actor.is_admin and actor.name != name:
             raise Forbidden("only an admin can create a token for another user")
+        label = _checked_text(label, "label", MAX_TOKEN_LABEL)
         token = new_token(API_TOKEN_PREFIX)
         with self.db.write() as s:
             user = _user_by_name(s, name)
             if not user.active:
                 raise NotFound(f"user {name!r} is deactivated")
-            row = ApiToken(user_id=user.id, token_hash=token_digest(token), label=label[:100], created_at=utcnow())
+            row = ApiToken(user_id=user.id, token_hash=token_digest(token), label=label, created_at=utcnow())
             s.add(row)
             s.flush()
             _audit(s, actor, "token.create", f"user:{name}", None, {"token_id": row.id, "label": row.label})
@@ -483,6 +543,8 @@ class Project:
         """
         if not actor.is_admin and actor.name != name:
             raise Forbidden("only an admin can revoke another user's token")
+        if not 1 <= token_id <= MAX_ROW_ID:
+            raise NotFound("no such token")
         with self.db.write() as s:
             user = _user_by_name(s, name)
             token = s.scalar(select(ApiToken).where(ApiToken.id == token_id, ApiToken.user_id == user.id))
@@ -508,7 +570,8 @@ class Project:
 
         Rate limits: :data:`MAX_FAILURES_PER_USER` failures for one name, or
         :data:`MAX_FAILURES_PER_CLIENT` from one address, within :data:`LOGIN_WINDOW` lock further
-        attempts (right or wrong) until the window has passed.
+        attempts (right or wrong) until the window has passed. They hold under concurrency: see
+        :meth:`_authenticate`.
 
         Args:
             name: the user name.
@@ -521,28 +584,20 @@ class Project:
         Raises:
             RateLimited: too many failures.
             LoginRefused: wrong name or password, or a deactivated user.
+            InvalidInput: the name holds control characters (such as NUL).
+            ServerBusy: too many password checks at once; retry shortly.
         """
-        name = name.strip()[:64]
-        client = client[:64]
+        user_id, role, stored = self._authenticate(name, password, client)
+        name = name.strip()
         now = utcnow()
-        with self.db.read() as s:
-            self._check_rate(s, name, client, now)
-            user = s.scalar(select(User).where(User.name == name))
-            stored = user.password_hash if user is not None else None
-            user_id = user.id if user is not None else None
-            active = bool(user is not None and user.active)
-            role = user.role if user is not None else ""
-        ok = verify_password(stored, password) and active
-        with self.db.write() as s:
-            s.add(LoginAttempt(username=name, client=client, at=now, success=ok))
-            if not ok:
-                _audit(
-                    s, Identity(None, name or "?", "", via="login"), "login.failed", f"user:{name}", None, None, client
-                )
-        if not ok or user_id is None:
-            raise LoginRefused("wrong user name or password")
         token = new_token()
         csrf = new_token()
+        rehashed = None
+        if needs_rehash(stored):
+            try:
+                rehashed = hash_password(password)
+            except InvalidInput:  # a password from before the length rule: it still logs in, as it is
+                rehashed = None
         with self.db.write() as s:
             s.add(
                 WebSession(
@@ -554,22 +609,83 @@ class Project:
                     last_seen_at=now,
                 )
             )
-            if stored is not None and needs_rehash(stored):
-                s.execute(update(User).where(User.id == user_id).values(password_hash=hash_password(password)))
+            if rehashed is not None:
+                s.execute(update(User).where(User.id == user_id).values(password_hash=rehashed))
             identity = Identity(user_id, name, role, csrf, "session")
-            _audit(s, identity, "login", f"user:{name}", None, None, client)
+            _audit(s, identity, "login", f"user:{name}", None, None, client[:64])
             s.execute(delete(WebSession).where(WebSession.expires_at < now))
         return token, identity
 
-    def _check_rate(self, s: Session, name: str, client: str, now: datetime) -> None:
+    def _authenticate(self, name: str, password: str, client: str) -> tuple[int, str, str]:
+        """Check a password, counting the attempt against the rate limits before the hash is computed.
+
+        The attempt is recorded as a failure (a reservation) in the same transaction that counts
+        the earlier ones, and that transaction is serialised (SQLite: ``BEGIN IMMEDIATE``;
+        PostgreSQL: an advisory lock), so parallel attempts cannot all pass the count: the limit
+        holds however many arrive at once. Only then is the password hashed; a right one turns
+        the reservation into a success. A name that is no user's is recorded as a keyed digest
+        (it may be a password typed into the wrong box), never as typed.
+
+        Args:
+            name: the user name.
+            password: the password.
+            client: the caller's address.
+
+        Returns:
+            The user's id, role and stored hash.
+
+        Raises:
+            RateLimited: too many failures.
+            LoginRefused: wrong name or password, or a deactivated user.
+            InvalidInput: the name holds control characters (such as NUL).
+            ServerBusy: too many password checks at once (the attempt is not counted).
+        """
+        name = name.strip()
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+            raise InvalidInput("user name: it contains a control character (such as NUL); type it again")
+        client = client[:64]
+        now = utcnow()
+        with self.db.write() as s:
+            if not self.db.is_sqlite:
+                s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOGIN_LOCK_KEY})
+            user = s.scalar(select(User).where(User.name == name)) if USER_NAME.match(name) else None
+            key = user.name if user is not None else self.signer.unknown_name(name)
+            self._check_rate(s, key, client, now)
+            attempt = LoginAttempt(username=key, client=client, at=now, success=False)
+            s.add(attempt)
+            s.flush()
+            attempt_id = attempt.id
+            stored = user.password_hash if user is not None else None
+            user_id = user.id if user is not None else None
+            active = bool(user is not None and user.active)
+            role = user.role if user is not None else ""
+        try:
+            ok = verify_password(stored, password) and active
+        except BaseException:
+            # not checked (the server is busy, or the request was cancelled): the attempt does not count
+            with self.db.write() as s:
+                s.execute(delete(LoginAttempt).where(LoginAttempt.id == attempt_id))
+            raise
+        with self.db.write() as s:
+            if ok:
+                s.execute(update(LoginAttempt).where(LoginAttempt.id == attempt_id).values(success=True))
+            else:
+                actor = name if user is not None else UNKNOWN_USER
+                target = f"user:{name}" if user is not None else f"unknown-user:{key[1:]}"
+                _audit(s, Identity(None, actor, "", via="login"), "login.failed", target, None, None, client)
+        if not ok or user_id is None or stored is None:
+            raise LoginRefused("wrong user name or password")
+        return user_id, role, stored
+
+    def _check_rate(self, s: Session, key: str, client: str, now: datetime) -> None:
         since = now - LOGIN_WINDOW
         last_ok = s.scalar(
-            select(func.max(LoginAttempt.at)).where(LoginAttempt.username == name, LoginAttempt.success.is_(True))
+            select(func.max(LoginAttempt.at)).where(LoginAttempt.username == key, LoginAttempt.success.is_(True))
         )
         user_since = max(since, last_ok) if last_ok is not None else since
         user_failures = s.scalars(
             select(LoginAttempt.at)
-            .where(LoginAttempt.username == name, LoginAttempt.success.is_(False), LoginAttempt.at > user_since)
+            .where(LoginAttempt.username == key, LoginAttempt.success.is_(False), LoginAttempt.at > user_since)
             .order_by(LoginAttempt.at)
         ).all()
         client_failures = s.scalars(
@@ -697,7 +813,8 @@ class Project:
         )
         if lock:
             query = query.with_for_update(of=Assignment)
-        found = s.execute(query).first() if identity.user_id is not None else None
+        known = identity.user_id is not None and PUBLIC_ID.match(assignment_id) is not None
+        found = s.execute(query).first() if known else None
         if found is None:
             raise NotFound("no such case in your queue")
         return found[0], found[1]
@@ -715,6 +832,8 @@ class Project:
         Raises:
             NotFound: no such assignment in the caller's queue.
         """
+        if not PUBLIC_ID.match(assignment_id):
+            raise NotFound("no such case in your queue")
         with self.db.read() as s:
             kind = s.scalar(
                 select(Item.kind)
@@ -829,7 +948,7 @@ class Project:
                 "decision": None,
                 "reasons": None,
             }
-            submission = self._save(s, identity, assignment, values, answer.seconds, client)
+            submission = self._save(s, identity, assignment, values, answer, client)
             return _shown(submission, order)
 
     def submit_screening(
@@ -864,7 +983,7 @@ class Project:
                 "decision": decision,
                 "reasons": list(reasons),
             }
-            submission = self._save(s, identity, assignment, values, answer.seconds, client)
+            submission = self._save(s, identity, assignment, values, answer, client)
             return _shown(submission, Order.ORIGINAL)
 
     def _save(
@@ -873,12 +992,30 @@ class Project:
         identity: Identity,
         assignment: Assignment,
         values: dict[str, Any],
-        seconds: float | None,
+        answer: PairAnswer | ScreeningAnswer,
         client: str,
     ) -> Submission:
+        """Store an answer (the assignment's row is locked by the caller).
+
+        A save that stores exactly what is stored already (a retried request, a page saved
+        twice) changes nothing: no seconds added, the same revision, no audit entry. A save made
+        on an older revision than the stored one (``expected_revision``; another tab or client
+        saved since) is refused with :class:`StaleSubmission`.
+        """
+        submission = s.get(Submission, assignment.id)
+        if submission is not None and all(_stored_value(submission, key) == value for key, value in values.items()):
+            return submission
+        current = submission.revision if submission is not None else 0
+        expected = answer.expected_revision
+        if expected is not None and expected != current:
+            raise StaleSubmission(
+                f"this case was saved elsewhere (another tab or window) after you opened it: the saved answer is "
+                f"revision {current}, yours was made on revision {expected}",
+                current,
+            )
+        seconds = answer.seconds
         spent = 0.0 if seconds is None else round(min(max(float(seconds), 0.0), MAX_SECONDS), 1)
         now = utcnow()
-        submission = s.get(Submission, assignment.id)
         old = _submission_record(submission) if submission is not None else None
         if submission is None:
             submission = Submission(
@@ -945,6 +1082,8 @@ class Project:
             NotFound: no such item, or it has no image.
         """
         _require_admin(identity)
+        if not PUBLIC_ID.match(item_id):
+            raise NotFound("no such item image")
         with self.db.read() as s:
             image_id = s.scalar(select(Item.image_id).where(Item.public_id == item_id))
         if image_id is None:
@@ -952,10 +1091,12 @@ class Project:
         return self._render(image_id, center, width)
 
     def _render(self, image_id: int, center: float | None, width: float | None) -> tuple[bytes, str]:
-        from PIL import Image
-
+        from medrewardbench.annotate.media import pixels_only_png
         from medrewardbench.images import encode_png, is_dicom, load_image, render_dicom_window
 
+        for value, name in ((center, "center"), (width, "width")):
+            if value is not None and not math.isfinite(value):
+                raise InvalidInput(f"{name}: the window {name} must be a finite number")
         key = (image_id, center, width)
         with self._images_lock:
             cached = self._images.get(key)
@@ -979,17 +1120,19 @@ class Project:
             elif dicom:
                 result = (encode_png(load_image(ref), compress_level=1), "image/png")
             else:
-                with Image.open(io.BytesIO(data)) as opened:
-                    kind = _BROWSER_IMAGE_TYPES.get(str(opened.format))
-                result = (data, kind) if kind else (encode_png(load_image(ref), compress_level=1), "image/png")
+                # never the stored bytes: their metadata (EXIF, XMP, text chunks) could unblind the review
+                result = (pixels_only_png(data, f"image {name!r}"), "image/png")
         except ImageError as exc:
             raise InvalidInput(str(exc)) from exc
         except (OSError, ValueError, SyntaxError) as exc:  # PIL's header errors on a corrupt file
             raise InvalidInput(f"the image cannot be shown ({type(exc).__name__}: {exc})") from exc
         with self._images_lock:
-            self._images[key] = result
-            while len(self._images) > 64:
-                self._images.popitem(last=False)
+            if key not in self._images:
+                self._images[key] = result
+                self._image_bytes += len(result[0])
+            while len(self._images) > _IMAGE_CACHE_ITEMS or self._image_bytes > _IMAGE_CACHE_BYTES:
+                _, (evicted, _media) = self._images.popitem(last=False)
+                self._image_bytes -= len(evicted)
         return result
 
     def _dicom_display(self, s: Session, image_id: int) -> Any:
@@ -1036,8 +1179,7 @@ class Project:
             InvalidInput: too long.
         """
         _require_admin(actor)
-        if len(text) > 100_000:
-            raise InvalidInput("the guidelines are limited to 100,000 characters")
+        text = _checked_text(text, "guidelines", MAX_GUIDELINES)
         with self.db.write() as s:
             row = s.get(ProjectRow, 1)
             assert row is not None
@@ -1065,6 +1207,9 @@ class Project:
             InvalidInput: an unknown dimension or value.
         """
         _require_admin(actor)
+        note = _checked_text(note, "note", MAX_COMMENT)
+        if not PUBLIC_ID.match(item_id):
+            raise NotFound("no such item")
         with self.db.write() as s:
             item = s.scalar(select(Item).where(Item.public_id == item_id, Item.role == "primary"))
             if item is None:
@@ -1072,7 +1217,7 @@ class Project:
             allowed = {dim: ("1", "2") for dim in DIMENSIONS} if item.kind == "pair" else {"decision": DECISIONS}
             for dim, value in values.items():
                 if dim not in allowed:
-                    raise InvalidInput(f"unknown dimension {dim!r}")
+                    raise InvalidInput(f"unknown dimension {dim[:40]!r}")
                 if value and value not in allowed[dim]:
                     raise InvalidInput(f"{dim}: choose one of {', '.join(allowed[dim])}")
             for dim, value in values.items():
@@ -1091,16 +1236,16 @@ class Project:
                             item_id=item.id,
                             dimension=dim,
                             value=value,
-                            note=note[:MAX_COMMENT],
+                            note=note,
                             actor=actor.name[:64],
                             at=utcnow(),
                         )
                     )
-                elif existing.value == value and existing.note == note[:MAX_COMMENT]:
+                elif existing.value == value and existing.note == note:
                     continue
                 else:
                     existing.value = value
-                    existing.note = note[:MAX_COMMENT]
+                    existing.note = note
                     existing.actor = actor.name[:64]
                     existing.at = utcnow()
                 _audit(s, actor, "adjudicate", f"item:{item_id}:{dim}", old, {"value": value, "note": note}, client)
@@ -1134,8 +1279,8 @@ class Project:
         _require_admin(actor)
         with self.db.read() as s:
             query = select(AuditEntry).order_by(AuditEntry.id.desc()).limit(max(1, min(limit, 1000)))
-            if before is not None:
-                query = query.where(AuditEntry.id < before)
+            if before is not None and before <= MAX_ROW_ID:  # beyond it every entry is older
+                query = query.where(AuditEntry.id < max(before, 0))
             rows = list(s.scalars(query).all())
             s.expunge_all()
             return rows
@@ -1431,10 +1576,39 @@ def _require_admin(actor: Identity) -> None:
 
 
 def _user_by_name(s: Session, name: str) -> User:
-    user = s.scalar(select(User).where(User.name == name))
+    user = s.scalar(select(User).where(User.name == name)) if USER_NAME.match(name) else None
     if user is None:
         raise NotFound(f"no user named {name!r}")
     return user
+
+
+def _revoke_tokens(s: Session, user_id: int) -> int:
+    """Revoke every live API token of a user; returns how many."""
+    return _rowcount(
+        s.execute(
+            update(ApiToken)
+            .where(ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+        )
+    )
+
+
+def _rowcount(result: Any) -> int:
+    """The rows an UPDATE or DELETE changed (a CursorResult's rowcount)."""
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _checked_text(value: str, name: str, limit: int) -> str:
+    """A text field as given, or InvalidInput naming the field: too long, or holding a NUL.
+
+    PostgreSQL cannot store NUL in text; it is refused everywhere (rather than dropped), so that
+    both databases keep exactly what was typed and nothing is changed without saying so.
+    """
+    if len(value) > limit:
+        raise InvalidInput(f"{name}: limited to {limit:,} characters (this one has {len(value):,})")
+    if "\x00" in value:
+        raise InvalidInput(f"{name}: it contains a NUL character (\\0), which cannot be stored; remove it")
+    return value
 
 
 def _audit(
@@ -1451,6 +1625,14 @@ def _audit(
             at=utcnow(), actor=actor.name[:64], action=action, target=target[:200], old=old, new=new, client=client
         )
     )
+
+
+def _stored_value(submission: Submission, key: str) -> Any:
+    """A submission's stored value as the values a save compares it with (JSON lists, not None)."""
+    value = getattr(submission, key)
+    if key in ("choices", "shown_choices"):
+        return {str(k): v for k, v in (value or {}).items()}
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def _submission_record(submission: Submission) -> dict[str, Any]:
@@ -1490,20 +1672,18 @@ def _check_pair_answer(answer: PairAnswer) -> dict[str, str]:
     shown: dict[str, str] = {}
     for key, value in answer.choices.items():
         if key not in DIMENSIONS:
-            raise InvalidInput(f"unknown criterion {key!r}")
+            raise InvalidInput(f"unknown criterion {key[:40]!r}")
         if value in (None, ""):
             continue
         letter = str(value).strip().upper()
         if letter not in ("A", "B"):
-            raise InvalidInput(f"{key}: choose A or B, got {value!r}")
+            raise InvalidInput(f"{key}: choose A or B, got {str(value)[:40]!r}")
         shown[key] = letter
-    if len(answer.comment) > MAX_COMMENT:
-        raise InvalidInput(f"the comment is limited to {MAX_COMMENT} characters")
+    _checked_text(answer.comment, "comment", MAX_COMMENT)
     if answer.cannot_judge:
+        _checked_text(answer.cannot_judge_reason, "cannot_judge_reason", MAX_REASON)
         if not answer.cannot_judge_reason.strip():
             raise InvalidInput("say why the case cannot be judged")
-        if len(answer.cannot_judge_reason) > MAX_REASON:
-            raise InvalidInput(f"the reason is limited to {MAX_REASON} characters")
         return {}
     missing = [dim for dim in DIMENSIONS if dim not in shown]
     if missing:
@@ -1517,8 +1697,7 @@ def _check_screening_answer(answer: ScreeningAnswer) -> tuple[str, tuple[str, ..
     unknown = [reason for reason in answer.reasons if reason not in SCREENING_REASONS]
     if unknown:
         raise InvalidInput(f"unknown reason(s) {', '.join(unknown)}; use {', '.join(SCREENING_REASONS)}")
-    if len(answer.comment) > MAX_COMMENT:
-        raise InvalidInput(f"the comment is limited to {MAX_COMMENT} characters")
+    _checked_text(answer.comment, "comment", MAX_COMMENT)
     reasons = tuple(reason for reason in SCREENING_REASONS if reason in answer.reasons)
     if answer.decision == "reject" and not reasons:
         raise InvalidInput("tick at least one reason for rejecting the question")

@@ -9,37 +9,56 @@ name a case or a source; admin pages and API routes need the admin role.
 
 Responses carry a strict Content-Security-Policy (scripts, styles and images from the app
 itself only), ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer`` and ``Cache-Control:
-no-store`` (images: private caching only). Templates escape everything they show.
+no-store`` (images: private caching only), error responses included. Templates escape everything
+they show. Request bodies are capped before anything reads them, and ``X-Forwarded-*`` headers
+count only from trusted proxies (:mod:`.middleware`). Errors answer with a message that names
+what was wrong (the field, for a malformed request), never with the input echoed back.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import logging
 import tempfile
 import zipfile
-from collections.abc import MutableMapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData, MutableHeaders
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from medrewardbench.annotate.config import AnnotateError, Forbidden, InvalidInput, NotFound
+from medrewardbench.annotate.config import AnnotateError, Forbidden, InvalidInput, NotFound, ServerBusy
+from medrewardbench.annotate.db import MAX_ROW_ID
 from medrewardbench.annotate.guidelines import (
     SCREENING_REASON_LABELS,
     SCREENING_REASONS,
     definitions_from_guidelines,
     render_markdown,
 )
+from medrewardbench.annotate.middleware import (
+    DEFAULT_MAX_BODY_BYTES,
+    SECURITY_HEADERS,
+    BodyLimit,
+    SecurityHeaders,
+    TrustedProxies,
+    add_security_headers,
+)
 from medrewardbench.annotate.security import LOGIN_COOKIE, SESSION_COOKIE, SESSION_LIFETIME, new_token, same
 from medrewardbench.annotate.service import (
+    PUBLIC_ID,
     CaseView,
     Identity,
     LoginRefused,
@@ -48,6 +67,7 @@ from medrewardbench.annotate.service import (
     RateLimited,
     ScreeningAnswer,
     ShownSubmission,
+    StaleSubmission,
 )
 from medrewardbench.dimensions import DIMENSIONS
 
@@ -64,19 +84,7 @@ WINDOW_PRESETS: dict[str, tuple[float, float]] = {
 """Window presets (center, width) in Hounsfield units."""
 PUBLIC_PATHS: frozenset[str] = frozenset({"/login"})
 """Routes that need no session (besides /static)."""
-SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
-    (
-        "content-security-policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    ),
-    ("x-content-type-options", "nosniff"),
-    ("x-frame-options", "DENY"),
-    ("referrer-policy", "no-referrer"),
-    ("cross-origin-opener-policy", "same-origin"),
-    ("cross-origin-resource-policy", "same-origin"),
-    ("cache-control", "no-store"),
-)
+__all__ = ["PUBLIC_PATHS", "SECURITY_HEADERS", "create_app"]
 DIMENSION_LABELS = {dim: dim.capitalize() for dim in DIMENSIONS}
 
 
@@ -88,28 +96,6 @@ class CsrfFailed(Exception):
     """A form post without the right CSRF token."""
 
 
-class _SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every response that does not set them itself."""
-
-    def __init__(self, app: Any):
-        self.app = app
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS:
-                    if name not in headers:
-                        headers[name] = value
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
 class SubmissionBody(BaseModel):
     """An API submission: a pair (``choices`` as shown, A/B) or a question (``decision``)."""
 
@@ -117,9 +103,16 @@ class SubmissionBody(BaseModel):
     cannot_judge: bool = False
     cannot_judge_reason: str = ""
     comment: str = ""
-    seconds: float | None = Field(default=None, ge=0)
+    seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     decision: str | None = Field(default=None, description="screening: 'accept' or 'reject'")
     reasons: list[str] = Field(default_factory=list, description="screening: reasons for a rejection")
+    expected_revision: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_ROW_ID,
+        description="the revision this answer was made on (0: none saved yet); a save on an older one "
+        "answers 409. Leave it out (and If-Match) to save whatever is stored.",
+    )
 
 
 class AdjudicationBody(BaseModel):
@@ -129,20 +122,62 @@ class AdjudicationBody(BaseModel):
     note: str = ""
 
 
+_FORM_TAKES_PART_SIZE = "max_part_size" in inspect.signature(Request.form).parameters
+"""Starlette from 0.40 limits each form field (1 MiB by default) and takes a larger limit."""
+RowId = Annotated[int, PathParam(ge=1, le=MAX_ROW_ID)]
+Before = Annotated[int | None, Query(ge=1, le=MAX_ROW_ID, description="only entries with a smaller id")]
+Window = Annotated[float | None, Query(allow_inf_nan=False)]
+
+
 def _client(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastAPI:
+def _field_errors(exc: RequestValidationError) -> str:
+    """A validation error as ``field: problem`` lines, naming fields and never echoing the input."""
+    parts = []
+    for error in exc.errors()[:5]:
+        if error.get("type") == "json_invalid":
+            parts.append("the request body is not valid JSON")
+            continue
+        location = [str(part) for part in error.get("loc", ()) if part not in ("body", "path", "query", "header")]
+        where = ".".join(location) or "the request body"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "the request is malformed"
+
+
+def _if_match(value: str | None) -> int | None:
+    """The revision in an If-Match header (``"3"``, ``W/"3"`` or ``3``), or None when absent."""
+    if value is None:
+        return None
+    text = value.strip().removeprefix("W/").strip('"').strip()
+    if not text.isdigit() or int(text) > MAX_ROW_ID:
+        raise InvalidInput('If-Match: give the revision the answer was made on, as in If-Match: "3"')
+    return int(text)
+
+
+def create_app(
+    project: Project,
+    *,
+    secure_cookies: bool | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    forwarded_allow_ips: str | Sequence[str] = "127.0.0.1",
+) -> FastAPI:
     """Build the web app for an open project.
 
     Args:
         project: the project to serve.
         secure_cookies: mark cookies Secure; None decides per request (Secure when the request
             came over HTTPS, as a reverse proxy that sets X-Forwarded-Proto reports it).
+        max_body_bytes: the largest request body accepted (413 beyond, before it is read).
+        forwarded_allow_ips: proxies whose X-Forwarded-For/-Proto are believed (addresses or
+            networks, comma-separated; ``*`` for any; empty for none).
 
     Returns:
         The ASGI app.
+
+    Raises:
+        ValueError: a trusted proxy entry is not an address or network.
     """
     app = FastAPI(
         title="medrewardbench annotate",
@@ -161,7 +196,6 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         pct=_pct, fixed=_fixed, band=_band, band_label=_band_label, seconds=_seconds_text, pooled=_pooled
     )
     app.mount("/static", StaticFiles(directory=str(PACKAGE_DIR / "static")), name="static")
-    app.add_middleware(_SecurityHeaders)
     app.state.project = project
 
     def root(request: Request) -> str:
@@ -184,6 +218,13 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def redirect(request: Request, path: str) -> RedirectResponse:
         return RedirectResponse(root(request) + path, status_code=303)
 
+    async def read_form(request: Request) -> FormData:
+        # one field may fill the whole body (the guidelines, URL-encoded, exceed Starlette's default
+        # of 1 MiB per field): the body cap is the only size limit
+        if _FORM_TAKES_PART_SIZE:
+            return await request.form(max_part_size=max_body_bytes)  # type: ignore[call-arg,unused-ignore]
+        return await request.form()
+
     # ----- authentication dependencies ------------------------------------------------------
 
     async def page_user(request: Request) -> Identity:
@@ -198,7 +239,7 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         return identity
 
     async def form_user(request: Request, identity: Identity = Depends(page_user)) -> tuple[Identity, FormData]:
-        form = await request.form()
+        form = await read_form(request)
         token = form.get("csrf_token")
         if not isinstance(token, str) or identity.csrf is None or not same(token, identity.csrf):
             raise CsrfFailed()
@@ -227,13 +268,22 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def is_api(request: Request) -> bool:
         return request.url.path.startswith(root(request) + "/api/")
 
-    def error_response(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    def error_response(
+        request: Request,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Response:
         if is_api(request):
-            return JSONResponse({"error": message}, status_code=status, headers=headers)
-        identity = getattr(request.state, "identity", None)
-        response = render(request, "error.html", status=status, message=message, status_code=status, me=identity)
+            response: Response = JSONResponse({"error": message, **(extra or {})}, status_code=status)
+        else:
+            identity = getattr(request.state, "identity", None)
+            response = render(request, "error.html", status=status, message=message, status_code=status, me=identity)
         for key, value in (headers or {}).items():
             response.headers[key] = value
+        # also here, not only in the middleware: the 500 handler answers from outside it
+        add_security_headers(response.headers)
         return response
 
     async def on_login_required(request: Request, exc: Exception) -> Response:
@@ -264,8 +314,32 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         retry = exc.retry_after if isinstance(exc, RateLimited) else 60
         return error_response(request, 429, str(exc), {"retry-after": str(retry)})
 
+    async def on_busy(request: Request, exc: Exception) -> Response:
+        retry = exc.retry_after if isinstance(exc, ServerBusy) else 5
+        return error_response(request, 503, str(exc), {"retry-after": str(retry)})
+
+    async def on_stale(request: Request, exc: Exception) -> Response:
+        revision = exc.revision if isinstance(exc, StaleSubmission) else 0
+        message = f"{exc}; fetch the case again (its submission has the revision) and resend"
+        return error_response(request, 409, message, extra={"revision": revision})
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        messages = {404: "not found", 405: "this address does not take that method"}
+        detail = exc.detail if isinstance(exc.detail, str) and exc.status_code not in messages else None
+        message = detail or messages.get(exc.status_code, "the request cannot be handled")
+        return error_response(request, exc.status_code, message, dict(exc.headers or {}))
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(request, 422 if is_api(request) else 400, _field_errors(exc))
+
     async def on_project(request: Request, exc: Exception) -> Response:
         logger.error("annotate error on %s: %s", request.url.path, exc)
+        return error_response(request, 500, "the server could not do this; the organisers have the details in the log")
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        logger.error("unexpected error on %s", request.url.path, exc_info=exc)
         return error_response(request, 500, "the server could not do this; the organisers have the details in the log")
 
     app.add_exception_handler(LoginRequired, on_login_required)
@@ -274,7 +348,21 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     app.add_exception_handler(Forbidden, on_forbidden)
     app.add_exception_handler(InvalidInput, on_invalid)
     app.add_exception_handler(RateLimited, on_rate)
+    app.add_exception_handler(ServerBusy, on_busy)
+    app.add_exception_handler(StaleSubmission, on_stale)
     app.add_exception_handler(AnnotateError, on_project)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(Exception, on_crash)
+
+    # outermost last: headers on everything, then the proxy's view of the client, then the body cap
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=max_body_bytes,
+        respond=lambda scope, message: error_response(Request(scope), 413, message),
+    )
+    app.add_middleware(TrustedProxies, trusted=forwarded_allow_ips)
+    app.add_middleware(SecurityHeaders)
 
     # ----- login ----------------------------------------------------------------------------
 
@@ -306,7 +394,7 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
 
     @app.post("/login")
     async def login_submit(request: Request) -> Response:
-        form = await request.form()
+        form = await read_form(request)
         next_path = safe_next(form.get("next"))
         token = form.get("csrf_token")
         if not isinstance(token, str) or not project.signer.check_login_token(token, request.cookies.get(LOGIN_COOKIE)):
@@ -319,8 +407,10 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
             session_token, identity = await run_in_threadpool(project.login, name, password, _client(request))
         except LoginRefused as exc:
             return login_page(request, 401, str(exc), next_path)
-        except RateLimited as exc:
-            response = login_page(request, 429, str(exc), next_path)
+        except InvalidInput as exc:
+            return login_page(request, 400, str(exc), next_path)
+        except (RateLimited, ServerBusy) as exc:
+            response = login_page(request, 429 if isinstance(exc, RateLimited) else 503, str(exc), next_path)
             response.headers["retry-after"] = str(exc.retry_after)
             return response
         target = next_path if next_path != "/" else ("/admin" if identity.is_admin else "/queue")
@@ -367,9 +457,12 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         status: int = 200,
         error: str | None = None,
         entered: ShownSubmission | None = None,
+        revision: int | None = None,
+        stale: bool = False,
     ) -> Response:
         definitions = definitions_from_guidelines(project.guidelines())
         dicom = view.dicom
+        current = view.submission.revision if view.submission else 0
         return render(
             request,
             "pair.html" if view.kind == "pair" else "question.html",
@@ -377,7 +470,9 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
             me=me,
             view=view,
             saved=entered or view.submission,
+            revision=current if revision is None else revision,
             error=error,
+            stale=stale,
             definitions=definitions,
             dimensions=DIMENSIONS,
             reasons=SCREENING_REASONS,
@@ -399,7 +494,9 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         me, form = pair
         seconds = _seconds(form, project, assignment_id)
         comment = str(form.get("comment") or "")
+        expected: int | None = None
         try:
+            expected = _form_revision(form)
             # the service checks the kind too: a question posted as a pair is refused, and so on
             if "decision" not in form:
                 answer = PairAnswer(
@@ -408,6 +505,7 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
                     cannot_judge_reason=str(form.get("cannot_judge_reason") or ""),
                     comment=comment,
                     seconds=seconds,
+                    expected_revision=expected,
                 )
                 project.submit_pair(me, assignment_id, answer, _client(request))
             else:
@@ -419,13 +517,22 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
                         reasons=tuple(key for key in SCREENING_REASONS if form.get(f"reason_{key}") == "on"),
                         comment=comment,
                         seconds=seconds,
+                        expected_revision=expected,
                     ),
                     _client(request),
                 )
+        except StaleSubmission as exc:
+            # keep what the doctor entered on screen; saving again (now on the current revision) replaces
+            view = project.case_view(me, assignment_id)
+            message = (
+                "This case was saved in another tab or window after you opened it, so your answer below was "
+                "not saved. Reload the case to see the saved answer, or save again to replace it with yours."
+            )
+            return case_page(request, me, view, 409, message, _entered(form, view), revision=exc.revision, stale=True)
         except InvalidInput as exc:
             view = project.case_view(me, assignment_id)
             entered = _entered(form, view)
-            return case_page(request, me, view, status=400, error=str(exc), entered=entered)
+            return case_page(request, me, view, status=400, error=str(exc), entered=entered, revision=expected)
         if form.get("action") == "stay":
             return redirect(request, f"/a/{assignment_id}")
         following = project.next_todo(me, assignment_id)
@@ -435,8 +542,8 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def case_image(
         request: Request,
         assignment_id: str,
-        center: float | None = None,
-        width: float | None = None,
+        center: Window = None,
+        width: Window = None,
         me: Identity = Depends(page_user),
     ) -> Response:
         data, media = project.assignment_image(me, assignment_id, center, width)
@@ -458,11 +565,8 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         new = str(form.get("new_password") or "")
         if new != str(form.get("repeat_password") or ""):
             raise InvalidInput("the two new passwords differ")
-        try:
-            project.login(me.name, current, _client(request))
-        except LoginRefused as exc:
-            raise InvalidInput("the current password is wrong") from exc
-        project.set_password(me, me.name, new)
+        # every session (this one too) ends and every API token is revoked: log in again
+        project.change_own_password(me, current, new, _client(request))
         response = redirect(request, "/login")
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
@@ -470,13 +574,13 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     @app.post("/account/tokens", response_class=HTMLResponse)
     def account_token(request: Request, pair: tuple[Identity, FormData] = Depends(form_user)) -> Response:
         me, form = pair
-        token = project.create_api_token(me, me.name, str(form.get("label") or "")[:100])
+        token = project.create_api_token(me, me.name, str(form.get("label") or ""))
         tokens = project.list_api_tokens(me, me.name)
         return render(request, "account.html", me=me, tokens=tokens, new_token=token, message=None)
 
     @app.post("/account/tokens/{token_id}/revoke")
     def account_revoke(
-        request: Request, token_id: int, pair: tuple[Identity, FormData] = Depends(form_user)
+        request: Request, token_id: RowId, pair: tuple[Identity, FormData] = Depends(form_user)
     ) -> Response:
         project.revoke_api_token(pair[0], pair[0].name, token_id)
         return redirect(request, "/account")
@@ -499,7 +603,7 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def item_page(request: Request, item_id: str, me: Identity = Depends(page_admin)) -> Response:
         from medrewardbench.annotate.stats import item_review
 
-        return render(request, "item.html", me=me, review=item_review(project, item_id), error=None)
+        return render(request, "item.html", me=me, review=item_review(project, _item_id(item_id)), error=None)
 
     @app.post("/admin/items/{item_id}")
     def item_post(request: Request, item_id: str, pair: tuple[Identity, FormData] = Depends(form_admin)) -> Response:
@@ -513,8 +617,8 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def item_image(
         request: Request,
         item_id: str,
-        center: float | None = None,
-        width: float | None = None,
+        center: Window = None,
+        width: Window = None,
         me: Identity = Depends(page_admin),
     ) -> Response:
         data, media = project.item_image(me, item_id, center, width)
@@ -549,11 +653,18 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     @app.post("/admin/guidelines")
     def guidelines_save(request: Request, pair: tuple[Identity, FormData] = Depends(form_admin)) -> Response:
         me, form = pair
-        project.set_guidelines(me, str(form.get("text") or ""), _client(request))
+        text = str(form.get("text") or "")
+        try:
+            project.set_guidelines(me, text, _client(request))
+        except InvalidInput as exc:  # the edit stays in the box, with the reason
+            preview = render_markdown(text.replace("\x00", ""))
+            return render(
+                request, "guidelines_edit.html", status=400, me=me, text=text, preview=preview, error=str(exc)
+            )
         return redirect(request, "/admin/guidelines")
 
     @app.get("/admin/audit", response_class=HTMLResponse)
-    def audit_page(request: Request, before: int | None = None, me: Identity = Depends(page_admin)) -> Response:
+    def audit_page(request: Request, before: Before = None, me: Identity = Depends(page_admin)) -> Response:
         entries = project.audit_entries(me, 200, before)
         return render(request, "audit.html", me=me, entries=entries)
 
@@ -588,33 +699,45 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
         }
 
     @app.get("/api/v1/assignments/{assignment_id}")
-    def api_assignment(request: Request, assignment_id: str, me: Identity = Depends(api_user)) -> dict[str, Any]:
+    def api_assignment(request: Request, assignment_id: str, me: Identity = Depends(api_user)) -> Response:
         view = project.case_view(me, assignment_id)
-        return _case_json(view, root(request))
+        revision = view.submission.revision if view.submission else 0
+        return JSONResponse(_case_json(view, root(request)), headers={"etag": f'"{revision}"'})
 
     @app.put("/api/v1/assignments/{assignment_id}/submission")
     def api_submit(
-        request: Request, assignment_id: str, body: SubmissionBody, me: Identity = Depends(api_user)
+        request: Request,
+        assignment_id: str,
+        body: SubmissionBody,
+        me: Identity = Depends(api_user),
+        if_match: Annotated[str | None, Header(description="the revision the answer was made on")] = None,
     ) -> dict[str, Any] | None:
+        expected = body.expected_revision
+        from_header = _if_match(if_match)
+        if expected is not None and from_header is not None and expected != from_header:
+            raise InvalidInput("expected_revision and If-Match name different revisions; send one")
+        expected = expected if expected is not None else from_header
         if project.assignment_kind(me, assignment_id) == "pair":
             saved = project.submit_pair(
                 me,
                 assignment_id,
-                PairAnswer(body.choices, body.cannot_judge, body.cannot_judge_reason, body.comment, body.seconds),
+                PairAnswer(
+                    body.choices, body.cannot_judge, body.cannot_judge_reason, body.comment, body.seconds, expected
+                ),
                 _client(request),
             )
         else:
             saved = project.submit_screening(
                 me,
                 assignment_id,
-                ScreeningAnswer(body.decision or "", tuple(body.reasons), body.comment, body.seconds),
+                ScreeningAnswer(body.decision or "", tuple(body.reasons), body.comment, body.seconds, expected),
                 _client(request),
             )
         return _submission_json(saved)
 
     @app.get("/api/v1/assignments/{assignment_id}/image")
     def api_image(
-        assignment_id: str, center: float | None = None, width: float | None = None, me: Identity = Depends(api_user)
+        assignment_id: str, center: Window = None, width: Window = None, me: Identity = Depends(api_user)
     ) -> Response:
         data, media = project.assignment_image(me, assignment_id, center, width)
         return Response(data, media_type=media, headers={"cache-control": "private, max-age=600"})
@@ -634,7 +757,7 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def api_item(item_id: str, me: Identity = Depends(api_admin)) -> dict[str, Any]:
         from medrewardbench.annotate.stats import item_review
 
-        review = item_review(project, item_id)
+        review = item_review(project, _item_id(item_id))
         return {
             "id": review.public_id,
             "kind": review.kind,
@@ -668,7 +791,9 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
 
     @app.get("/api/v1/admin/audit")
     def api_audit(
-        before: int | None = None, limit: int = 200, me: Identity = Depends(api_admin)
+        before: Before = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+        me: Identity = Depends(api_admin),
     ) -> list[dict[str, Any]]:
         return [
             {
@@ -688,9 +813,22 @@ def create_app(project: Project, *, secure_cookies: bool | None = None) -> FastA
     def api_export(request: Request, filename: str, me: Identity = Depends(api_admin)) -> Response:
         return _export_response(project, me, filename, _client(request))
 
+    schemas: dict[bool, dict[str, Any]] = {}
+
     @app.get("/api/v1/openapi.json")
     def api_schema(me: Identity = Depends(api_user)) -> dict[str, Any]:
-        return app.openapi()
+        # the caller's own view: the API routes their role may use, nothing of the pages or (for an
+        # annotator) of the admin API
+        if me.is_admin not in schemas:
+            allowed = [
+                route
+                for route in app.routes
+                if isinstance(route, APIRoute)
+                and route.path.startswith("/api/v1/")
+                and (me.is_admin or not route.path.startswith("/api/v1/admin"))
+            ]
+            schemas[me.is_admin] = get_openapi(title=app.title, version=app.version, routes=allowed)
+        return schemas[me.is_admin]
 
     return app
 
@@ -764,6 +902,23 @@ def _seconds(form: FormData, project: Project, assignment_id: str) -> float | No
     if client is not None and client >= 0 and (server is None or client <= server + 5.0):
         return client
     return server
+
+
+def _item_id(value: str) -> str:
+    """An item's public id from a URL, or NotFound before any query when it cannot be one."""
+    if not PUBLIC_ID.match(value):
+        raise NotFound("no such item")
+    return value
+
+
+def _form_revision(form: FormData) -> int | None:
+    """The revision a case form was rendered with; None for a form without one (saves regardless)."""
+    raw = form.get("revision")
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    if not raw.strip().isdigit() or int(raw) > MAX_ROW_ID:
+        raise InvalidInput("revision: the form's revision is not a number; reload the case")
+    return int(raw)
 
 
 def _entered(form: FormData, view: CaseView) -> ShownSubmission:

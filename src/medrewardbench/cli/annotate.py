@@ -375,7 +375,7 @@ def user_password(
     password_stdin: Annotated[bool, typer.Option("--password-stdin", help="read the password from stdin")] = False,
     generate: Annotated[bool, typer.Option("--generate-password", help="make a random password and print it")] = False,
 ) -> None:
-    """Set a user's password (their browser sessions end)."""
+    """Set a user's password (their browser sessions end and their API tokens are revoked)."""
     _one_password_source(password_stdin, generate)
     opened = _run(lambda: _open(project))
     try:
@@ -450,17 +450,60 @@ def user_token(
         opened.close()
 
 
+SERVE_BAD_INPUT = 2
+MAX_BODY_BYTES_DEFAULT = 2 * 1024 * 1024
+"""``--max-body-bytes``: the app's DEFAULT_MAX_BODY_BYTES (not imported here: that pulls in the web stack)."""
+"""Exit status of ``serve`` for an address it cannot use: a bad or unbindable host or port (in use included)."""
+
+
+def _listen(host: str, port: int) -> Any:
+    """A listening socket on host:port, or the one-line reason it cannot be had (as a typer.Exit)."""
+    import errno
+    import socket
+
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise _fail(f"--host {host!r} is not an address this machine has ({exc})", SERVE_BAD_INPUT) from exc
+    family, kind, proto, _name, address = found[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            reason = f"port {port} on {host} is in use (another server?); stop it or choose another --port"
+        elif exc.errno == errno.EACCES:
+            reason = f"not allowed to listen on port {port} of {host} (ports below 1024 need privileges)"
+        else:
+            reason = f"cannot listen on {host}:{port} ({exc.strerror or exc})"
+        raise _fail(reason, SERVE_BAD_INPUT) from exc
+    return sock
+
+
 @app.command("serve")
 def serve_command(
     project: ProjectArg = None,
     host: Annotated[str, typer.Option("--host", help="interface to bind; keep 127.0.0.1 behind a proxy")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port")] = 8080,
+    port: Annotated[int, typer.Option("--port", help="port to listen on (1-65535)")] = 8080,
     root_path: Annotated[
         str, typer.Option("--root-path", help="URL prefix when a proxy serves the app under one")
     ] = "",
     forwarded_allow_ips: Annotated[
-        str, typer.Option("--forwarded-allow-ips", help="proxies trusted for X-Forwarded-For/-Proto")
+        str,
+        typer.Option(
+            "--forwarded-allow-ips",
+            help="proxies (addresses or networks, comma-separated; '' for none) whose X-Forwarded-For/-Proto "
+            "are believed",
+        ),
     ] = "127.0.0.1",
+    max_body_bytes: Annotated[
+        int, typer.Option("--max-body-bytes", help="largest request body accepted (413 beyond it)")
+    ] = MAX_BODY_BYTES_DEFAULT,
     secure_cookies: Annotated[
         bool | None,
         typer.Option(
@@ -469,8 +512,27 @@ def serve_command(
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level")] = "info",
 ) -> None:
-    """Serve the web app (HTTP; put it behind a TLS reverse proxy for anything beyond this machine)."""
+    """Serve the web app (HTTP; put it behind a TLS reverse proxy for anything beyond this machine).
+
+    A bad host or port, or one that cannot be bound (in use), is refused in one line with exit
+    status 2 before anything else is printed.
+    """
+    if not 1 <= port <= 65535:
+        raise _fail(f"--port must be between 1 and 65535, got {port}", SERVE_BAD_INPUT)
+    if max_body_bytes < 1024:
+        raise _fail(f"--max-body-bytes must be at least 1024, got {max_body_bytes}", SERVE_BAD_INPUT)
+    from medrewardbench.annotate.middleware import parse_trusted
+
+    try:
+        parse_trusted(forwarded_allow_ips)
+    except ValueError as exc:
+        raise _fail(f"--forwarded-allow-ips: {exc}", SERVE_BAD_INPUT) from exc
     opened = _run(lambda: _open(project))
+    try:
+        sock = _listen(host, port)
+    except typer.Exit:
+        opened.close()
+        raise
     import uvicorn
 
     from medrewardbench.annotate.web import create_app
@@ -485,18 +547,24 @@ def serve_command(
         f"serving {opened.settings.name} on http://{host}:{port}{root_path}/ (Ctrl-C to stop)", highlight=False
     )
     try:
-        uvicorn.run(
-            create_app(opened, secure_cookies=secure_cookies),
-            host=host,
-            port=port,
-            root_path=root_path,
-            proxy_headers=True,
+        app_ = create_app(
+            opened,
+            secure_cookies=secure_cookies,
+            max_body_bytes=max_body_bytes,
             forwarded_allow_ips=forwarded_allow_ips,
+        )
+        config = uvicorn.Config(
+            app_,
+            root_path=root_path,
+            # the app reads X-Forwarded-* itself, from --forwarded-allow-ips only
+            proxy_headers=False,
             log_level=log_level,
             server_header=False,
             access_log=log_level == "debug",
         )
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
+        sock.close()
         opened.close()
 
 
