@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import re
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,6 +269,17 @@ def test_the_admin_sees_the_dashboard_and_downloads_an_export_that_eval_reads(
         assert len(benchmark.cases) == 6 and any(case.annotations for case in benchmark.cases)
         archive = client.get("/admin/export/reference.zip")
         assert archive.status_code == 200 and archive.content[:2] == b"PK"
+        with zipfile.ZipFile(io.BytesIO(archive.content)) as unzipped:
+            assert "dataset.json" in unzipped.namelist()
+        # the release: the canonical set with its card, which eval reads with its provenance
+        release = client.get("/admin/export/release.zip")
+        assert release.status_code == 200 and "release.zip" in release.headers["content-disposition"]
+        with zipfile.ZipFile(io.BytesIO(release.content)) as unzipped:
+            assert sorted(unzipped.namelist()) == ["dataset.json", "labelled.jsonl"]
+            unzipped.extractall(tmp_path / "release")
+        released = load_benchmark(str(tmp_path / "release" / "labelled.jsonl"))
+        assert released.labels.declared and "dataset card" in released.labels.declared_by
+        assert [c.case_id for c in released.cases] == [c.case_id for c in benchmark.cases]
         assert client.get("/admin/export/secrets.txt").status_code == 404
         api = client.get("/api/v1/admin/dashboard")
         assert api.status_code == 401  # the API needs a token even for a logged-in admin

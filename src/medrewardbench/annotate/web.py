@@ -993,8 +993,12 @@ EXPORT_FILES: dict[str, tuple[str, str]] = {
     "canonical.jsonl": ("canonical", "application/x-ndjson"),
     "canonical.parquet": ("canonical", "application/vnd.apache.parquet"),
     "reference.zip": ("reference", "application/zip"),
+    "release.zip": ("canonical", "application/zip"),
     "questions.jsonl": ("questions", "application/x-ndjson"),
 }
+"""Downloads: the file name -> (export format, media type). ``release.zip`` is the canonical export with
+its dataset card (``labelled.jsonl`` and ``dataset.json``): unzipped, ``eval --data`` reads it with its
+provenance."""
 
 
 def _export_response(project: Project, me: Identity, filename: str, client: str) -> Response:
@@ -1003,15 +1007,17 @@ def _export_response(project: Project, me: Identity, filename: str, client: str)
     if filename not in EXPORT_FILES:
         raise NotFound(f"no export named {filename!r}; use one of {', '.join(EXPORT_FILES)}")
     fmt, media = EXPORT_FILES[filename]
+    zipped = filename.endswith(".zip")
     with tempfile.TemporaryDirectory(prefix="mrb-export-") as tmp:
-        target = Path(tmp) / ("reference" if fmt == "reference" else filename)
+        folder = Path(tmp) / "export"
+        target = folder if fmt == "reference" else (folder / "labelled.jsonl" if zipped else Path(tmp) / filename)
         summary = export_project(project, fmt, target)
-        if fmt == "reference":
+        if zipped:
             buffer = io.BytesIO()
             with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-                for path in sorted(target.rglob("*")):
+                for path in sorted(folder.rglob("*")):
                     if path.is_file():
-                        archive.write(path, path.relative_to(target).as_posix())
+                        archive.write(path, path.relative_to(folder).as_posix())
             data = buffer.getvalue()
         else:
             data = target.read_bytes()
