@@ -374,3 +374,24 @@ def test_two_tabs_on_one_case_the_later_save_is_refused_and_keeps_its_answer_on_
     view = project.case_view(as_user(project, "bob"), pid)
     assert view.submission is not None and set(view.submission.choices.values()) == {"B"}
     assert view.submission.revision == 2
+
+
+def test_the_dashboard_says_when_fewer_annotators_are_active_than_per_case(
+    project_factory: Any, tmp_path: Path
+) -> None:
+    project = project_factory(tmp_path / "proj", per_case=5)
+    try:
+        with serve_in_thread(project) as base, client_for(base) as client:
+            login(client, ADMIN)
+            page = client.get("/admin")
+            assert page.status_code == 200 and 'id="per-case-warning"' in page.text
+            assert "per-case is 5 but only 3 active annotators: each case gets 3 until more are added" in page.text
+    finally:
+        project.close()
+    full = project_factory(tmp_path / "full", per_case=3)
+    try:
+        with serve_in_thread(full) as base, client_for(base) as client:
+            login(client, ADMIN)
+            assert 'id="per-case-warning"' not in client.get("/admin").text
+    finally:
+        full.close()

@@ -257,3 +257,25 @@ def _plan_repeats(
             chosen.append(Slot(user, item, REPEAT, flip(original.order_shown), key))
         for slot in chosen:
             planned[slot.key] = slot
+
+
+def per_case_warning(per_case: int, active_annotators: int) -> str | None:
+    """What to tell the organiser when fewer annotators are active than each case should get.
+
+    Args:
+        per_case: the project's K.
+        active_annotators: annotators who are active now.
+
+    Returns:
+        The warning, or None when every case can get K annotators.
+    """
+    if active_annotators >= per_case:
+        return None
+    if active_annotators == 0:
+        return (
+            f"per-case is {per_case} but there are no active annotators yet: no case is assigned until some are added"
+        )
+    return (
+        f"per-case is {per_case} but only {active_annotators} active annotator{'s' if active_annotators > 1 else ''}: "
+        f"each case gets {active_annotators} until more are added"
+    )

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
+from medrewardbench.annotate.assign import per_case_warning
 from medrewardbench.annotate.db import Adjudication, Assignment, Item, Submission, User
 from medrewardbench.annotate.service import Project
 from medrewardbench.data.annotations import strict_majority
@@ -103,6 +104,11 @@ class Dashboard:
     annotators: tuple[AnnotatorStats, ...]
     agreement: tuple[DimensionAgreement, ...]
     pending: tuple[PendingItem, ...]
+
+    @property
+    def per_case_warning(self) -> str | None:
+        """The warning when fewer annotators are active than each case should get (see :func:`per_case_warning`)."""
+        return per_case_warning(self.per_case, sum(1 for a in self.annotators if a.active))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready figures (NaN becomes None)."""

@@ -116,29 +116,9 @@ def _nonempty_text(value: str | None, name: str) -> str | None:
     return nonempty_text(value, name)
 
 
-def per_case_warning(per_case: int, active_annotators: int) -> str | None:
-    """What to tell the organiser when fewer annotators are active than each case should get.
-
-    Args:
-        per_case: the project's K.
-        active_annotators: annotators who are active now.
-
-    Returns:
-        The warning, or None when every case can get K annotators.
-    """
-    if active_annotators >= per_case:
-        return None
-    if active_annotators == 0:
-        return (
-            f"per-case is {per_case} but there are no active annotators yet: no case is assigned until some are added"
-        )
-    return (
-        f"per-case is {per_case} but only {active_annotators} active annotator{'s' if active_annotators > 1 else ''}: "
-        f"each case gets {active_annotators} until more are added"
-    )
-
-
 def _warn_per_case(opened: Any) -> None:
+    from medrewardbench.annotate.assign import per_case_warning
+
     active = sum(1 for u in opened.list_users() if u.role == "annotator" and u.active)
     warning = per_case_warning(opened.settings.per_case, active)
     if warning is not None:
