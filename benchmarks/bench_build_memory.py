@@ -86,7 +86,7 @@ def step(name, run):
 with open_project(root / "project", create=True) as store:
     step("import", lambda: import_questions(store, str(source)))
     instant = {"template": template, "generator_factory": InstantGenerator}
-    step("filter", lambda: run_filter(store, ["api:a", "api:b"], 2, **instant))
+    step("filter", lambda: run_filter(store, ["api:a", "api:b"], 2, force=True, **instant))  # keep every question
     step("responses", lambda: run_responses(store, ["api:c", "api:d", "api:e"], **instant))
     step("pairs", lambda: sample_pairs(store, root / "pairs.jsonl", seed=1, length_balance=True))
     step("labels", lambda: attach_labels(store, labels))
