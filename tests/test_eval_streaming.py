@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from medrewardbench.data import load_benchmark
@@ -67,6 +68,7 @@ def eval_peak(root: Path, count: int) -> int:
     return peak
 
 
+@pytest.mark.slow  # measures peak memory over several sizes: a benchmark smoke run
 def test_eval_memory_does_not_grow_with_the_number_of_cases(tmp_path: Path) -> None:
     eval_peak(tmp_path / "warm-up", 100)  # the first run's imports and caches are not the cases' memory
     small = eval_peak(tmp_path / "small", 1_000)

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from medrewardbench.build.export import export_dataset
 from medrewardbench.build.filtering import run_filter
 from medrewardbench.build.generators import GenerationRequest, GenerationResult, TextGenerator, load_answer_template
@@ -96,6 +98,7 @@ def peaks(root: Path, count: int) -> dict[str, int]:
     return found
 
 
+@pytest.mark.slow  # measures peak memory over several sizes: a benchmark smoke run
 def test_four_times_the_questions_take_no_more_memory_in_any_step(tmp_path: Path) -> None:
     ImageRef.builtin("pydicom:CT_small.dcm").content_hash()  # package imports and caches, before measuring
     small = peaks(tmp_path / "small", 600)
