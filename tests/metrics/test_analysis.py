@@ -337,7 +337,7 @@ def test_analysis_is_json_ready_and_round_trips(tiny: Analysis) -> None:
     document = tiny.to_json()
     text = json.dumps(document, allow_nan=False)
     assert "NaN" not in text
-    assert set(document) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise", "human"}
+    assert set(document) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise", "human", "sensitivity"}
     assert document["schema"] == "medrewardbench.analysis/2"
     assert document["human"] is None and all(row["vs_annotators"] is None for row in document["leaderboard"])
     assert all(v is None or not math.isnan(v) for v in document["runs"][0]["failure_rate"].values())
@@ -356,6 +356,12 @@ def test_analysis_is_json_ready_and_round_trips(tiny: Analysis) -> None:
     for row in old["leaderboard"]:
         del row["vs_annotators"]
     assert Analysis.from_json(old) == tiny
+    # a file written before the detectable differences, the verdicts and epsilon still reads
+    del old["sensitivity"], old["settings"]["epsilon"]
+    for row in old["leaderboard"]:
+        del row["verdict"], row["normalised"]
+    earlier = Analysis.from_json(old)
+    assert earlier.sensitivity is None and earlier.settings.epsilon == tiny.settings.epsilon
 
 
 def test_point_estimates_only() -> None:

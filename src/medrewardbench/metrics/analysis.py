@@ -28,13 +28,14 @@ import numpy.typing as npt
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
-from medrewardbench.metrics import stats
+from medrewardbench.metrics import power, stats
 from medrewardbench.metrics.core import CaseTable, RunData, load_case_table, load_run_data, request_counts
 from medrewardbench.metrics.cost import recorded_cost
-from medrewardbench.metrics.human import JudgeInput, has_annotations, human_ceiling
+from medrewardbench.metrics.human import JudgeInput, gap_detectable, has_annotations, human_ceiling
 from medrewardbench.metrics.resampling import RATIO_METRICS, Resampled, resample_runs
 from medrewardbench.metrics.results import (
     COLUMNS,
+    DEFAULT_EPSILON,
     POOLED,
     STRATA,
     Agreement,
@@ -51,6 +52,7 @@ from medrewardbench.metrics.results import (
     PairwiseTests,
     PositionBias,
     RunAnalysis,
+    Sensitivity,
     Settings,
     fixed,
     fixed_p,
@@ -558,6 +560,10 @@ def _leaderboard(run_results: Sequence[RunAnalysis], human: HumanCeiling | None 
     """
     costs = [recorded_cost(run.metadata) for run in run_results]
     vs_annotators = {j.label: j.agreement.pooled for j in human.judges} if human is not None else {}
+    normalised = {
+        j.label: j.normalised.pooled for j in (human.judges if human is not None else ()) if j.normalised is not None
+    }
+    verdicts = {v.label: v.verdict for v in human.verdicts} if human is not None else {}
     rows = [
         LeaderboardRow(
             rank=0,
@@ -579,6 +585,8 @@ def _leaderboard(run_results: Sequence[RunAnalysis], human: HumanCeiling | None 
             cost_usd=math.nan if cost is None else fixed(cost.usd),
             cost_per_1000_cases=math.nan if cost is None else fixed(cost.per_1000_cases),
             vs_annotators=vs_annotators.get(run.label),
+            normalised=normalised.get(run.label),
+            verdict=verdicts.get(run.label),
         )
         for run, cost in zip(run_results, costs, strict=True)
     ]
@@ -613,6 +621,46 @@ def _dataset_section(
     )
 
 
+def _sensitivity(
+    runs: Sequence[RunData], labels: IntArray, strata: Sequence[str], ratings: npt.NDArray[np.int8] | None
+) -> Sensitivity:
+    """The smallest differences these cases can detect (:mod:`medrewardbench.metrics.power`)."""
+    values, masks = [], []
+    for run in runs:
+        correct, counted = stats.case_counts(run.verdicts, labels)
+        u, mask = power.linearised(_pooled(correct), _pooled(counted))
+        values.append(u)
+        masks.append(mask)
+    labelled = labels > 0
+    n_cases = np.concatenate([labelled.sum(axis=0), [np.count_nonzero(labelled.any(axis=1))]]).astype(np.int64)
+    vs_chance = power.detectable(power.rms_sd(values, masks), n_cases)
+    between = power.detectable(power.pair_rms_sd(values, masks), n_cases)
+    vs_human = None
+    if ratings is not None:
+        gap, _ = gap_detectable(ratings, [run.verdicts for run in runs])
+        vs_human = ColumnTable.of([fixed(v) for v in gap.tolist()])
+    keys = np.asarray(list(strata), dtype=object)
+    by_group: dict[str, float] = {}
+    for name in sorted({str(k) for k in keys.tolist()}):
+        cases = keys == name
+        sd = power.rms_sd([u[cases][:, -1] for u in values], [m[cases][:, -1] for m in masks])
+        n = int(np.count_nonzero(labelled[cases].any(axis=1)))
+        by_group[name] = fixed(float(power.detectable(sd, n)))
+    return Sensitivity(
+        n_cases=ColumnTable.of([int(n) for n in n_cases.tolist()]),
+        vs_chance=ColumnTable.of([fixed(v) for v in vs_chance.tolist()]),
+        between_judges=ColumnTable.of([fixed(v) for v in between.tolist()]),
+        vs_human=vs_human,
+        by_group=by_group,
+        group_field=STRATA,
+    )
+
+
+def _pooled(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """(n, D) -> (n, D + 1): the sum over dimensions appended (the pooled column)."""
+    return np.concatenate([values, values.sum(axis=1, keepdims=True)], axis=1)
+
+
 def analyze(
     runs: Sequence[RunData],
     *,
@@ -624,6 +672,7 @@ def analyze(
     dataset_name: str | None = None,
     labels: LabelProvenance = UNKNOWN_LABELS,
     block_size: int | None = None,
+    epsilon: float = DEFAULT_EPSILON,
 ) -> Analysis:
     """Analyse runs of one dataset: every table of a report, with intervals and paired tests.
 
@@ -647,22 +696,28 @@ def analyze(
         labels: where the data's labels come from (reports state it in a banner).
         block_size: resamples drawn at a time (default: as many as fit in about 200 MB); it
             changes memory and speed only, never a number.
+        epsilon: the cost-benefit margin of the alt-test behind the stand-in verdicts
+            (:mod:`medrewardbench.metrics.alttest`; its false discovery rate is ``alpha``).
 
     Returns:
         The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
         the leaderboard ranked by score with tiers, and every pair of judges per column
         (McNemar and paired bootstrap, Holm-adjusted); when the cases carry per-annotator labels,
         also the human ceiling (:mod:`medrewardbench.metrics.human`, intervals from the same
-        weight matrix) and each leaderboard row's agreement with the annotators. Fractions are in
+        weight matrix) with every judge's stand-in verdict, and each leaderboard row's agreement
+        with the annotators, its ratio to the human row and its verdict; and the smallest
+        differences the cases can detect (:mod:`medrewardbench.metrics.power`). Fractions are in
         [0, 1]; undefined values are NaN.
 
     Raises:
         StoreError: no runs, or runs made on different data.
-        ValueError: a negative number of resamples.
+        ValueError: a negative number of resamples or a negative epsilon.
     """
     check_same_data(runs)
     if n_resamples < 0:
         raise ValueError(f"n_resamples must be >= 0, got {n_resamples}")
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
     first = runs[0]
     label_matrix = first.labels
     fields = list(dict.fromkeys([STRATA, *group_fields]))
@@ -691,6 +746,7 @@ def analyze(
         seed=seed,
         alpha=alpha,
         group_fields=tuple(fields),
+        epsilon=epsilon,
         **({} if n_resamples else {"interval": "none (point estimates only)"}),
     )
     human = None
@@ -709,7 +765,15 @@ def analyze(
         else:
             weights = np.zeros((0, first.n_cases), dtype=np.float32)
         human = human_ceiling(
-            ratings, annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
+            ratings,
+            annotators,
+            judges,
+            groups[STRATA],
+            weights,
+            confidence=confidence,
+            group_field=STRATA,
+            epsilon=epsilon,
+            q=alpha,
         )
     return Analysis(
         settings=settings,
@@ -718,6 +782,7 @@ def analyze(
         leaderboard=tuple(_leaderboard(run_results, human)),
         pairwise=PairwiseTests(judges=tuple(names), comparisons=tuple(records)),
         human=human,
+        sensitivity=_sensitivity(runs, label_matrix, groups[STRATA], None if panel is None else panel[0]),
     )
 
 

@@ -25,7 +25,11 @@ Three kinds of numbers, each per dimension and pooled over the six (every labell
   target; a failure counts wrong, an order not run is not counted. Every figure is correct over
   counted, summed over cases, annotators (and dimensions for the pooled column): judge and
   annotators are measured on exactly the same targets, so a judge that reaches the human row
-  agrees with the annotators as often as one of them does. The gap (judge minus human) is paired.
+  agrees with the annotators as often as one of them does. The gap (judge minus human) is paired;
+  the normalised ceiling (judge divided by human, 1.0 = as often as an annotator) comes from the
+  same resamples.
+* **A decision** (:mod:`medrewardbench.metrics.alttest`): per judge and column, whether it can
+  stand in for an annotator (the alternative annotator test), with a cost-benefit margin epsilon.
 
 Intervals are case-bootstrap percentile intervals from the weight matrix the caller passes: the
 analysis' one matrix, so they come from the same resamples as every other interval of a report.
@@ -40,16 +44,22 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from medrewardbench.metrics import stats
+from medrewardbench.metrics import power, stats
+from medrewardbench.metrics.alttest import AltTestOutcome, alt_test_columns
 from medrewardbench.metrics.annotators import MISSING, leave_one_out_majority
 from medrewardbench.metrics.results import (
+    DEFAULT_EPSILON,
+    AltTest,
     AnnotatorAgreement,
+    AnnotatorComparison,
     ColumnTable,
     Estimate,
     HumanCeiling,
+    JudgeVerdict,
     JudgeVsAnnotators,
     PanelAgreement,
     fixed,
+    fixed_p,
 )
 from medrewardbench.metrics.stats import FloatArray
 
@@ -58,6 +68,7 @@ __all__ = [
     "JudgeInput",
     "LooAgreement",
     "PanelEstimates",
+    "gap_detectable",
     "has_annotations",
     "human_ceiling",
     "judge_loo_counts",
@@ -265,6 +276,8 @@ class LooAgreement:
     """per judge: ``(n_judges, n_dims + 1)``"""
     gap: stats.Estimate
     """judge minus human, paired: ``(n_judges, n_dims + 1)``"""
+    normalised: stats.Estimate
+    """judge divided by human, from the same resamples: ``(n_judges, n_dims + 1)``"""
 
 
 def judge_loo_counts(
@@ -306,17 +319,7 @@ def loo_agreement(
         The human row, each annotator, each judge and each judge's paired gap to the human row.
     """
     values = _check_ratings(ratings)
-    targets, counted = loo_targets(values)
-    hits = counted & (values == targets)
-    # one stack of (correct, counted) per row: human, then annotators, then judges
-    rows_num = [hits.sum(axis=1), *np.moveaxis(hits, 1, 0)]
-    rows_den = [counted.sum(axis=1), *np.moveaxis(counted, 1, 0)]
-    for v in verdicts:
-        correct, judged = judge_loo_counts(v, targets, counted)
-        rows_num.append(correct)
-        rows_den.append(judged)
-    num = _with_pooled(np.stack(rows_num, axis=1).astype(np.int64))  # (n, K, D + 1)
-    den = _with_pooled(np.stack(rows_den, axis=1).astype(np.int64))
+    num, den = _loo_counts(values, verdicts)
     sums = stats.resampled_sums(weights, np.stack([num, den], axis=1))  # (B, 2, K, D + 1)
     samples = _divide(sums[:, 0], sums[:, 1])
     points = stats.ratio(num, den)
@@ -332,13 +335,71 @@ def loo_agreement(
     first_judge = 1 + n_annotators
     gap_points = points[first_judge:] - points[0]
     gap = _interval(gap_points, samples[:, first_judge:] - samples[:, :1], n[first_judge:], confidence)
+    normalised = _interval(
+        _divide(points[first_judge:], points[:1]),
+        _divide(samples[:, first_judge:], samples[:, :1]),
+        n[first_judge:],
+        confidence,
+    )
     human = rows(0, 1)
     return LooAgreement(
         human=stats.Estimate(human.point[0], human.low[0], human.high[0], human.n[0]),
         annotators=rows(1, first_judge),
         judges=rows(first_judge, points.shape[0]),
         gap=gap,
+        normalised=normalised,
     )
+
+
+def _loo_counts(
+    values: npt.NDArray[np.int8], verdicts: Sequence[npt.ArrayLike]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per case, (correct, counted) against the leave-one-out targets of every row, pooled column added.
+
+    Rows: the human row (every annotator), each annotator, then each judge: ``(n, K, D + 1)`` each.
+    """
+    targets, counted = loo_targets(values)
+    hits = counted & (values == targets)
+    rows_num = [hits.sum(axis=1), *np.moveaxis(hits, 1, 0)]
+    rows_den = [counted.sum(axis=1), *np.moveaxis(counted, 1, 0)]
+    for v in verdicts:
+        correct, judged = judge_loo_counts(v, targets, counted)
+        rows_num.append(correct)
+        rows_den.append(judged)
+    num = _with_pooled(np.stack(rows_num, axis=1)).astype(np.int64)
+    den = _with_pooled(np.stack(rows_den, axis=1)).astype(np.int64)
+    return num, den
+
+
+def gap_detectable(
+    ratings: npt.ArrayLike, verdicts: Sequence[npt.ArrayLike]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The smallest gap to the human row these cases can detect (80 % power, two-sided 5 %), per column.
+
+    The gap is paired on cases, so its per-case linearised value is the judge's minus the human
+    row's (:mod:`medrewardbench.metrics.power`); the standard deviation is the root mean square over
+    judges.
+
+    Args:
+        ratings: ``(n_cases, n_annotators, n_dims)``, 0 = no rating.
+        verdicts: per judge, ``(n_cases, 2, n_dims)``.
+
+    Returns:
+        ``(detectable, n_cases)``, each ``(n_dims + 1,)``: fractions (NaN without judges or with fewer
+        than two cases with a target) and the cases with a target.
+    """
+    values = _check_ratings(ratings)
+    num, den = _loo_counts(values, verdicts)
+    n_annotators = values.shape[1]
+    human_u, human_counted = power.linearised(num[:, 0], den[:, 0])
+    differences = []
+    masks = []
+    for k in range(1 + n_annotators, num.shape[1]):
+        judge_u, judge_counted = power.linearised(num[:, k], den[:, k])
+        differences.append(judge_u - human_u)
+        masks.append(judge_counted | human_counted)
+    n_cases = human_counted.sum(axis=0).astype(np.int64)
+    return power.detectable(power.rms_sd(differences, masks), n_cases), n_cases
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,6 +447,8 @@ def human_ceiling(
     *,
     confidence: float = 0.95,
     group_field: str = "organ_system",
+    epsilon: float = DEFAULT_EPSILON,
+    q: float = 0.05,
 ) -> HumanCeiling:
     """The human-ceiling section of an analysis.
 
@@ -397,10 +460,12 @@ def human_ceiling(
         weights: the analysis' ``(B, n_cases)`` bootstrap weights (``B = 0``: points only).
         confidence: interval coverage.
         group_field: the case field ``groups`` comes from.
+        epsilon: the alt-test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`).
+        q: the alt-test's false discovery rate across annotators.
 
     Returns:
         The :class:`~medrewardbench.metrics.results.HumanCeiling` record (numbers rounded as files
-        write them).
+        write them), with every judge's stand-in verdicts.
 
     Raises:
         ValueError: the arrays disagree on cases or annotators.
@@ -428,10 +493,57 @@ def human_ceiling(
             for r, name in enumerate(annotators)
         ),
         judges=tuple(
-            JudgeVsAnnotators(j.label, j.run_id, j.is_baseline, _table(loo.judges, k), _table(loo.gap, k))
+            JudgeVsAnnotators(
+                j.label,
+                j.run_id,
+                j.is_baseline,
+                _table(loo.judges, k),
+                _table(loo.gap, k),
+                _table(loo.normalised, k),
+            )
             for k, j in enumerate(judges)
         ),
         group_field=group_field,
+        verdicts=tuple(
+            JudgeVerdict(
+                j.label,
+                j.run_id,
+                j.is_baseline,
+                ColumnTable.of(
+                    [
+                        _alt_test_record(outcome, annotators)
+                        for outcome in alt_test_columns(values, j.verdicts, epsilon=epsilon, q=q)
+                    ]
+                ),
+            )
+            for j in judges
+        ),
+        epsilon=epsilon,
+    )
+
+
+def _alt_test_record(outcome: AltTestOutcome, annotators: Sequence[str]) -> AltTest:
+    """An alt-test outcome as the record files hold (numbers rounded once)."""
+    return AltTest(
+        verdict=outcome.verdict,
+        reason=outcome.reason,
+        winning_rate=fixed(outcome.winning_rate),
+        advantage=fixed(outcome.advantage),
+        n_annotators=outcome.n_annotators,
+        n_cases=outcome.n_cases,
+        detectable_margin=fixed(outcome.detectable_margin),
+        annotators=tuple(
+            AnnotatorComparison(
+                annotator=name,
+                n_cases=a.n_cases,
+                judge_wins=fixed(a.judge_wins),
+                annotator_wins=fixed(a.annotator_wins),
+                p_value=fixed_p(a.p_value),
+                judge_beats=a.judge_beats,
+                detectable_margin=fixed(a.detectable_margin),
+            )
+            for name, a in zip(annotators, outcome.annotators, strict=True)
+        ),
     )
 
 

@@ -40,6 +40,16 @@ READABLE_SCHEMAS: tuple[str, ...] = (SCHEMA, "medrewardbench.analysis/1")
 """``analysis.json`` schemas this version reads (version 1 files have no human ceiling)."""
 HUMAN_LABEL = "human (leave-one-out)"
 """How reports name the human-ceiling row: each annotator against the majority of the others."""
+CAN_STAND_IN = "can stand in for an annotator"
+"""The alt-test's verdict when the judge wins against at least half of the annotators (:class:`AltTest`)."""
+CANNOT = "cannot"
+"""The alt-test's verdict when it fails with enough cases that an equally good judge would have passed."""
+TOO_FEW = "too few cases to tell"
+"""The alt-test's verdict when the data cannot decide (too few annotators, cases or power)."""
+VERDICTS: tuple[str, ...] = (CAN_STAND_IN, CANNOT, TOO_FEW)
+"""Every verdict, in the words every report uses."""
+DEFAULT_EPSILON = 0.1
+"""The alt-test's cost-benefit margin ε (in winning probability) unless set (``--epsilon``)."""
 METRICS_SCHEMA = "medrewardbench.metrics/2"
 """Schema of eval's ``metrics.json``."""
 POOLED = "all"
@@ -550,6 +560,10 @@ class LeaderboardRow:
     vs_annotators: Estimate | None = None
     """agreement with the annotators' leave-one-out majorities, all dimensions pooled (the number to
     set beside the :data:`HUMAN_LABEL` row); None when the data has no per-annotator labels"""
+    normalised: Estimate | None = None
+    """``vs_annotators`` divided by the :data:`HUMAN_LABEL` row (1.0 = as often as an annotator)"""
+    verdict: str | None = None
+    """the alt-test on the six dimensions pooled (one of :data:`VERDICTS`); None without per-annotator labels"""
 
     @property
     def has_cost(self) -> bool:
@@ -578,6 +592,8 @@ class LeaderboardRow:
             "cost_usd": number(self.cost_usd),
             "cost_per_1000_cases": number(self.cost_per_1000_cases),
             "vs_annotators": None if self.vs_annotators is None else self.vs_annotators.to_json(),
+            "normalised": None if self.normalised is None else self.normalised.to_json(),
+            "verdict": self.verdict,
         }
 
     @classmethod
@@ -604,6 +620,8 @@ class LeaderboardRow:
             cost_usd=real(data.get("cost_usd")),
             cost_per_1000_cases=real(data.get("cost_per_1000_cases")),
             vs_annotators=None if data.get("vs_annotators") is None else Estimate.from_json(data["vs_annotators"]),
+            normalised=None if data.get("normalised") is None else Estimate.from_json(data["normalised"]),
+            verdict=None if data.get("verdict") is None else str(data["verdict"]),
         )
 
 
@@ -792,6 +810,160 @@ LOO_DEFINITION = (
     "Every figure is correct over counted, summed over cases, annotators and dimensions"
 )
 """How judges and annotators are scored against the leave-one-out majorities (written into the file)."""
+ALT_TEST_DEFINITION = (
+    "the alternative annotator test (Calderon, Reichart and Dror, ACL 2025, arXiv 2501.10970). For each annotator "
+    "in turn, on the cases they labelled: the annotator's alignment on a (case, dimension) is the share of the other "
+    "annotators who gave the same label, the judge's the share of those others who gave its verdict (averaged over "
+    "the orders it was run in; a failure matches nobody); the judge wins when its alignment is at least the "
+    "annotator's, the annotator wins when theirs is at least the judge's (a tie counts for both). A one-sided "
+    "one-sample t-test over cases (a case's dimensions averaged first) tests H0: judge's winning rate <= "
+    "annotator's - epsilon; Benjamini-Yekutieli over the annotators at q = the analysis' alpha; omega (winning rate) "
+    "= share of annotators whose H0 is rejected, rho (advantage probability) = the judge's winning rate averaged "
+    "over annotators. Verdict: omega >= 0.5 -> can stand in for an annotator; else too few cases to tell when fewer "
+    "than 3 annotators have at least 30 cases or when an equally good judge would pass with less than 80 % power; "
+    "else cannot"
+)
+"""How the stand-in verdict is reached (written into the file)."""
+ALT_TEST_MIN_ANNOTATORS = 3
+"""Annotators the alt-test needs (with :data:`ALT_TEST_MIN_CASES` cases each): fewer give "too few cases to tell"."""
+ALT_TEST_MIN_CASES = 30
+"""Cases an annotator needs to enter the alt-test: the t-test's normal approximation (the paper's minimum)."""
+
+
+@dataclass(frozen=True)
+class AnnotatorComparison:
+    """The alt-test against one left-out annotator: who represents the others better, judge or annotator."""
+
+    annotator: str
+    n_cases: int
+    """cases of this annotator with an instance in the column (the t-test's n)"""
+    judge_wins: float
+    """the judge's winning rate against this annotator (rho_j; ties count as a win for both)"""
+    annotator_wins: float
+    """this annotator's winning rate against the judge"""
+    p_value: float
+    """one-sided t-test of H0: judge_wins <= annotator_wins - epsilon (NaN: not tested)"""
+    judge_beats: bool
+    """H0 rejected after Benjamini-Yekutieli over the tested annotators"""
+    detectable_margin: float
+    """the margin (winning-rate difference) this annotator's test detects with 80 % power at the level it needs"""
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field; p-values keep their size below 0.001."""
+        return {
+            "annotator": self.annotator,
+            "n_cases": self.n_cases,
+            "judge_wins": number(self.judge_wins),
+            "annotator_wins": number(self.annotator_wins),
+            "p_value": p_number(self.p_value),
+            "judge_beats": self.judge_beats,
+            "detectable_margin": number(self.detectable_margin),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AnnotatorComparison:
+        """Read :meth:`to_json` output."""
+        return cls(
+            annotator=str(data["annotator"]),
+            n_cases=int(data["n_cases"]),
+            judge_wins=real(data["judge_wins"]),
+            annotator_wins=real(data["annotator_wins"]),
+            p_value=real(data["p_value"]),
+            judge_beats=bool(data["judge_beats"]),
+            detectable_margin=real(data["detectable_margin"]),
+        )
+
+
+@dataclass(frozen=True)
+class AltTest:
+    """Whether a judge can stand in for an annotator on one column (a dimension, or the six pooled).
+
+    ``verdict`` is one of :data:`VERDICTS`, in the words every report prints; ``reason`` says why in
+    a few words. See :data:`ALT_TEST_DEFINITION`.
+    """
+
+    verdict: str
+    reason: str
+    winning_rate: float
+    """omega: share of the tested annotators the judge beats (NaN when not tested)"""
+    advantage: float
+    """rho: the judge's winning rate averaged over the tested annotators (NaN when none)"""
+    n_annotators: int
+    """annotators tested (each with at least :data:`ALT_TEST_MIN_CASES` cases)"""
+    n_cases: int
+    """cases with an instance for at least one tested annotator"""
+    detectable_margin: float
+    """the smallest margin the test detects with 80 % power for as many annotators as a pass needs; above
+    epsilon, an equally good judge would usually fail, and a failure reads :data:`TOO_FEW`"""
+    annotators: tuple[AnnotatorComparison, ...] = ()
+    """every annotator, tested or not (``p_value`` NaN when not)"""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the judge can stand in for an annotator."""
+        return self.verdict == CAN_STAND_IN
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, with the annotators."""
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "winning_rate": number(self.winning_rate),
+            "advantage": number(self.advantage),
+            "n_annotators": self.n_annotators,
+            "n_cases": self.n_cases,
+            "detectable_margin": number(self.detectable_margin),
+            "annotators": [a.to_json() for a in self.annotators],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AltTest:
+        """Read :meth:`to_json` output."""
+        return cls(
+            verdict=str(data["verdict"]),
+            reason=str(data["reason"]),
+            winning_rate=real(data["winning_rate"]),
+            advantage=real(data["advantage"]),
+            n_annotators=int(data["n_annotators"]),
+            n_cases=int(data["n_cases"]),
+            detectable_margin=real(data["detectable_margin"]),
+            annotators=tuple(AnnotatorComparison.from_json(a) for a in data.get("annotators", ())),
+        )
+
+
+@dataclass(frozen=True)
+class JudgeVerdict:
+    """One judge's alt-test per dimension and pooled: can it stand in for one of the annotators?"""
+
+    label: str
+    run_id: str
+    is_baseline: bool
+    tests: ColumnTable[AltTest]
+
+    @property
+    def verdict(self) -> str:
+        """The verdict on the six dimensions pooled (the leaderboard's column)."""
+        return self.tests.pooled.verdict
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"label", "run_id", "is_baseline", "verdict", "tests"}`` (``verdict`` repeats the pooled one)."""
+        return {
+            "label": self.label,
+            "run_id": self.run_id,
+            "is_baseline": self.is_baseline,
+            "verdict": self.verdict,
+            "tests": self.tests.to_json(AltTest.to_json),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JudgeVerdict:
+        """Read :meth:`to_json` output."""
+        return cls(
+            label=str(data["label"]),
+            run_id=str(data["run_id"]),
+            is_baseline=bool(data["is_baseline"]),
+            tests=ColumnTable.from_json(data["tests"], AltTest.from_json),
+        )
 
 
 @dataclass(frozen=True)
@@ -862,15 +1034,19 @@ class JudgeVsAnnotators:
     gap: ColumnTable[Estimate]
     """``agreement`` minus the :data:`HUMAN_LABEL` row, paired (same cases in every resample); a gap
     whose interval holds 0 cannot tell the judge from an annotator"""
+    normalised: ColumnTable[Estimate] | None = None
+    """``agreement`` divided by the :data:`HUMAN_LABEL` row (1.0 = as often as an annotator), interval
+    from the same resamples; None in files written before it existed"""
 
     def to_json(self) -> dict[str, Any]:
-        """``{"label", "run_id", "is_baseline", "agreement", "gap"}``."""
+        """``{"label", "run_id", "is_baseline", "agreement", "gap", "normalised"}``."""
         return {
             "label": self.label,
             "run_id": self.run_id,
             "is_baseline": self.is_baseline,
             "agreement": _estimates_to_json(self.agreement),
             "gap": _estimates_to_json(self.gap),
+            "normalised": None if self.normalised is None else _estimates_to_json(self.normalised),
         }
 
     @classmethod
@@ -882,6 +1058,7 @@ class JudgeVsAnnotators:
             is_baseline=bool(data["is_baseline"]),
             agreement=_estimates_from_json(data["agreement"]),
             gap=_estimates_from_json(data["gap"]),
+            normalised=None if data.get("normalised") is None else _estimates_from_json(data["normalised"]),
         )
 
 
@@ -914,10 +1091,20 @@ class HumanCeiling:
     group_field: str = STRATA
     label: str = HUMAN_LABEL
     targets: str = LOO_DEFINITION
+    verdicts: tuple[JudgeVerdict, ...] = ()
+    """per judge (the analysis' order), the alt-test: can it stand in for an annotator? (empty in files
+    written before it existed)"""
+    epsilon: float = DEFAULT_EPSILON
+    """the alt-test's cost-benefit margin"""
+    alt_test: str = ALT_TEST_DEFINITION
 
     def judge(self, label: str) -> JudgeVsAnnotators | None:
         """The judge with this label, or None."""
         return next((j for j in self.judges if j.label == label), None)
+
+    def verdict(self, label: str) -> JudgeVerdict | None:
+        """The alt-test of the judge with this label, or None."""
+        return next((v for v in self.verdicts if v.label == label), None)
 
     def to_json(self) -> dict[str, Any]:
         """The ``human`` section of ``analysis.json``."""
@@ -933,11 +1120,19 @@ class HumanCeiling:
             "human": _estimates_to_json(self.human),
             "annotators_vs_others": [a.to_json() for a in self.annotators_vs_others],
             "judges": [j.to_json() for j in self.judges],
+            "alt_test": {
+                "method": self.alt_test,
+                "epsilon": self.epsilon,
+                "min_annotators": ALT_TEST_MIN_ANNOTATORS,
+                "min_cases": ALT_TEST_MIN_CASES,
+                "verdicts": [v.to_json() for v in self.verdicts],
+            },
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HumanCeiling:
         """Read :meth:`to_json` output."""
+        alt_test = data.get("alt_test") or {}
         return cls(
             annotators=tuple(str(a) for a in data["annotators"]),
             n_cases=int(data["n_cases"]),
@@ -950,6 +1145,9 @@ class HumanCeiling:
             group_field=str(data["group_field"]),
             label=str(data["label"]),
             targets=str(data["targets"]),
+            verdicts=tuple(JudgeVerdict.from_json(v) for v in alt_test.get("verdicts", ())),
+            epsilon=float(alt_test.get("epsilon", DEFAULT_EPSILON)),
+            alt_test=str(alt_test.get("method", ALT_TEST_DEFINITION)),
         )
 
 
@@ -1005,6 +1203,86 @@ class DatasetSummary:
         )
 
 
+MDE_DEFINITION = (
+    "minimum detectable difference at 80 % power, two-sided alpha = 0.05: (z_0.975 + z_0.80) s / sqrt(n) = "
+    "2.80 s / sqrt(n), where n is the number of cases counted in the column and s the between-case standard "
+    "deviation of the linearised per-case agreement ((c_i - R m_i) / mean(m) for an agreement R = sum c / sum m), "
+    "so that the correlation of a case's judgments (two orders, six dimensions) is in s. vs_chance: one judge's "
+    "agreement (root mean square of s over judges); between_judges: the paired per-case difference of two judges "
+    "(root mean square over pairs); vs_human: the paired per-case difference of a judge's and the annotators' "
+    "leave-one-out agreement (root mean square over judges). Too small to rank: the largest pooled one exceeds "
+    "the threshold"
+)
+"""How the detectable differences are computed (written into the file)."""
+TOO_SMALL_TO_RANK = 0.10
+"""The largest pooled detectable difference above which reports say the data set is too small to rank."""
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """The smallest differences an analysis can detect, per column (fractions).
+
+    Says when the analysis' n cannot separate a judge from chance, from another judge or from the
+    human row (80 % power, two-sided 5 %; see :data:`MDE_DEFINITION`). NaN where nothing can be
+    computed (one judge: no pair; no per-annotator labels: no human row).
+    """
+
+    n_cases: ColumnTable[int]
+    """cases counted in each column"""
+    vs_chance: ColumnTable[float]
+    between_judges: ColumnTable[float]
+    vs_human: ColumnTable[float] | None
+    """None without per-annotator labels"""
+    by_group: Mapping[str, float] = field(default_factory=dict)
+    """group of :attr:`group_field` -> detectable difference from chance, all dimensions pooled"""
+    group_field: str = STRATA
+    threshold: float = TOO_SMALL_TO_RANK
+    method: str = MDE_DEFINITION
+
+    @property
+    def largest(self) -> float:
+        """The largest pooled detectable difference (NaN when none is defined)."""
+        values = [self.vs_chance.pooled, self.between_judges.pooled]
+        if self.vs_human is not None:
+            values.append(self.vs_human.pooled)
+        defined = [v for v in values if not math.isnan(v)]
+        return max(defined) if defined else math.nan
+
+    @property
+    def too_small_to_rank(self) -> bool:
+        """Whether the whole data set is too small to rank judges or to set them beside the annotators."""
+        return not math.isnan(self.largest) and self.largest > self.threshold
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``sensitivity`` section of ``analysis.json``."""
+        return {
+            "n_cases": self.n_cases.to_json(int),
+            "vs_chance": self.vs_chance.to_json(number),
+            "between_judges": self.between_judges.to_json(number),
+            "vs_human": None if self.vs_human is None else self.vs_human.to_json(number),
+            "group_field": self.group_field,
+            "by_group": _mapping_numbers(self.by_group),
+            "largest": number(self.largest),
+            "threshold": self.threshold,
+            "too_small_to_rank": self.too_small_to_rank,
+            "method": self.method,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Sensitivity:
+        """Read :meth:`to_json` output."""
+        return cls(
+            n_cases=ColumnTable.from_json(data["n_cases"], int),
+            vs_chance=ColumnTable.from_json(data["vs_chance"], real),
+            between_judges=ColumnTable.from_json(data["between_judges"], real),
+            vs_human=None if data.get("vs_human") is None else ColumnTable.from_json(data["vs_human"], real),
+            by_group={str(g): real(v) for g, v in sorted(data.get("by_group", {}).items())},
+            group_field=str(data.get("group_field", STRATA)),
+            threshold=float(data.get("threshold", TOO_SMALL_TO_RANK)),
+            method=str(data.get("method", MDE_DEFINITION)),
+        )
+
+
 @dataclass(frozen=True)
 class Settings:
     """How an analysis was computed."""
@@ -1018,6 +1296,8 @@ class Settings:
     strata: str = STRATA
     interval: str = "case bootstrap, percentile"
     failures: str = "counted as wrong (accuracy); excluded from answered accuracy and agreement"
+    epsilon: float = DEFAULT_EPSILON
+    """the alt-test's cost-benefit margin (the stand-in verdicts of the human ceiling)"""
 
     def to_json(self) -> dict[str, Any]:
         """The settings section of ``analysis.json`` (with the dimension and column names)."""
@@ -1033,6 +1313,7 @@ class Settings:
             "score": POOLED,
             "interval": self.interval,
             "failures": self.failures,
+            "epsilon": self.epsilon,
         }
 
     @classmethod
@@ -1056,6 +1337,7 @@ class Settings:
             strata=str(data.get("strata", STRATA)),
             interval=str(data["interval"]),
             failures=str(data["failures"]),
+            epsilon=float(data.get("epsilon", DEFAULT_EPSILON)),
         )
 
 
@@ -1073,6 +1355,8 @@ class Analysis:
     human: HumanCeiling | None = None
     """the human ceiling, when the data has per-annotator labels"""
     schema: str = field(default=SCHEMA)
+    sensitivity: Sensitivity | None = None
+    """the smallest differences this data can detect (None in files written before it existed)"""
 
     def run(self, key: str) -> RunAnalysis:
         """The run with this label, run id or judge spec.
@@ -1107,6 +1391,7 @@ class Analysis:
             "leaderboard": [row.to_json() for row in self.leaderboard],
             "pairwise": self.pairwise.to_json(),
             "human": None if self.human is None else self.human.to_json(),
+            "sensitivity": None if self.sensitivity is None else self.sensitivity.to_json(),
         }
 
     @classmethod
@@ -1125,6 +1410,7 @@ class Analysis:
             leaderboard=tuple(LeaderboardRow.from_json(row) for row in data["leaderboard"]),
             pairwise=PairwiseTests.from_json(data["pairwise"]),
             human=None if data.get("human") is None else HumanCeiling.from_json(data["human"]),
+            sensitivity=None if data.get("sensitivity") is None else Sensitivity.from_json(data["sensitivity"]),
         )
 
 
