@@ -248,11 +248,24 @@ def test_a_failure_without_power_is_too_few_and_with_power_cannot() -> None:
             seen[outcome.verdict] += 1
             assert outcome.verdict in VERDICTS and outcome.n_annotators == 3
             assert (outcome.verdict == CAN_STAND_IN) == (outcome.winning_rate >= 0.5)
+            shown_worse = sum(a.judge_worse for a in outcome.annotators)
             if outcome.verdict == CANNOT:
-                assert outcome.detectable_margin <= 0.1
+                assert outcome.detectable_margin <= 0.1 or shown_worse >= 2
             if outcome.verdict == TOO_FEW:
-                assert outcome.detectable_margin > 0.1 and "would pass less than 80 %" in outcome.reason
+                assert outcome.detectable_margin > 0.1 and shown_worse < 2
+                assert "would pass less than 80 %" in outcome.reason
     assert seen[TOO_FEW] > 0 and seen[CAN_STAND_IN] > 0
+    # a much worse judge is shown worse than the annotators by more than epsilon, even on 40 cases where
+    # the power rule alone would leave it undecided
+    ratings, verdicts = panel(np.random.default_rng(6), 40, 0.2)
+    for outcome in alt_test_columns(ratings, verdicts)[:-1]:  # one dimension at a time
+        assert outcome.verdict == CANNOT and outcome.detectable_margin > 0.1
+        assert "worse than 3 of 3 annotators by more than ε" in outcome.reason
+        assert all(a.judge_worse and not a.judge_beats for a in outcome.annotators)
+    # the mirror test's p-value is the first test's complement
+    judge, annotator, counted = case_differences(ratings, verdicts, [5])
+    d = (judge - annotator)[counted[:, 0], 0]
+    assert t_test_greater(-d, 0.1) == pytest.approx(1 - t_test_greater(d, -0.1))
     # a larger epsilon is easier to pass and to have power for
     ratings, verdicts = panel(np.random.default_rng(5), 300, 0.70)
     strict, lenient = alt_test_columns(ratings, verdicts)[-1], alt_test_columns(ratings, verdicts, epsilon=0.3)[-1]

@@ -40,12 +40,18 @@ Verdict (one of :data:`~medrewardbench.metrics.results.VERDICTS`):
 * fewer than :data:`~medrewardbench.metrics.results.ALT_TEST_MIN_ANNOTATORS` annotators with
   enough cases: "too few cases to tell" (the paper recommends three; with two there is no
   consensus to represent);
-* the test failed but, with these cases, a judge exactly as good as the annotators (``d`` of mean
-  0 and the observed spread) would have passed with less than 80 % power: "too few cases to tell".
-  Its *detectable margin* is ``(z_{1-a_k} + z_0.8) sd_j / sqrt(n_j)``, where ``a_k`` is the BY level
-  at which the k-th smallest p-value must fall for ``k = ceil(m / 2)`` rejections; the test has
-  enough cases when the k-th smallest of these margins is at most epsilon;
-* otherwise "cannot".
+* "cannot" when the judge is shown to represent the others *worse* than the annotator by more
+  than epsilon for at least half of the annotators (the mirror test, ``H0: rho_f_j >= rho_h_j -
+  epsilon``, its p-value one minus the first, Benjamini-Yekutieli likewise), or when the cases
+  would have let a judge exactly as good as the annotators pass: ``d`` of mean 0 and the observed
+  spread, detected with 80 % power. That *detectable margin* is ``(z_{1-a_k} + z_0.8) sd_j /
+  sqrt(n_j)``, where ``a_k`` is the BY level at which the k-th smallest p-value must fall for
+  ``k = ceil(m / 2)`` rejections; the cases suffice when the k-th smallest margin is at most
+  epsilon. (A judge 15 points below the annotators sits near ``mean(d) = -0.1``, so the mirror
+  test alone would leave it undecided for ever; a clearly worse judge has a large spread, so the
+  power rule alone would call it undecided on tens of cases.)
+* otherwise "too few cases to tell": neither shown as good nor shown worse, and too few cases
+  for an equally good judge to have passed.
 
 Only numpy and the standard library are needed (the t distribution comes from the regularised
 incomplete beta function).
@@ -315,6 +321,8 @@ class AnnotatorOutcome:
     """NaN when the annotator has too few cases to be tested"""
     judge_beats: bool
     detectable_margin: float
+    judge_worse: bool = False
+    """the mirror test: the judge is shown to win less often than the annotator by more than epsilon"""
 
 
 @dataclass(frozen=True)
@@ -393,9 +401,16 @@ def alt_test(
             p_values[j] = t_test_greater(d, -epsilon)
             margins[j] = (z_level + z_power) * float(d.std(ddof=1)) / math.sqrt(d.size)
     rejected = benjamini_yekutieli(p_values, q)
+    worse = benjamini_yekutieli(_mirror(p_values, wins_f, wins_h, mask, epsilon), q)
     outcomes = tuple(
         AnnotatorOutcome(
-            int(sizes[j]), float(rho_f[j]), float(rho_h[j]), float(p_values[j]), bool(rejected[j]), float(margins[j])
+            int(sizes[j]),
+            float(rho_f[j]),
+            float(rho_h[j]),
+            float(p_values[j]),
+            bool(rejected[j]),
+            float(margins[j]),
+            bool(worse[j]),
         )
         for j in range(n_annotators)
     )
@@ -417,13 +432,33 @@ def alt_test(
     wins = f"wins against {beaten} of {m} annotators (ω = {omega:.2f}) within ε = {epsilon:.2f}"
     if omega >= 0.5:
         return AltTestOutcome(CAN_STAND_IN, wins, omega, rho, m, n_cases, margin, outcomes)
+    shown_worse = int(worse.sum())
+    if shown_worse / m >= 0.5:
+        reason = f"{wins}; it is worse than {shown_worse} of {m} annotators by more than ε"
+        return AltTestOutcome(CANNOT, reason, omega, rho, m, n_cases, margin, outcomes)
     if margin > epsilon:
         reason = (
             f"{wins}, but with {n_cases} cases a judge as good as an annotator would pass less than "
             f"{100 * power:.0f} % of the time (the test detects margins of {margin:.2f} and more)"
         )
         return AltTestOutcome(TOO_FEW, reason, omega, rho, m, n_cases, margin, outcomes)
-    return AltTestOutcome(CANNOT, wins, omega, rho, m, n_cases, margin, outcomes)
+    reason = f"{wins}; with these cases a judge as good as an annotator would have passed"
+    return AltTestOutcome(CANNOT, reason, omega, rho, m, n_cases, margin, outcomes)
+
+
+def _mirror(
+    p_values: npt.NDArray[np.float64],
+    wins_f: npt.NDArray[np.float64],
+    wins_h: npt.NDArray[np.float64],
+    mask: npt.NDArray[np.bool_],
+    epsilon: float,
+) -> npt.NDArray[np.float64]:
+    """p-values of the mirror test ``H0: mean(d) >= -epsilon`` (NaN where the annotator is not tested)."""
+    out = np.full(p_values.shape, np.nan)
+    for j in np.flatnonzero(~np.isnan(p_values)):
+        rows = mask[:, j]
+        out[j] = t_test_greater(wins_h[rows, j] - wins_f[rows, j], epsilon)
+    return out
 
 
 def alt_test_columns(

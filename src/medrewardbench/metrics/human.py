@@ -541,6 +541,7 @@ def _alt_test_record(outcome: AltTestOutcome, annotators: Sequence[str]) -> AltT
                 p_value=fixed_p(a.p_value),
                 judge_beats=a.judge_beats,
                 detectable_margin=fixed(a.detectable_margin),
+                judge_worse=a.judge_worse,
             )
             for name, a in zip(annotators, outcome.annotators, strict=True)
         ),

@@ -93,8 +93,11 @@ def rms_sd(values: Sequence[np.ndarray], counted: Sequence[np.ndarray]) -> np.nd
     if not values:
         return np.full((), np.nan)
     sds = np.stack([_sd(u, c.sum(axis=0)) for u, c in zip(values, counted, strict=True)])
-    with np.errstate(invalid="ignore"):
-        return np.sqrt(np.nanmean(sds * sds, axis=0)) if np.any(~np.isnan(sds)) else np.full(sds.shape[1:], np.nan)
+    defined = ~np.isnan(sds)
+    total = np.where(defined, sds * sds, 0.0).sum(axis=0)
+    count = defined.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, np.sqrt(total / np.maximum(count, 1)), np.nan)
 
 
 def pair_rms_sd(values: Sequence[np.ndarray], counted: Sequence[np.ndarray]) -> np.ndarray:

@@ -43,7 +43,8 @@ HUMAN_LABEL = "human (leave-one-out)"
 CAN_STAND_IN = "can stand in for an annotator"
 """The alt-test's verdict when the judge wins against at least half of the annotators (:class:`AltTest`)."""
 CANNOT = "cannot"
-"""The alt-test's verdict when it fails with enough cases that an equally good judge would have passed."""
+"""The alt-test's verdict when it fails and the judge is shown worse by more than epsilon, or the cases
+would have let an equally good judge pass."""
 TOO_FEW = "too few cases to tell"
 """The alt-test's verdict when the data cannot decide (too few annotators, cases or power)."""
 VERDICTS: tuple[str, ...] = (CAN_STAND_IN, CANNOT, TOO_FEW)
@@ -819,9 +820,10 @@ ALT_TEST_DEFINITION = (
     "one-sample t-test over cases (a case's dimensions averaged first) tests H0: judge's winning rate <= "
     "annotator's - epsilon; Benjamini-Yekutieli over the annotators at q = the analysis' alpha; omega (winning rate) "
     "= share of annotators whose H0 is rejected, rho (advantage probability) = the judge's winning rate averaged "
-    "over annotators. Verdict: omega >= 0.5 -> can stand in for an annotator; else too few cases to tell when fewer "
-    "than 3 annotators have at least 30 cases or when an equally good judge would pass with less than 80 % power; "
-    "else cannot"
+    "over annotators. Verdict: omega >= 0.5 -> can stand in for an annotator; fewer than 3 annotators with at "
+    "least 30 cases -> too few cases to tell; else cannot when the mirror test (H0: judge's winning rate >= "
+    "annotator's - epsilon, BY likewise) shows the judge worse for at least half of the annotators, or when an "
+    "equally good judge would have passed with 80 % power; else too few cases to tell"
 )
 """How the stand-in verdict is reached (written into the file)."""
 ALT_TEST_MIN_ANNOTATORS = 3
@@ -847,6 +849,8 @@ class AnnotatorComparison:
     """H0 rejected after Benjamini-Yekutieli over the tested annotators"""
     detectable_margin: float
     """the margin (winning-rate difference) this annotator's test detects with 80 % power at the level it needs"""
+    judge_worse: bool = False
+    """the mirror test rejected: the judge wins less often than this annotator by more than epsilon"""
 
     def to_json(self) -> dict[str, Any]:
         """Every field; p-values keep their size below 0.001."""
@@ -857,6 +861,7 @@ class AnnotatorComparison:
             "annotator_wins": number(self.annotator_wins),
             "p_value": p_number(self.p_value),
             "judge_beats": self.judge_beats,
+            "judge_worse": self.judge_worse,
             "detectable_margin": number(self.detectable_margin),
         }
 
@@ -871,6 +876,7 @@ class AnnotatorComparison:
             p_value=real(data["p_value"]),
             judge_beats=bool(data["judge_beats"]),
             detectable_margin=real(data["detectable_margin"]),
+            judge_worse=bool(data.get("judge_worse", False)),
         )
 
 
