@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app
+from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.metrics.results import CANNOT, VERDICTS
 
 runner = CliRunner()
 
@@ -165,3 +167,39 @@ def test_the_demo_s_illustrative_labels_are_stated_in_every_report_file(results:
     assert labels["kind"] == "illustrative" and labels["text"] == notice
     html = (tmp_path / "report.html").read_text()
     assert "agree with the medical experts" not in html and "Experts&#39; winner" not in html
+
+
+def test_the_demo_report_marks_organ_cells_on_fewer_than_four_cases_and_decides_every_baseline(
+    results: Path, tmp_path: Path
+) -> None:
+    code, output = cli("report", str(results), "--out", str(tmp_path), "--format", "md,html,json", "--bootstrap", "200")
+    assert code == 0, output
+    analysis = json.loads((tmp_path / "analysis.json").read_text())
+    sizes = analysis["dataset"]["groups"]["organ_system"]
+    small = {organ for organ, n in sizes.items() if n < 4}
+    assert small and set(sizes) - small  # the demo has both
+    md = (tmp_path / "report.md").read_text()
+    organ_tables = md[md.index("## Organ systems × dimensions") : md.index("## Agreement beyond chance")]
+    organ_rows = [
+        line
+        for line in organ_tables.splitlines()
+        if line.startswith("| ") and line.split(" | ")[0][2:].replace("\\", "") in sizes
+    ]
+    assert len(organ_rows) == 5 * len(sizes)
+    for line in organ_rows:
+        cells = [c.strip() for c in line.strip("| ").split(" | ")]
+        organ, marked = cells[0].replace("\\", ""), [c.endswith("n<4") for c in cells[2:8]]
+        assert all(marked) if organ in small else not any(marked), line
+        assert cells[8].endswith("n<4") == (organ in small), line  # the pooled cell rests on the same cases
+    html = (tmp_path / "report.html").read_text()
+    assert html.count('class="cell small-n few-cases"') == len(small) * len(DIMENSIONS) * 5
+    # the demo's illustrative raters: every baseline gets a verdict on every column
+    verdicts = analysis["human"]["alt_test"]["verdicts"]
+    assert len(verdicts) == 5 and all(t["verdict"] in VERDICTS for v in verdicts for t in v["tests"].values())
+    shorter = next(v for v in verdicts if v["label"] == "baseline:shorter")
+    assert shorter["verdict"] == CANNOT and "worse than 3 of 3 annotators" in shorter["tests"]["all"]["reason"]
+    assert "Too few cases to rank: with 34 cases" in output.replace("\n", " ")
+    # the annotators' agreement per organ system marks its small organs too
+    by_organ = md[md.index("### Agreement between annotators by organ system") :]
+    for organ in sizes:
+        assert (f"| {organ} (n<4) |" in by_organ.replace("\\", "")) == (organ in small), organ

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from helpers.runs import RunsFixture
 
+from medrewardbench.metrics.results import CANNOT, VERDICTS
 from medrewardbench.report.render import render_report
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -42,9 +43,8 @@ def report_dir(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFacto
     return out
 
 
-@pytest.fixture(scope="module")
-def served(report_dir: Path) -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(report_dir))
+def _serve(directory: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -53,6 +53,24 @@ def served(report_dir: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def served(report_dir: Path) -> Iterator[str]:
+    yield from _serve(report_dir)
+
+
+@pytest.fixture(scope="module")
+def served_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo (34 cases, three illustrative raters, organ systems of one to eight cases) with the baselines."""
+    from medrewardbench.data import load_benchmark
+    from medrewardbench.evaluation import evaluate
+    from medrewardbench.judges.baselines import BASELINE_NAMES
+
+    root = tmp_path_factory.mktemp("browser-demo")
+    evaluate(load_benchmark("demo"), [f"baseline:{name}" for name in BASELINE_NAMES], root / "results")
+    render_report([root / "results"], root / "report", formats=("html",), n_resamples=200)
+    yield from _serve(root / "report")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -190,6 +208,49 @@ def test_filters_and_the_image_viewer_work_offline_in_chromium(served: str) -> N
             ARTIFACTS.mkdir(exist_ok=True)
             page.select_option("select[data-filter='judge']", label="test:planted")
             page.screenshot(path=str(ARTIFACTS / "report-filtered.png"), full_page=False)
+        finally:
+            browser.close()
+    assert page_errors == []
+
+
+def test_the_stand_in_verdicts_and_the_small_sample_marks_render_in_chromium(served_demo: str) -> None:
+    """The banner, the leaderboard's verdict column, the stand-in section (filtered by judge) and the greyed
+    organ cells resting on fewer than four cases."""
+    sync_playwright = _playwright()
+    page_errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            page.goto(served_demo, wait_until="load")
+            banner = page.locator("#small-sample")
+            assert banner.is_visible() and "Too few cases to rank: with 34 cases" in banner.inner_text()
+            board = page.locator("table.leaderboard")
+            assert "Stands in for an annotator?" in board.locator("thead").inner_text()
+            verdicts = board.locator("tbody td.verdict").all_inner_texts()
+            assert len(verdicts) == 5 and set(verdicts) <= set(VERDICTS)
+            section = page.locator("#stand-in")
+            assert section.is_visible() and "Calderon, Reichart and Dror" in section.inner_text()
+            rows = section.locator("table.stand-in tbody tr")
+            assert rows.count() == 5
+            shorter = rows.filter(has_text="baseline:shorter")
+            assert shorter.locator("td.verdict").inner_text() == CANNOT
+            assert shorter.locator("td.verdict").evaluate("td => getComputedStyle(td).color") != "rgb(29, 29, 31)"
+
+            def visible(locator: Any) -> int:
+                return sum(1 for i in range(locator.count()) if locator.nth(i).is_visible())
+
+            page.select_option("select[data-filter='judge']", label="baseline:shorter")
+            assert visible(rows) == 1 and visible(section.locator("table.stand-in-dims tbody tr")) == 1
+            page.click("#filter-reset")
+            few = page.locator("svg.heatmap g.few-cases")
+            assert few.count() > 0 and few.count() % 6 == 0
+            assert few.first.locator("rect").get_attribute("fill") == "#f0f0f0"
+            assert "n<4" in few.first.locator("text").all_text_contents()
+            assert page.locator("p.mde").count() >= 5 and page.locator("p.mde").first.is_visible()
+            ARTIFACTS.mkdir(exist_ok=True)
+            section.screenshot(path=str(ARTIFACTS / "report-stand-in.png"))
         finally:
             browser.close()
     assert page_errors == []

@@ -19,11 +19,11 @@ from medrewardbench.cli import app
 from medrewardbench.data import load_benchmark, write_canonical
 from medrewardbench.dimensions import DIMENSIONS, Winner
 from medrewardbench.evaluation import evaluate
-from medrewardbench.metrics.results import HUMAN_LABEL, Analysis
-from medrewardbench.report.format import estimate
+from medrewardbench.metrics.results import HUMAN_LABEL, TOO_FEW, Analysis
+from medrewardbench.report.format import estimate, points, ratio
 from medrewardbench.report.render import render_report
 from medrewardbench.report.terminal import leaderboard_table
-from medrewardbench.report.xlsx import HUMAN_COLUMNS
+from medrewardbench.report.xlsx import HUMAN_COLUMNS, STAND_IN_COLUMNS
 
 N_RESAMPLES = 200
 JUDGES = ("baseline:longer", "baseline:random")
@@ -84,11 +84,13 @@ def test_markdown_shows_the_row_apart_and_the_tables(annotated: dict[str, Any]) 
     board = rows[: rows.index(next(r for r in rows if "human (leave-one-out)" in r)) + 1]
     human_row = board[-1]
     assert human_row.startswith("| – | not a judge | *human (leave-one-out)* |")
-    assert human_row.endswith(f"| {estimate(analysis.human.human.pooled)} |")
-    # every judge row carries its vs-annotators figure; the human row comes after the ranked judges
+    assert human_row.endswith(f"| {estimate(analysis.human.human.pooled)} | 1.00 | – |")
+    # every judge row carries its vs-annotators figure, its ratio to the human row and its verdict;
+    # the human row comes after the ranked judges
     for row in analysis.leaderboard:
         line = next(r for r in board if f"| {row.label} *(baseline)* |" in r)
-        assert line.startswith(f"| {row.rank} |") and line.endswith(f"| {estimate(row.vs_annotators)} |")
+        assert line.startswith(f"| {row.rank} |")
+        assert line.endswith(f"| {estimate(row.vs_annotators)} | {ratio(row.normalised)} | {row.verdict} |")
         assert board.index(line) < board.index(human_row)
     section = md[md.index("## Human ceiling") :]
     assert "### Agreement between annotators\n" in section and "### Each annotator against the others" in section
@@ -176,10 +178,100 @@ def test_without_annotations_there_is_no_human_row_anywhere(bare: dict[str, Any]
         text = written[key].read_text("utf-8")
         assert "leave-one-out" not in text and "vs_annotators" not in text, key
     assert "Human ceiling" not in written["html"].read_text("utf-8")
+    for key in ("md", "html"):
+        text = written[key].read_text("utf-8")
+        assert "stand in for an annotator" not in text.lower() and "÷ human" not in text, key
+        assert "Too few cases to rank" in text, key  # the banner does not need annotators
     book = openpyxl.load_workbook(written["xlsx"])
-    assert "human_ceiling" not in book.sheetnames
+    assert "human_ceiling" not in book.sheetnames and "stand_in" not in book.sheetnames
     assert "vs_annotators" not in [c.value for c in book["leaderboard"][1]]
     result = runner.invoke(app, ["leaderboard", str(bare["results"]), "--bootstrap", "200"])
     assert result.exit_code == 0 and "leave-one-out" not in result.output and "vs annot." not in result.output
     metrics = json.loads((bare["results"] / "metrics.json").read_text("utf-8"))
     assert "human" not in metrics and all("vs_annotators" not in row for row in metrics["leaderboard"])
+
+
+def test_every_report_says_whether_a_judge_can_stand_in_for_an_annotator(annotated: dict[str, Any]) -> None:
+    import openpyxl
+
+    analysis = analysis_of(annotated)
+    human = analysis.human
+    assert human is not None and [v.label for v in human.verdicts] == list(JUDGES)
+    # 18 cases: fewer than the 30 per annotator the t-test needs, on every dimension and pooled
+    for found in human.verdicts:
+        assert {t.verdict for _, t in found.tests.columns()} == {TOO_FEW}
+        assert "at least 30 cases" in found.tests.pooled.reason
+    assert all(row.verdict == TOO_FEW for row in analysis.leaderboard)
+    document = json.loads(annotated["written"]["json"].read_text("utf-8"))
+    assert document["human"]["alt_test"]["epsilon"] == 0.1 and document["settings"]["epsilon"] == 0.1
+    assert [v["verdict"] for v in document["human"]["alt_test"]["verdicts"]] == [TOO_FEW, TOO_FEW]
+    assert document["leaderboard"][0]["normalised"]["point"] == pytest.approx(
+        document["leaderboard"][0]["vs_annotators"]["point"] / document["human"]["human"]["all"]["point"], abs=1e-5
+    )
+    md = annotated["written"]["md"].read_text("utf-8")
+    section = md[md.index("## Can a judge stand in for an annotator?") :]
+    method = section.split("\n\n")[1]
+    assert method.count(". ") == 1 and "ε = 0.1" in method and "Benjamini–Yekutieli" in method  # two sentences
+    assert f"| baseline:longer *(baseline)* | **{TOO_FEW}** |" in section
+    html = annotated["written"]["html"].read_text("utf-8")
+    assert '<a href="#stand-in">' in html and '<section id="stand-in">' in html
+    stand_in = html[html.index('<section id="stand-in">') : html.index('<section id="position">')]
+    assert "Calderon, Reichart and Dror" in stand_in and stand_in.count('class="verdict unknown"') == len(JUDGES)
+    leaderboard = html[html.index('<section id="leaderboard">') : html.index('<section id="configuration">')]
+    assert "Stands in for an annotator?" in leaderboard and "÷ human [CI]" in leaderboard
+    book = openpyxl.load_workbook(annotated["written"]["xlsx"])
+    header = [c.value for c in book["leaderboard"][1]]
+    assert {"normalised", "normalised_low", "normalised_high", "stands_in"} <= set(header)
+    rows = list(book["stand_in"].iter_rows(values_only=True))
+    assert list(rows[0]) == list(STAND_IN_COLUMNS) and len(rows) == 1 + len(JUDGES) * (len(DIMENSIONS) + 1)
+    assert {r[3] for r in rows[1:]} == {TOO_FEW}
+    with annotated["written"]["csv"].open(encoding="utf-8") as fh:
+        metrics = {r["metric"] for r in csv.DictReader(fh)}
+    assert {"normalised_to_human", "stand_in_winning_rate", "stand_in_advantage", "detectable_vs_human"} <= metrics
+
+
+def test_a_small_data_set_says_so_at_the_top_of_every_report(annotated: dict[str, Any]) -> None:
+    analysis = analysis_of(annotated)
+    sensitivity = analysis.sensitivity
+    assert sensitivity is not None and sensitivity.too_small_to_rank and sensitivity.n_cases.pooled == 18
+    shown = points(sensitivity.largest)
+    md = annotated["written"]["md"].read_text("utf-8")
+    top = md[: md.index("## How to read")]
+    assert f"Too few cases to rank: with 18 cases, differences under {shown} points cannot be detected" in top
+    # every table that ranks or sets judges beside the human row says what its n can detect
+    assert "With 18 cases, differences under " in md[md.index("## Leaderboard") : md.index("## Per dimension")]
+    assert "*detectable (from chance / between judges)*" in md
+    assert "gaps to the human row under" in md[md.index("## Human ceiling") :]
+    assert "score differences under" in md[md.index("## Pairwise differences") :]
+    html = annotated["written"]["html"].read_text("utf-8")
+    header = html[: html.index('<section id="how-to-read"')]
+    assert 'id="small-sample"' in header and f"differences under {shown} points" in header
+    assert html.count('class="muted mde"') >= 5
+    result = runner.invoke(app, ["leaderboard", str(annotated["results"]), "--bootstrap", "200"])
+    assert result.exit_code == 0 and "Too few cases to rank: with 18 cases" in result.output
+    assert "stands in" in result.output and TOO_FEW in " ".join(result.output.split())
+
+
+def test_epsilon_is_settable_and_written(annotated: dict[str, Any], tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["report", str(annotated["results"]), "--out", str(tmp_path), "--format", "json", "--bootstrap", "100"]
+        + ["--epsilon", "0.25"],
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "analysis.json").read_text("utf-8"))
+    assert document["settings"]["epsilon"] == 0.25 and document["human"]["alt_test"]["epsilon"] == 0.25
+    result = runner.invoke(app, ["leaderboard", str(annotated["results"]), "--epsilon", "1.5"])
+    assert result.exit_code == 2 and "--epsilon" in result.output
+
+
+def test_compare_prints_both_judges_verdicts(annotated: dict[str, Any]) -> None:
+    result = runner.invoke(
+        app,
+        ["compare", *JUDGES, "--results", str(annotated["results"]), "--bootstrap", "200", "--epsilon", "0.2"],
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Can the judge stand in for an annotator? (alt-test, ε = 0.2)" in text
+    assert text.count(TOO_FEW) >= 2 * (len(DIMENSIONS) + 1)
+    assert "Too few cases to rank" in text and "points between these two judges" in text

@@ -12,11 +12,13 @@ from typing import Annotated
 
 import typer
 from rich.rule import Rule
+from rich.text import Text
 
 from medrewardbench.cli.support import console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_list as _split
 from medrewardbench.errors import MedRewardBenchError
+from medrewardbench.metrics.results import DEFAULT_EPSILON
 
 RunPaths = Annotated[
     list[Path], typer.Argument(metavar="RUN_DIR...", help="results directories, store files or cv output folders")
@@ -24,6 +26,17 @@ RunPaths = Annotated[
 CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, metavar="LEVEL", help="interval coverage")]
 BootOpt = Annotated[int, typer.Option("--bootstrap", min=100, metavar="N", help="bootstrap resamples")]
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="seed of the bootstrap")]
+EpsilonOpt = Annotated[
+    float,
+    typer.Option(
+        "--epsilon",
+        min=0.0,
+        max=1.0,
+        metavar="MARGIN",
+        help="the stand-in test's cost-benefit margin in winning probability (the alt-test's epsilon; "
+        "0.1 = strict, 0.2 = the paper's rule of thumb for experts)",
+    ),
+]
 JudgeOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -78,10 +91,11 @@ def report_command(
     cases_per_judge: Annotated[
         int, typer.Option("--cases-per-judge", metavar="N", help="wrongly judged cases of each judge the HTML shows")
     ] = 50,
+    epsilon: EpsilonOpt = DEFAULT_EPSILON,
 ) -> None:
     """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
     from medrewardbench.report.render import render_reports
-    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner
+    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner, sensitivity_banner
 
     out_dir = out or (runs[0] if runs[0].is_dir() else runs[0].parent)
     try:
@@ -96,6 +110,7 @@ def report_command(
             seed=seed,
             group_fields=_split(by),
             cases_per_judge=cases_per_judge,
+            epsilon=epsilon,
         )
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
@@ -109,6 +124,7 @@ def report_command(
     for report in rendered:
         _section(report.name, report.analysis.dataset.n_cases, report.data_hash, several)
         console.print(labels_banner(report.analysis.dataset.labels))
+        _print_banner(sensitivity_banner(report.analysis))
         console.print(interval_leaderboard_table(report.analysis))
         for kind, path in report.files.items():
             console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
@@ -124,20 +140,24 @@ def leaderboard_command(
     ci: CiOpt = 0.95,
     bootstrap: BootOpt = 2000,
     seed: SeedOpt = 0,
+    epsilon: EpsilonOpt = DEFAULT_EPSILON,
 ) -> None:
     """Rank every run found, with intervals and tiers, baseline rows included: one table per data set."""
     from medrewardbench.report.render import analyze_dataset, find_datasets
-    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner
+    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner, sensitivity_banner
 
     try:
         datasets = find_datasets(results, judges=_split(judge) or None, data=data)
-        analyses = [analyze_dataset(d, confidence=ci, n_resamples=bootstrap, seed=seed) for d in datasets]
+        analyses = [
+            analyze_dataset(d, confidence=ci, n_resamples=bootstrap, seed=seed, epsilon=epsilon) for d in datasets
+        ]
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     several = len(analyses) > 1
     for dataset, analysis in zip(datasets, analyses, strict=True):
         _section(dataset.name, dataset.n_cases, dataset.data_hash, several)
         console.print(labels_banner(analysis.dataset.labels))
+        _print_banner(sensitivity_banner(analysis))
         console.print(interval_leaderboard_table(analysis))
 
 
@@ -151,20 +171,28 @@ def compare_command(
     ci: CiOpt = 0.95,
     bootstrap: BootOpt = 2000,
     seed: SeedOpt = 0,
+    epsilon: EpsilonOpt = DEFAULT_EPSILON,
 ) -> None:
     """Paired comparison of two judges on the same cases: a paired case bootstrap and McNemar, per dimension.
+
+    With per-annotator labels, also whether each judge can stand in for an annotator (the alt-test).
 
     A judge spec that names several runs (other seeds or settings) is an error that lists their run
     ids: name one by its run id.
     """
     from medrewardbench.metrics.analysis import DataSet, judge_labels
     from medrewardbench.report.render import analyze_dataset, analyze_paths, find_datasets
-    from medrewardbench.report.terminal import comparison_table, labels_banner
+    from medrewardbench.report.terminal import comparison_table, labels_banner, sensitivity_banner, verdict_table
 
     try:
         if Path(run_a).exists() and Path(run_b).exists():
             analysis = analyze_paths(
-                [Path(run_a), Path(run_b)], data=data, confidence=ci, n_resamples=bootstrap, seed=seed
+                [Path(run_a), Path(run_b)],
+                data=data,
+                confidence=ci,
+                n_resamples=bootstrap,
+                seed=seed,
+                epsilon=epsilon,
             )
             labels = [r.label for r in analysis.runs]
             if len(labels) != 2:
@@ -201,10 +229,19 @@ def compare_command(
                 dataset.n_cases,
                 tuple(b for b in dataset.runs if b.record.run_id in chosen),
             )
-            analysis = analyze_dataset(pair, confidence=ci, n_resamples=bootstrap, seed=seed)
+            analysis = analyze_dataset(pair, confidence=ci, n_resamples=bootstrap, seed=seed, epsilon=epsilon)
             by_id = {r.run_id: r.label for r in analysis.runs}
             label_a, label_b = by_id[named(dataset, run_a)[0]], by_id[named(dataset, run_b)[0]]
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     console.print(labels_banner(analysis.dataset.labels))
+    _print_banner(sensitivity_banner(analysis))
     console.print(comparison_table(analysis, label_a, label_b))
+    verdicts = verdict_table(analysis, [label_a, label_b])
+    if verdicts is not None:
+        console.print(verdicts)
+
+
+def _print_banner(banner: Text | None) -> None:
+    if banner is not None:
+        console.print(banner)

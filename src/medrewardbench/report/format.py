@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from medrewardbench.metrics.results import Estimate
+from medrewardbench.metrics.results import POOLED, AltTest, Estimate, Sensitivity
 
 METRIC = "agreement with the labels"
 """What the headline metric is called in every table, plot and caption. "Accuracy" is a dimension
@@ -184,3 +184,112 @@ def dollars(value: float | None, *, blank: str = MISSING) -> str:
     if value == 0 or abs(value) >= 0.01:
         return f"${value:,.2f}"
     return f"${value:.2g}"
+
+
+# --------------------------------------------------------------------------------------------
+# Small-sample honesty and the stand-in verdict
+# --------------------------------------------------------------------------------------------
+
+FEW_CASES = 4
+"""Cells (an organ system on a dimension) resting on fewer cases than this are marked "n<4" and not
+compared: one to three cases say nothing about a judge."""
+FEW_MARK = f"n<{FEW_CASES}"
+"""How such a cell is marked."""
+POWER_NOTE = "80 % power, two-sided 5 %"
+STAND_IN_METHOD = (
+    "For each annotator in turn, a one-sided paired t-test over cases asks whether the judge agrees with the other "
+    "annotators at least as often as that annotator does, allowing the judge a cost-benefit margin of ε = {epsilon} "
+    "in winning probability, and the annotators' tests are corrected together (Benjamini–Yekutieli, q = {q}): the "
+    "alternative annotator test of Calderon, Reichart and Dror (ACL 2025). A judge can stand in for an annotator "
+    "when it wins against at least half of them; when it does not, the verdict is “cannot” if it is shown worse than "
+    "half of them by more than ε or if a judge as good as an annotator would have passed with these cases (80 % "
+    "power), and “too few cases to tell” otherwise or with fewer than 3 annotators who labelled at least 30 cases "
+    "each."
+)
+"""The method in two sentences (``{epsilon}`` and ``{q}`` are filled in)."""
+
+
+def points(value: float | None, *, blank: str = MISSING) -> str:
+    """A detectable difference (a fraction) in whole percentage points: ``0.274 -> "27"``.
+
+    Args:
+        value: a fraction, None or NaN.
+        blank: what to print for a missing value.
+
+    Returns:
+        The text.
+    """
+    if value is None or math.isnan(value):
+        return blank
+    return f"{max(1, round(100 * value))}"
+
+
+def ratio(value: Estimate | None, *, blank: str = MISSING) -> str:
+    """The normalised ceiling (judge over human) with two decimals: ``"0.87 [0.80, 0.95]"``."""
+    return blank if value is None else coefficient_estimate(value, blank=blank)
+
+
+def detectable_sentence(sensitivity: Sensitivity | None, column: str = POOLED, *, human: bool = True) -> str:
+    """What the cases of a table can detect: ``"With 34 cases, differences under 14 points from chance, ..."``.
+
+    Args:
+        sensitivity: the analysis' detectable differences (None: files written before they existed).
+        column: a dimension or the pooled column.
+        human: mention the human row (when the table sets judges beside it).
+
+    Returns:
+        One sentence, or "" when nothing can be said.
+    """
+    if sensitivity is None:
+        return ""
+    parts = []
+    chance = sensitivity.vs_chance[column]
+    between = sensitivity.between_judges[column]
+    if not math.isnan(chance):
+        parts.append(f"{points(chance)} points from chance")
+    if not math.isnan(between):
+        parts.append(f"{points(between)} points between two judges")
+    if human and sensitivity.vs_human is not None and not math.isnan(sensitivity.vs_human[column]):
+        parts.append(f"{points(sensitivity.vs_human[column])} points from the human row")
+    if not parts:
+        return ""
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+    n = sensitivity.n_cases[column]
+    return f"With {n} case{'s' if n != 1 else ''}, differences under {listed} cannot be detected ({POWER_NOTE})."
+
+
+def small_sample_banner(sensitivity: Sensitivity | None) -> str | None:
+    """The warning for a data set too small to rank, or None when it is not.
+
+    Args:
+        sensitivity: the analysis' detectable differences.
+
+    Returns:
+        ``"Too few cases to rank: with 10 cases, differences under 27 points cannot be detected ..."``.
+    """
+    if sensitivity is None or not sensitivity.too_small_to_rank:
+        return None
+    n = sensitivity.n_cases.pooled
+    human = " or to the annotators" if sensitivity.vs_human is not None else ""
+    return (
+        f"Too few cases to rank: with {n} case{'s' if n != 1 else ''}, differences under "
+        f"{points(sensitivity.largest)} points cannot be detected ({POWER_NOTE}). Judges closer than that to each "
+        f"other, to chance{human} cannot be told apart; read every ranking below as provisional."
+    )
+
+
+def few_cases(cases: int) -> bool:
+    """Whether a cell resting on this many cases is marked :data:`FEW_MARK` and not compared."""
+    return 0 < cases < FEW_CASES
+
+
+def cell_cases(value: Estimate, n_orders: int) -> int:
+    """The cases behind an agreement cell: its counted judgments over the orders the judge ran."""
+    return -(-value.n // max(1, n_orders))
+
+
+def verdict(test: AltTest | None, *, blank: str = MISSING) -> str:
+    """A stand-in verdict with its winning rate: ``"cannot (ω 0.33)"``; the verdict alone when untested."""
+    if test is None:
+        return blank
+    return test.verdict if math.isnan(test.winning_rate) else f"{test.verdict} (ω {test.winning_rate:.2f})"

@@ -20,24 +20,37 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.images import dicom_display, is_dicom, load_image
 from medrewardbench.metrics.results import (
+    CAN_STAND_IN,
+    CANNOT,
+    TOO_FEW,
     Analysis,
     Estimate,
     HumanCeiling,
     LeaderboardRow,
     PairwiseComparison,
     RunAnalysis,
+    Sensitivity,
 )
 from medrewardbench.report import plots
 from medrewardbench.report.format import (
+    FEW_MARK,
     METRIC,
+    STAND_IN_METHOD,
+    cell_cases,
     coefficient,
     coefficient_estimate,
+    detectable_sentence,
     dollars,
     estimate,
+    few_cases,
     optional,
     p_value,
     percent,
+    points,
+    ratio,
     signed_percent,
+    small_sample_banner,
+    verdict,
 )
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -49,6 +62,8 @@ RATIONALE_LIMIT = 400
 """Characters of a judge's stated reason shown beside its verdict."""
 SMALL_N = 20
 """Heatmap cells counting fewer judgments than this (10 cases in both orders) are muted."""
+VERDICT_CLASSES = {CAN_STAND_IN: "pass", CANNOT: "fail", TOO_FEW: "unknown"}
+"""The CSS class of each stand-in verdict."""
 
 SHORT = {
     "accuracy": "Accuracy",
@@ -326,6 +341,8 @@ def _context(
             "cost": dollars(row.cost_usd),
             "cost_per_1000": dollars(row.cost_per_1000_cases),
             "vs_annotators": estimate(row.vs_annotators),
+            "normalised": ratio(row.normalised),
+            "verdict": row.verdict or "–",
         }
         for row, run in zip(board, ordered, strict=True)
     ]
@@ -389,6 +406,11 @@ def _context(
         if not organ:
             continue
         tables = [*organ.groups.values(), organ.micro, organ.macro]
+        sizes = dataset.groups.get("organ_system", {})
+        few = [
+            [few_cases(min(sizes.get(name, 0), cell_cases(table[d], len(r.orders)))) for d in DIMENSIONS]
+            for name, table in organ.groups.items()
+        ] + [[False] * len(DIMENSIONS)] * 2
         heatmaps.append(
             {
                 "label": r.label,
@@ -402,6 +424,8 @@ def _context(
                     + [[organ.micro[d].n for d in DIMENSIONS], [None] * len(DIMENSIONS)],
                     small_n=SMALL_N,
                     row_attributes=[f'data-organ="{organ_tokens.get(name, "o-none")}"' for name in organ.groups],
+                    few=few,
+                    few_label=FEW_MARK,
                 ),
             }
         )
@@ -470,7 +494,11 @@ def _context(
         if r.failures
     ]
 
+    sensitivity = analysis.sensitivity
     return {
+        "small_sample_banner": small_sample_banner(sensitivity),
+        "notes": _sensitivity_notes(sensitivity, analysis.human is not None, dataset.groups.get("organ_system", {})),
+        "few_mark": FEW_MARK,
         "title": title,
         "schema": analysis.schema,
         "dataset": dataset,
@@ -508,15 +536,89 @@ def _context(
         "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
         "gallery": None if gallery is None else _gallery_context(gallery, labels),
-        "human": None if analysis.human is None else _human_context(analysis.human, board, settings.confidence),
+        "human": None
+        if analysis.human is None
+        else _human_context(analysis.human, board, settings.confidence, sensitivity, settings.alpha),
     }
 
 
-def _human_context(human: HumanCeiling, board: Sequence[LeaderboardRow], confidence: float) -> dict[str, Any]:
+def _sensitivity_notes(
+    sensitivity: Sensitivity | None, with_human: bool, organ_sizes: Mapping[str, int]
+) -> dict[str, str]:
+    """What each table's cases can detect, one sentence per table ("" where nothing can be said)."""
+    if sensitivity is None:
+        return {"leaderboard": "", "dimensions": "", "organs": "", "pairwise": "", "human": ""}
+    per_dimension = ", ".join(
+        f"{d} {points(sensitivity.vs_chance[d])} / {points(sensitivity.between_judges[d])}" for d in DIMENSIONS
+    )
+    organs = "; ".join(
+        f"{group} ({organ_sizes.get(group, '?')} cases) {points(value, blank='nothing')}"
+        for group, value in sensitivity.by_group.items()
+    )
+    n = sensitivity.n_cases.pooled
+    between = sensitivity.between_judges.pooled
+    human = ""
+    if sensitivity.vs_human is not None:
+        human = (
+            f"With {n} cases, gaps to the human row under {points(sensitivity.vs_human.pooled)} points (all "
+            "dimensions) cannot be detected (80 % power, two-sided 5 %); per dimension: "
+            + ", ".join(f"{d} {points(sensitivity.vs_human[d])}" for d in DIMENSIONS)
+            + "."
+        )
+    return {
+        "leaderboard": detectable_sentence(sensitivity, human=with_human),
+        "dimensions": "Smallest differences each dimension's cases can detect, in points from chance / between two "
+        f"judges (80 % power, two-sided 5 %): {per_dimension}.",
+        "organs": f"Per organ system, differences from chance (all dimensions) under these many points cannot be "
+        f"detected: {organs}."
+        if organs
+        else "",
+        "pairwise": f"With {n} cases, score differences under {points(between)} points between two judges cannot be "
+        "detected (80 % power, two-sided 5 %)."
+        if between == between
+        else "",
+        "human": human,
+    }
+
+
+def _stand_in_context(human: HumanCeiling, board: Sequence[LeaderboardRow], alpha: float) -> dict[str, Any]:
+    """The stand-in section: the method in two sentences and every judge's verdicts."""
+    rows = []
+    for row in board:
+        found = human.verdict(row.label)
+        if found is None:
+            continue
+        pooled = found.tests.pooled
+        rows.append(
+            {
+                "label": row.label,
+                "is_baseline": row.is_baseline,
+                "verdict": pooled.verdict,
+                "cls": VERDICT_CLASSES.get(pooled.verdict, "unknown"),
+                "omega": coefficient(pooled.winning_rate),
+                "rho": coefficient(pooled.advantage),
+                "reason": pooled.reason,
+                "dims": [{"dim": d, "text": verdict(found.tests[d])} for d in DIMENSIONS],
+            }
+        )
+    return {
+        "method": STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{alpha:g}"),
+        "epsilon": f"{human.epsilon:g}",
+        "rows": rows,
+    }
+
+
+def _human_context(
+    human: HumanCeiling,
+    board: Sequence[LeaderboardRow],
+    confidence: float,
+    sensitivity: Sensitivity | None = None,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
     """The human-ceiling section.
 
     Judges and annotators against the leave-one-out majorities, and the agreement between
-    annotators per dimension and organ system.
+    annotators per dimension and organ system; and whether each judge can stand in for an annotator.
     """
     judges = []
     entries: list[tuple[str, Estimate]] = [(human.label, human.human.pooled)]
@@ -531,6 +633,7 @@ def _human_context(human: HumanCeiling, board: Sequence[LeaderboardRow], confide
                 "is_baseline": row.is_baseline,
                 "all": estimate(judge.agreement.pooled),
                 "gap": estimate(judge.gap.pooled, signed=True),
+                "normalised": ratio(None if judge.normalised is None else judge.normalised.pooled),
                 "dims": [percent(e.point) for _, e in judge.agreement.dimensions.items()],
             }
         )
@@ -548,6 +651,7 @@ def _human_context(human: HumanCeiling, board: Sequence[LeaderboardRow], confide
     group_rows = [
         {
             "name": group,
+            "few": few_cases(agreement.n_cases),
             "cases": agreement.n_cases,
             "percent": estimate(agreement.percent_agreement.pooled),
             "kappa": coefficient_estimate(agreement.fleiss_kappa.pooled),
@@ -590,6 +694,7 @@ def _human_context(human: HumanCeiling, board: Sequence[LeaderboardRow], confide
         "group_rows": group_rows,
         "annotator_rows": annotator_rows,
         "plot": plot,
+        "stand_in": _stand_in_context(human, board, alpha),
     }
 
 

@@ -8,15 +8,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.metrics.results import Analysis, ColumnTable, Estimate, HumanCeiling, LeaderboardRow, number
+from medrewardbench.metrics.results import (
+    Analysis,
+    ColumnTable,
+    Estimate,
+    HumanCeiling,
+    LeaderboardRow,
+    Sensitivity,
+    Settings,
+    number,
+)
 from medrewardbench.report.format import (
+    FEW_MARK,
     METRIC,
+    MISSING,
+    STAND_IN_METHOD,
+    cell_cases,
     coefficient,
     coefficient_estimate,
+    detectable_sentence,
     dollars,
     estimate,
+    few_cases,
     p_value,
     percent,
+    points,
+    ratio,
+    small_sample_banner,
+    verdict,
 )
 
 MAX_PAIRS_LISTED = 60
@@ -50,8 +69,24 @@ def _points(table: ColumnTable[Estimate]) -> list[str]:
     return [percent(value.point) for _, value in table.columns()]
 
 
+def _marked_points(table: ColumnTable[Estimate], n_orders: int, size: int) -> list[str]:
+    """Like :func:`_points`, with cells resting on 1-3 cases marked (shown, not to be compared).
+
+    A dimension's cell rests on the group's cases labelled on it; the pooled cell on the group's cases.
+    """
+    out = []
+    for column, value in table.columns():
+        cases = size if column == "all" else min(size, cell_cases(value, n_orders))
+        out.append(f"({percent(value.point)}) {FEW_MARK}" if few_cases(cases) else percent(value.point))
+    return out
+
+
 def _with_n(value: Estimate) -> str:
     return f"{percent(value.point)} ({value.n})"
+
+
+def _note(sentence: str) -> list[str]:
+    return ["", sentence] if sentence else []
 
 
 def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report") -> str:
@@ -76,6 +111,9 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
     )
     out += ["", f"> **{_esc(dataset.labels.banner())}**", ""]
+    banner = small_sample_banner(analysis.sensitivity)
+    if banner:
+        out += [f"> **⚠ {banner}**", ""]
     if board and board[0].score.defined:
         top = board[0]
         if top.score.has_interval:
@@ -127,12 +165,16 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
                 percent(row.consistency),
                 percent(row.first_position_rate),
                 *([dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []),
-                *([estimate(row.vs_annotators)] if human is not None else []),
+                *(
+                    [estimate(row.vs_annotators), ratio(row.normalised), row.verdict or MISSING]
+                    if human is not None
+                    else []
+                ),
             ]
         )
     if human is not None:
         blank = ["–"] * (6 + (2 if with_cost else 0))
-        rows.append(["–", "not a judge", f"*{_esc(human.label)}*", *blank, estimate(human.human.pooled)])
+        rows.append(["–", "not a judge", f"*{_esc(human.label)}*", *blank, estimate(human.human.pooled), "1.00", "–"])
     out += _table(
         [
             "#",
@@ -145,7 +187,11 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             "Consistent",
             "1st pos.",
             *(["Cost", "$ per 1,000 cases"] if with_cost else []),
-            *([f"Vs annotators [{conf} % CI]"] if human is not None else []),
+            *(
+                [f"Vs annotators [{conf} % CI]", "÷ human [CI]", "Stands in for an annotator?"]
+                if human is not None
+                else []
+            ),
         ],
         rows,
         [
@@ -159,7 +205,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             True,
             True,
             *([True, True] if with_cost else []),
-            *([True] if human is not None else []),
+            *([True, True, False] if human is not None else []),
         ],
     )
     if human is not None:
@@ -168,8 +214,12 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             f"*{_esc(human.label)}* is not a judge and is not ranked: it is each annotator against the majority of the "
             "other annotators. **Vs annotators** puts every judge against exactly those majorities; a judge that "
             f"reaches the *{_esc(human.label)}* row agrees with the annotators as often as one of them does "
-            "(see [Human ceiling](#human-ceiling)).",
+            "(see [Human ceiling](#human-ceiling)). **÷ human** divides the two (1.00 = as often as an annotator). "
+            "**Stands in for an annotator?** is the alternative annotator test on all dimensions "
+            f"(ε = {human.epsilon:g}; see [Can a judge stand in for an annotator?]"
+            "(#can-a-judge-stand-in-for-an-annotator)).",
         ]
+    out += _note(detectable_sentence(analysis.sensitivity, human=human is not None))
     if with_cost:
         out += [
             "",
@@ -179,16 +229,23 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         ]
 
     out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
-    out += _table(
-        ["Judge", *[d.capitalize() for d in DIMENSIONS]],
+    dimension_rows: list[list[object]] = [
         [
-            [
-                _esc(r.label),
-                *[f"{estimate(r.accuracy[d])} t{'' if r.tiers is None else r.tiers[d]}" for d in DIMENSIONS],
-            ]
-            for r in ordered
-        ],
-    )
+            _esc(r.label),
+            *[f"{estimate(r.accuracy[d])} t{'' if r.tiers is None else r.tiers[d]}" for d in DIMENSIONS],
+        ]
+        for r in ordered
+    ]
+    sensitivity = analysis.sensitivity
+    if sensitivity is not None:
+        dimension_rows.append(["*detectable (from chance / between judges)*", *_detectable_cells(sensitivity)])
+    out += _table(["Judge", *[d.capitalize() for d in DIMENSIONS]], dimension_rows)
+    if sensitivity is not None:
+        out += [
+            "",
+            "The last row: the smallest differences (points) the cases of each dimension can detect (80 % power, "
+            "two-sided 5 %); judges closer than that to chance or to each other on a dimension cannot be told apart.",
+        ]
 
     out += ["", "## Organ systems × dimensions", ""]
     for field_name in settings.group_fields:
@@ -198,13 +255,18 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
                 continue
             sizes = dataset.groups.get(field_name, {})
             out += [f"### {_esc(r.label)} — by {field_name.replace('_', ' ')}", ""]
-            table_rows = [[_esc(group), sizes.get(group, ""), *_points(est)] for group, est in grouped.groups.items()]
+            n_orders = len(r.orders)
+            table_rows = [
+                [_esc(group), sizes.get(group, ""), *_marked_points(est, n_orders, sizes.get(group, 0))]
+                for group, est in grouped.groups.items()
+            ]
             table_rows.append(["all (pooled)", dataset.n_cases, *_points(grouped.micro)])
             table_rows.append(["macro (mean)", "", *_points(grouped.macro)])
             out += _table(
                 [field_name.replace("_", " "), "cases", *[d.capitalize() for d in DIMENSIONS], "All"], table_rows
             )
             out.append("")
+    out += _organ_notes(analysis)
 
     out += [
         "## Agreement beyond chance",
@@ -308,8 +370,16 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         if len(significant) > len(listed):
             out.append(f"\n…and {len(significant) - len(listed)} more.")
 
+    out += _note(
+        f"With {sensitivity.n_cases.pooled} cases, score differences under {points(sensitivity.between_judges.pooled)} "
+        "points between two judges cannot be detected (80 % power, two-sided 5 %)."
+        if sensitivity is not None and sensitivity.between_judges.pooled == sensitivity.between_judges.pooled
+        else ""
+    )
+
     if human is not None:
-        out += _human_section(human, board, conf)
+        out += _human_section(human, board, conf, sensitivity)
+        out += _stand_in_section(human, board, settings)
 
     failing = [r for r in ordered if r.failures]
     if failing:
@@ -330,7 +400,74 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
     return "\n".join(out)
 
 
-def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: int) -> list[str]:
+def _detectable_cells(sensitivity: Sensitivity) -> list[str]:
+    return [f"{points(sensitivity.vs_chance[d])} / {points(sensitivity.between_judges[d])}" for d in DIMENSIONS]
+
+
+def _organ_notes(analysis: Analysis) -> list[str]:
+    """What the organ tables can and cannot show: the marked cells and each organ system's detectable difference."""
+    out = [
+        f"Cells marked {FEW_MARK} rest on one to three cases: shown in brackets, not to be compared with anything. "
+        "Macro averages every organ system with equal weight, small ones included."
+    ]
+    sensitivity = analysis.sensitivity
+    if sensitivity is not None and sensitivity.by_group:
+        sizes = analysis.dataset.groups.get(sensitivity.group_field, {})
+        listed = "; ".join(
+            f"{_esc(group)} ({sizes.get(group, '?')} cases) {points(value, blank='nothing')}"
+            for group, value in sensitivity.by_group.items()
+        )
+        out += [
+            "",
+            f"Per {sensitivity.group_field.replace('_', ' ')}, differences from chance (all dimensions) under these "
+            f"many points cannot be detected (80 % power): {listed}.",
+        ]
+    return [*out, ""]
+
+
+def _stand_in_section(human: HumanCeiling, board: Sequence[LeaderboardRow], settings: Settings) -> list[str]:
+    """Can a judge stand in for an annotator? The method in two sentences, then every judge's verdicts."""
+    out = [
+        "",
+        "## Can a judge stand in for an annotator?",
+        "",
+        STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{settings.alpha:g}"),
+        "",
+    ]
+    rows = []
+    for row in board:
+        found = human.verdict(row.label)
+        if found is None:
+            continue
+        pooled = found.tests.pooled
+        rows.append(
+            [
+                _esc(row.label) + (" *(baseline)*" if row.is_baseline else ""),
+                f"**{pooled.verdict}**",
+                coefficient(pooled.winning_rate),
+                coefficient(pooled.advantage),
+                _esc(pooled.reason),
+            ]
+        )
+    out += _table(
+        ["Judge", "All dimensions", "ω (winning rate)", "ρ (advantage)", "Why"], rows, [False, False, True, True, False]
+    )
+    out += ["", "Per dimension (ω in brackets):", ""]
+    out += _table(
+        ["Judge", *[d.capitalize() for d in DIMENSIONS]],
+        [
+            [_esc(v.label), *[verdict(v.tests[d]) for d in DIMENSIONS]]
+            for v in (human.verdict(row.label) for row in board)
+            if v is not None
+        ],
+        [False] * (1 + len(DIMENSIONS)),
+    )
+    return out
+
+
+def _human_section(
+    human: HumanCeiling, board: Sequence[LeaderboardRow], conf: int, sensitivity: Sensitivity | None = None
+) -> list[str]:
     """The human-ceiling section.
 
     Judges and annotators against the leave-one-out majorities, and the agreement between
@@ -347,7 +484,8 @@ def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: i
         f"and nothing is counted. *{_esc(human.label)}*: how often an annotator's own label equals that target. "
         "**Vs annotators**: how often a judge's verdict equals the same targets (every order it judged counts, "
         "failures count wrong). **Gap**: judge minus human in points, paired on the same resamples; a gap whose "
-        "interval includes 0 cannot tell the judge from an annotator.",
+        "interval includes 0 cannot tell the judge from an annotator. **÷ human**: judge divided by human "
+        "(1.00 = as often as an annotator).",
         "",
     ]
     rows = [
@@ -355,6 +493,7 @@ def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: i
             f"*{_esc(human.label)}*",
             estimate(human.human.pooled),
             "",
+            "1.00",
             *[percent(e.point) for _, e in human.human.dimensions.items()],
         ]
     ]
@@ -368,6 +507,7 @@ def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: i
                 label,
                 estimate(judge.agreement.pooled),
                 estimate(judge.gap.pooled, signed=True),
+                ratio(None if judge.normalised is None else judge.normalised.pooled),
                 *[percent(e.point) for _, e in judge.agreement.dimensions.items()],
             ]
         )
@@ -376,10 +516,19 @@ def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: i
             "Against the leave-one-out majorities",
             f"All dimensions [{conf} % CI]",
             "Gap to human (points)",
+            "÷ human [CI]",
             *[d.capitalize() for d in DIMENSIONS],
         ],
         rows,
     )
+    if sensitivity is not None and sensitivity.vs_human is not None:
+        per_dimension = ", ".join(f"{d} {points(sensitivity.vs_human[d])}" for d in DIMENSIONS)
+        out += [
+            "",
+            f"With {sensitivity.n_cases.pooled} cases, gaps to the human row under "
+            f"{points(sensitivity.vs_human.pooled)} points (all dimensions) cannot be detected (80 % power, "
+            f"two-sided 5 %); per dimension: {per_dimension}.",
+        ]
 
     panel = human.agreement
     out += [
@@ -406,11 +555,17 @@ def _human_section(human: HumanCeiling, board: Sequence[LeaderboardRow], conf: i
     )
 
     field = human.group_field.replace("_", " ")
-    out += ["", f"### Agreement between annotators by {field}", "", "All dimensions pooled; κ per dimension after."]
+    out += [
+        "",
+        f"### Agreement between annotators by {field}",
+        "",
+        f"All dimensions pooled; κ per dimension after. Rows marked {FEW_MARK} rest on one to three cases: not to be "
+        "compared.",
+    ]
     out.append("")
     group_rows = [
         [
-            _esc(group),
+            _esc(group) + (f" ({FEW_MARK})" if few_cases(agreement.n_cases) else ""),
             agreement.n_cases,
             estimate(agreement.percent_agreement.pooled),
             coefficient_estimate(agreement.fleiss_kappa.pooled),

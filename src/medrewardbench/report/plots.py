@@ -113,6 +113,8 @@ def heatmap(
     row_attributes: Sequence[str] = (),
     cell_width: int = 58,
     cell_height: int = 24,
+    few: Sequence[Sequence[bool]] | None = None,
+    few_label: str = "n<4",
 ) -> str:
     """A rows x columns grid of fractions coloured with viridis on the fixed scale 0-100 %.
 
@@ -127,6 +129,9 @@ def heatmap(
         row_attributes: per row, attributes for the row's ``<g>`` (``'data-organ="o1"'``), for page scripts.
         cell_width: cell width in pixels.
         cell_height: cell height in pixels (taller when counts are printed).
+        few: per cell, whether it rests on too few cases to be compared: drawn grey, off the colour
+            scale, its value in grey and ``few_label`` in place of its n.
+        few_label: the mark of such a cell.
 
     Returns:
         The ``<svg>`` element; every cell prints its value in percent, and its n when given.
@@ -166,17 +171,24 @@ def heatmap(
         for c, value in enumerate(values[r]):
             x = left + c * cell_width
             n = None if counts is None else counts[r][c]
-            muted = n is not None and n < small_n
+            too_few = few is not None and few[r][c]
+            muted = too_few or (n is not None and n < small_n)
             if value is None:
                 fill, ink, content = MISSING, GREY, "–"
+            elif too_few:
+                fill, ink, content = MISSING, GREY, pct(value)
             else:
                 fill = viridis(value)
                 ink, content = text_colour_on(fill), pct(value)
             tip = f"{label}, {col_labels[c]}: {content} %" + ("" if n is None else f" of {n}")
-            tip += " (few: read with care)" if muted else ""
+            if too_few:
+                tip += f" ({few_label} cases: not comparable)"
+            elif muted:
+                tip += " (few: read with care)"
             opacity = ' fill-opacity="0.4" stroke="#777" stroke-dasharray="3 2"' if muted else ""
+            classes = "cell" + (" small-n" if muted else "") + (" few-cases" if too_few else "")
             parts.append(
-                f'<g class="cell{" small-n" if muted else ""}"><title>{escape(tip)}</title>'
+                f'<g class="{classes}"><title>{escape(tip)}</title>'
                 f'<rect x="{x + 1:.1f}" y="{y + 1:.1f}" width="{cell_width - 2}" height="{cell_height - 2}" '
                 f'fill="{fill}" rx="2"{opacity}/>'
             )
@@ -185,9 +197,8 @@ def heatmap(
             text_y = y + cell_height / 2 + (0 if n is not None else 4)
             parts.append(_text(x + cell_width / 2, text_y, content, size=12, anchor="middle", fill=ink))
             if n is not None:
-                parts.append(
-                    _text(x + cell_width / 2, y + cell_height - 6, f"n {n}", size=9, anchor="middle", fill=ink)
-                )
+                shown = few_label if too_few else f"n {n}"
+                parts.append(_text(x + cell_width / 2, y + cell_height - 6, shown, size=9, anchor="middle", fill=ink))
             parts.append("</g>")
         parts.append("</g>")
     parts.append("</svg>")

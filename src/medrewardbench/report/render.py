@@ -37,12 +37,14 @@ from medrewardbench.metrics.analysis import (
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.heldout import is_cv_folder, load_cv_bundles
 from medrewardbench.metrics.results import (
+    DEFAULT_EPSILON,
     PAIRWISE_COLUMNS,
     STRATA,
     Analysis,
     ColumnTable,
     DimensionTable,
     Estimate,
+    Sensitivity,
     number,
 )
 from medrewardbench.report.html import CaseGallery, CaseView, DoctorsView, JudgePicks, OrderOutcome, case_image
@@ -157,6 +159,7 @@ def analyze_dataset(
     seed: int = 0,
     group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
+    epsilon: float = DEFAULT_EPSILON,
 ) -> Analysis:
     """Analyse the runs of one data set (with its name and its labels' provenance).
 
@@ -166,7 +169,8 @@ def analyze_dataset(
         n_resamples: bootstrap resamples.
         seed: bootstrap seed.
         group_fields: metadata fields to break accuracy down by.
-        alpha: level for tiers and significance marks.
+        alpha: level for tiers and significance marks (and the stand-in test's false discovery rate).
+        epsilon: the stand-in test's cost-benefit margin.
 
     Returns:
         The :func:`~medrewardbench.metrics.analysis.analyze` result.
@@ -180,6 +184,7 @@ def analyze_dataset(
         alpha=alpha,
         dataset_name=dataset.name,
         labels=dataset.labels,
+        epsilon=epsilon,
     )
 
 
@@ -205,6 +210,7 @@ def analyze_paths(
     seed: int = 0,
     group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
+    epsilon: float = DEFAULT_EPSILON,
 ) -> Analysis:
     """Load the runs under ``paths`` (optionally only some judges) and analyse them: one data set.
 
@@ -217,6 +223,7 @@ def analyze_paths(
         seed: bootstrap seed.
         group_fields: metadata fields to break accuracy down by.
         alpha: level for tiers and significance marks.
+        epsilon: the stand-in test's cost-benefit margin.
 
     Returns:
         The :func:`~medrewardbench.metrics.analysis.analyze` result.
@@ -228,7 +235,13 @@ def analyze_paths(
     if len(datasets) > 1:
         raise different_data_error(datasets)
     return analyze_dataset(
-        datasets[0], confidence=confidence, n_resamples=n_resamples, seed=seed, group_fields=group_fields, alpha=alpha
+        datasets[0],
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        group_fields=group_fields,
+        alpha=alpha,
+        epsilon=epsilon,
     )
 
 
@@ -326,6 +339,40 @@ def analysis_csv_rows(analysis: Analysis) -> list[dict[str, Any]]:
             add("macro_accuracy", grouped.macro, field=field_name)
     if analysis.human is not None:
         rows += [{"judge": None, "order": None, **row} for row in human_long_rows(analysis.human)]
+    if analysis.sensitivity is not None:
+        rows += sensitivity_rows(analysis.sensitivity)
+    return rows
+
+
+def sensitivity_rows(sensitivity: Sensitivity) -> list[dict[str, Any]]:
+    """The smallest detectable differences as CSV rows (``point`` = the difference, ``n`` = cases).
+
+    Metrics ``detectable_vs_chance``, ``detectable_between_judges`` and ``detectable_vs_human`` per
+    column, and ``detectable_vs_chance`` per organ system (all dimensions).
+    """
+    empty = dict.fromkeys(("run_id", "judge", "label", "group_field", "group", "order", "low", "high"))
+    rows: list[dict[str, Any]] = []
+    tables = [
+        ("detectable_vs_chance", sensitivity.vs_chance),
+        ("detectable_between_judges", sensitivity.between_judges),
+    ]
+    if sensitivity.vs_human is not None:
+        tables.append(("detectable_vs_human", sensitivity.vs_human))
+    for metric, table in tables:
+        for column, value in table.columns():
+            n = sensitivity.n_cases[column]
+            rows.append({**empty, "metric": metric, "dimension": column, "point": number(value), "n": n})
+    for group, value in sensitivity.by_group.items():
+        rows.append(
+            {
+                **empty,
+                "metric": "detectable_vs_chance",
+                "dimension": "all",
+                "group_field": sensitivity.group_field,
+                "group": group,
+                "point": number(value),
+            }
+        )
     return rows
 
 
@@ -582,10 +629,17 @@ def _write_report(
     cases_per_judge: int,
     case_dimension: str,
     title: str,
+    epsilon: float = DEFAULT_EPSILON,
 ) -> RenderedReport:
     fields = resolve_group_fields(dataset, group_fields)
     analysis = analyze_dataset(
-        dataset, confidence=confidence, n_resamples=n_resamples, seed=seed, group_fields=fields, alpha=alpha
+        dataset,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        group_fields=fields,
+        alpha=alpha,
+        epsilon=epsilon,
     )
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -629,6 +683,7 @@ def render_reports(
     cases_per_judge: int = 50,
     case_dimension: str = "overall",
     title: str = "Med-RewardBench report",
+    epsilon: float = DEFAULT_EPSILON,
 ) -> list[RenderedReport]:
     """Analyse the runs found under ``paths`` and write the requested files, one report per data set.
 
@@ -649,6 +704,7 @@ def render_reports(
         cases_per_judge: how many wrongly judged cases of each judge the HTML gallery takes.
         case_dimension: the dimension that decides which cases count as wrong in the HTML.
         title: report title.
+        epsilon: the stand-in test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`).
 
     Returns:
         One :class:`RenderedReport` per data set, in the order found.
@@ -675,6 +731,7 @@ def render_reports(
             cases_per_judge=cases_per_judge,
             case_dimension=case_dimension,
             title=title,
+            epsilon=epsilon,
         )
         for dataset in datasets
     ]
@@ -695,6 +752,7 @@ def render_report(
     cases_per_judge: int = 50,
     case_dimension: str = "overall",
     title: str = "Med-RewardBench report",
+    epsilon: float = DEFAULT_EPSILON,
 ) -> dict[str, Path]:
     """The report of one data set (see :func:`render_reports`): its files in ``out_dir``.
 
@@ -723,4 +781,5 @@ def render_report(
         cases_per_judge=cases_per_judge,
         case_dimension=case_dimension,
         title=title,
+        epsilon=epsilon,
     ).files

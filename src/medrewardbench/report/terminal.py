@@ -18,11 +18,16 @@ from medrewardbench.report.format import (
     METRIC,
     MISSING,
     coefficient,
+    detectable_sentence,
     dollars,
     estimate,
     fraction,
     p_value,
     percent,
+    points,
+    ratio,
+    small_sample_banner,
+    verdict,
 )
 from medrewardbench.safe_text import terminal_safe
 
@@ -45,6 +50,10 @@ HUMAN_NOTE = (
     "dimensions pooled); {label} = each annotator against that same majority: not a judge, not ranked"
 )
 """Caption text for the human-ceiling column and row (``{label}`` is the row's name)."""
+STAND_IN_NOTE = (
+    "÷ human = vs annot. over the human row (1.00 = as often as an annotator); stands in = the alternative annotator "
+    "test on all dimensions (ε = {eps:g}): can stand in for an annotator, cannot, or too few cases to tell"
+)
 NOT_A_JUDGE = "not a judge"
 """What the human-ceiling row shows where a judge's score would be."""
 
@@ -180,8 +189,8 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
     )
     table.add_column("#", justify="right")
     table.add_column("tier", justify="right")
-    table.add_column("judge")
-    table.add_column(f"score [{ci}% CI]", justify="right", style="bold")
+    table.add_column("judge", no_wrap=True)
+    table.add_column(f"score [{ci}% CI]", justify="right", style="bold", no_wrap=True)
     table.add_column("macro over organs", justify="right")
     table.add_column("overall", justify="right")
     table.add_column("fail", justify="right")
@@ -195,10 +204,14 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
     human = analysis.human
     if human is not None:
         table.add_column(f"vs annot. [{ci}% CI]", justify="right")
+        table.add_column("÷ human", justify="right")
+        table.add_column("stands in for an annotator?")
     for row in analysis.leaderboard:
         label = row.label + (" (baseline)" if row.is_baseline else "")
         costs = [dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []
-        vs_annotators = [estimate(row.vs_annotators)] if human is not None else []
+        vs_annotators = (
+            [estimate(row.vs_annotators), ratio(row.normalised), row.verdict or MISSING] if human is not None else []
+        )
         table.add_row(
             str(row.rank),
             "" if row.tier is None else str(row.tier),
@@ -223,9 +236,50 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
         table.add_section()
         blanks = [MISSING] * (6 + (2 if with_cost else 0))
         table.add_row(
-            "–", MISSING, plain(human.label), NOT_A_JUDGE, *blanks, estimate(human.human.pooled), style="italic"
+            "–",
+            MISSING,
+            plain(human.label),
+            NOT_A_JUDGE,
+            *blanks,
+            estimate(human.human.pooled),
+            "1.00",
+            MISSING,
+            style="italic",
         )
-        table.caption += "; " + HUMAN_NOTE.format(label=human.label)
+        table.caption += "; " + HUMAN_NOTE.format(label=human.label) + "; " + STAND_IN_NOTE.format(eps=human.epsilon)
+    sentence = detectable_sentence(analysis.sensitivity, human=human is not None)
+    if sentence:
+        table.caption += ". " + sentence
+    return table
+
+
+def sensitivity_banner(analysis: Analysis) -> Text | None:
+    """The "too few cases to rank" warning for the terminal (bold yellow), or None when the data suffice."""
+    banner = small_sample_banner(analysis.sensitivity)
+    return None if banner is None else Text(banner, style="bold yellow")
+
+
+def verdict_table(analysis: Analysis, labels: Sequence[str]) -> Table | None:
+    """Can each judge stand in for an annotator, per dimension and pooled (None without per-annotator labels)."""
+    human = analysis.human
+    if human is None:
+        return None
+    verdicts = [human.verdict(label) for label in labels]
+    table = Table(
+        title=_title(f"Can the judge stand in for an annotator? (alt-test, ε = {human.epsilon:g})"),
+        title_justify="left",
+    )
+    table.add_column("dimension")
+    for label in labels:
+        table.add_column(plain(label))
+    for column in (POOLED_LABEL, *DIMENSIONS):
+        key = "all" if column == POOLED_LABEL else column
+        table.add_row(column, *(verdict(None if v is None else v.tests[key]) for v in verdicts))
+    reasons = [f"{label}: {v.tests.pooled.reason}" for label, v in zip(labels, verdicts, strict=True) if v is not None]
+    table.caption = (
+        "ω = share of annotators the judge beats (Benjamini–Yekutieli across annotators); it can stand in when "
+        "ω ≥ 0.5. All dimensions: " + "; ".join(reasons)
+    )
     return table
 
 
@@ -260,6 +314,13 @@ def comparison_table(analysis: Analysis, judge_a: str, judge_b: str) -> Table:
         "b = requests only A got right, c = only B got right; bold = significant after Holm correction. "
         "The bootstrap resamples cases (both orders together); McNemar treats requests as independent."
     )
+    sensitivity = analysis.sensitivity
+    if sensitivity is not None and sensitivity.between_judges.pooled == sensitivity.between_judges.pooled:
+        n = sensitivity.n_cases.pooled
+        table.caption += (
+            f" With {n} cases, differences under {points(sensitivity.between_judges.pooled)} points between these "
+            "two judges (all dimensions) cannot be detected (80 % power, two-sided 5 %)."
+        )
     return table
 
 

@@ -9,7 +9,9 @@ and ``n_cases``, and closes each judge sheet with an ``all`` row (every case) an
 what the numbers mean). When the data has per-annotator labels, the leaderboard gains
 ``vs_annotators`` columns and, below the judges, the ``human (leave-one-out)`` row (not a judge,
 not ranked), and the ``human_ceiling`` sheet holds every number of the human ceiling in long format
-(it is absent otherwise).
+(it is absent otherwise). With them, the leaderboard also gains ``normalised`` (vs_annotators over the
+human row) and ``stands_in`` (the alternative annotator test on all dimensions), and the ``stand_in``
+sheet holds every judge's verdict per dimension. The ``about`` sheet says what the cases can detect.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
-from medrewardbench.report.format import METRIC
+from medrewardbench.report.format import METRIC, STAND_IN_METHOD, detectable_sentence, small_sample_banner
 from medrewardbench.report.human import human_long_rows
 
-SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "about")
+SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "stand_in", "about")
 HUMAN_COLUMNS: tuple[str, ...] = (
     "label",
     "run_id",
@@ -39,6 +41,20 @@ HUMAN_COLUMNS: tuple[str, ...] = (
     "n",
 )
 """Columns of the ``human_ceiling`` sheet."""
+STAND_IN_COLUMNS: tuple[str, ...] = (
+    "judge",
+    "run_id",
+    "dimension",
+    "verdict",
+    "reason",
+    "winning_rate",
+    "advantage",
+    "n_annotators",
+    "n_cases",
+    "detectable_margin",
+    "epsilon",
+)
+"""Columns of the ``stand_in`` sheet: the alternative annotator test per judge and column."""
 MAX_SHEET_NAME = 31
 _FORBIDDEN = re.compile(r"[\[\]:*?/\\]")
 FRACTION = "0.0000"
@@ -144,17 +160,23 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
     ]
     human = analysis.human
     if human is not None:
-        header += ["vs_annotators", "vs_annotators_low", "vs_annotators_high"]
+        header += [
+            "vs_annotators",
+            "vs_annotators_low",
+            "vs_annotators_high",
+            "normalised",
+            "normalised_low",
+            "normalised_high",
+            "stands_in",
+        ]
     sheet.append(header)
     for row in board:
-        vs = row.vs_annotators
-        vs_cells = (
-            []
-            if human is None
-            else [None, None, None]
-            if vs is None
-            else [number(vs.point), number(vs.low), number(vs.high)]
-        )
+        vs_cells: list[object] = []
+        if human is not None:
+            for shown in (row.vs_annotators, row.normalised):
+                bounds = (math.nan,) * 3 if shown is None else (shown.point, shown.low, shown.high)
+                vs_cells += [number(b) for b in bounds]
+            vs_cells.append(row.verdict)
         sheet.append(
             [
                 row.rank,
@@ -184,11 +206,13 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         sheet.append([])
         sheet.append(
             [None, None, human.label, "not a judge: each annotator against the majority of the others"]
-            + [None] * (len(header) - 7)
-            + [number(ceiling.point), number(ceiling.low), number(ceiling.high)]
+            + [None] * (len(header) - 11)
+            + [number(ceiling.point), number(ceiling.low), number(ceiling.high), 1.0, None, None, None]
         )
     _style_header(sheet, bold, [6, 5, 34, 30, 9] + [11] * (len(header) - 5))
     _format_columns(sheet, 2, [*range(6, 16), *range(22, 27), *(range(30, 33) if human is not None else ())], PERCENT)
+    if human is not None:
+        _format_columns(sheet, 2, range(33, 36), "0.00")
 
     names = sheet_names([r.label for r in ordered])
     for name, run in zip(names, ordered, strict=True):
@@ -279,7 +303,35 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         for record in human_long_rows(human):
             human_sheet.append([record[c] for c in HUMAN_COLUMNS])
         _style_header(human_sheet, bold, [34, 30, 30, 18, 14, 22, 10, 10, 10, 8])
+        stand_in = workbook.create_sheet("stand_in")
+        stand_in.append(list(STAND_IN_COLUMNS))
+        for found in human.verdicts:
+            for column, test in found.tests.columns():
+                stand_in.append(
+                    [
+                        found.label,
+                        found.run_id,
+                        column,
+                        test.verdict,
+                        test.reason,
+                        number(test.winning_rate),
+                        number(test.advantage),
+                        test.n_annotators,
+                        test.n_cases,
+                        number(test.detectable_margin),
+                        human.epsilon,
+                    ]
+                )
+        _style_header(stand_in, bold, [34, 30, 18, 28, 80, 12, 12, 12, 10, 16, 9])
     about = workbook.create_sheet("about")
+    sensitivity = analysis.sensitivity
+    detectable = [
+        ("detectable", detectable_sentence(sensitivity, human=human is not None) or "not computed"),
+        ("too_small_to_rank", small_sample_banner(sensitivity) or "no"),
+    ]
+    if human is not None:
+        method = STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{analysis.settings.alpha:g}")
+        detectable.append(("stand_in", method))
     for key, value in (
         ("dataset", dataset.name or ""),
         ("data_fingerprint", dataset.data_hash),
@@ -293,6 +345,7 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
             f"{round(100 * analysis.settings.confidence)} % case bootstrap, "
             f"{analysis.settings.n_resamples} resamples, seed {analysis.settings.seed}",
         ),
+        *detectable,
     ):
         about.append([key, value])
     about.column_dimensions["A"].width = 18
