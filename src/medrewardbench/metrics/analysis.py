@@ -624,28 +624,33 @@ def _dataset_section(
 def _sensitivity(
     runs: Sequence[RunData], labels: IntArray, strata: Sequence[str], ratings: npt.NDArray[np.int8] | None
 ) -> Sensitivity:
-    """The smallest differences these cases can detect (:mod:`medrewardbench.metrics.power`)."""
-    values, masks = [], []
+    """The smallest differences these cases can detect (:mod:`medrewardbench.metrics.power`).
+
+    Judges are added one at a time, so memory grows with one judge's cases, not with judges times cases.
+    """
+    keys = np.asarray(list(strata), dtype=object)
+    names = sorted({str(k) for k in keys.tolist()})
+    spread = power.Spread()
+    per_group = {name: power.Spread() for name in names}
+    members = {name: keys == name for name in names}
     for run in runs:
         correct, counted = stats.case_counts(run.verdicts, labels)
         u, mask = power.linearised(_pooled(correct), _pooled(counted))
-        values.append(u)
-        masks.append(mask)
+        spread.add(u, mask)
+        for name, cases in members.items():
+            per_group[name].add(u[cases][:, -1], mask[cases][:, -1])
     labelled = labels > 0
     n_cases = np.concatenate([labelled.sum(axis=0), [np.count_nonzero(labelled.any(axis=1))]]).astype(np.int64)
-    vs_chance = power.detectable(power.rms_sd(values, masks), n_cases)
-    between = power.detectable(power.pair_rms_sd(values, masks), n_cases)
+    vs_chance = power.detectable(spread.rms_sd(), n_cases)
+    between = power.detectable(spread.pair_rms_sd(), n_cases)
     vs_human = None
     if ratings is not None:
         gap, _ = gap_detectable(ratings, [run.verdicts for run in runs])
         vs_human = ColumnTable.of([fixed(v) for v in gap.tolist()])
-    keys = np.asarray(list(strata), dtype=object)
     by_group: dict[str, float] = {}
-    for name in sorted({str(k) for k in keys.tolist()}):
-        cases = keys == name
-        sd = power.rms_sd([u[cases][:, -1] for u in values], [m[cases][:, -1] for m in masks])
+    for name, cases in members.items():
         n = int(np.count_nonzero(labelled[cases].any(axis=1)))
-        by_group[name] = fixed(float(power.detectable(sd, n)))
+        by_group[name] = fixed(float(power.detectable(per_group[name].rms_sd(), n)))
     return Sensitivity(
         n_cases=ColumnTable.of([int(n) for n in n_cases.tolist()]),
         vs_chance=ColumnTable.of([fixed(v) for v in vs_chance.tolist()]),

@@ -392,14 +392,12 @@ def gap_detectable(
     num, den = _loo_counts(values, verdicts)
     n_annotators = values.shape[1]
     human_u, human_counted = power.linearised(num[:, 0], den[:, 0])
-    differences = []
-    masks = []
+    spread = power.Spread()
     for k in range(1 + n_annotators, num.shape[1]):
         judge_u, judge_counted = power.linearised(num[:, k], den[:, k])
-        differences.append(judge_u - human_u)
-        masks.append(judge_counted | human_counted)
+        spread.add(judge_u - human_u, judge_counted | human_counted)
     n_cases = human_counted.sum(axis=0).astype(np.int64)
-    return power.detectable(power.rms_sd(differences, masks), n_cases), n_cases
+    return power.detectable(spread.rms_sd(), n_cases), n_cases
 
 
 # --------------------------------------------------------------------------------------------

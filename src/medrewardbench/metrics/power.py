@@ -32,6 +32,7 @@ import numpy.typing as npt
 __all__ = [
     "ALPHA",
     "POWER",
+    "Spread",
     "detectable",
     "linearised",
     "mde_multiplier",
@@ -80,6 +81,59 @@ def _sd(u: np.ndarray, n: np.ndarray) -> np.ndarray:
         return np.where(n >= 2, np.sqrt(np.sum(u * u, axis=0) / np.maximum(n - 1, 1)), np.nan)
 
 
+class Spread:
+    """Accumulates judges' linearised values, one judge at a time, in memory of one judge's size.
+
+    :meth:`rms_sd` is the root mean square over judges of each judge's between-case standard
+    deviation; :meth:`pair_rms_sd` the root mean square over every pair of judges of the standard
+    deviation of their paired per-case difference, from the identity
+    ``sum_{A<B} (u_A - u_B)^2 = J sum_A u_A^2 - (sum_A u_A)^2`` (per case), so pairs are never formed;
+    a pair's cases are those counted for any judge.
+    """
+
+    def __init__(self) -> None:
+        self.n_judges = 0
+        self._sum: np.ndarray | None = None
+        self._squares: np.ndarray | None = None
+        self._counted: np.ndarray | None = None
+        self._variances: list[np.ndarray] = []
+
+    def add(self, u: npt.ArrayLike, counted: npt.ArrayLike) -> None:
+        """One judge: ``u`` and ``counted`` of :func:`linearised`, ``(n_cases, ...)``."""
+        values = np.asarray(u, dtype=np.float64)
+        mask = np.asarray(counted, dtype=bool)
+        sd = _sd(values, mask.sum(axis=0))
+        self._variances.append(sd * sd)
+        if self._sum is None or self._squares is None or self._counted is None:
+            self._sum, self._squares, self._counted = values.copy(), values * values, mask.copy()
+        else:
+            self._sum += values
+            self._squares += values * values
+            self._counted |= mask
+        self.n_judges += 1
+
+    def rms_sd(self) -> np.ndarray:
+        """Root mean square over judges of the between-case SD; NaN where no judge has two cases."""
+        if not self._variances:
+            return np.full((), np.nan)
+        variances = np.stack(self._variances)
+        defined = ~np.isnan(variances)
+        count = defined.sum(axis=0)
+        total = np.where(defined, variances, 0.0).sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 0, np.sqrt(total / np.maximum(count, 1)), np.nan)
+
+    def pair_rms_sd(self) -> np.ndarray:
+        """Root mean square over pairs of judges of their paired difference's SD; NaN below two judges."""
+        if self.n_judges < 2 or self._sum is None or self._squares is None or self._counted is None:
+            return np.full(() if self._sum is None else self._sum.shape[1:], np.nan)
+        j = self.n_judges
+        squares = np.sum(j * self._squares - self._sum**2, axis=0)
+        n = self._counted.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n >= 2, np.sqrt(squares / (j * (j - 1) / 2) / np.maximum(n - 1, 1)), np.nan)
+
+
 def rms_sd(values: Sequence[np.ndarray], counted: Sequence[np.ndarray]) -> np.ndarray:
     """Root mean square, over judges, of the between-case standard deviation of linearised values.
 
@@ -90,21 +144,14 @@ def rms_sd(values: Sequence[np.ndarray], counted: Sequence[np.ndarray]) -> np.nd
     Returns:
         ``(...)``: NaN where no judge has two counted cases.
     """
-    if not values:
-        return np.full((), np.nan)
-    sds = np.stack([_sd(u, c.sum(axis=0)) for u, c in zip(values, counted, strict=True)])
-    defined = ~np.isnan(sds)
-    total = np.where(defined, sds * sds, 0.0).sum(axis=0)
-    count = defined.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, np.sqrt(total / np.maximum(count, 1)), np.nan)
+    spread = Spread()
+    for u, mask in zip(values, counted, strict=True):
+        spread.add(u, mask)
+    return spread.rms_sd()
 
 
 def pair_rms_sd(values: Sequence[np.ndarray], counted: Sequence[np.ndarray]) -> np.ndarray:
-    """Root mean square, over every pair of judges, of the SD of their paired per-case difference.
-
-    With ``J`` judges, ``sum_{A<B} (u_A - u_B)^2 = J sum_A u_A^2 - (sum_A u_A)^2`` per case, so the
-    pairs are never formed; a pair's cases are those counted for any judge.
+    """Root mean square, over every pair of judges, of the SD of their paired per-case difference (:class:`Spread`).
 
     Args:
         values: per judge, ``u`` of :func:`linearised`.
@@ -113,15 +160,10 @@ def pair_rms_sd(values: Sequence[np.ndarray], counted: Sequence[np.ndarray]) -> 
     Returns:
         ``(...)``: NaN with fewer than two judges or two cases.
     """
-    n_judges = len(values)
-    if n_judges < 2:
-        return np.full(values[0].shape[1:] if values else (), np.nan)
-    stacked = np.stack(values)  # (J, n, ...)
-    squares = n_judges * np.sum(stacked * stacked, axis=0) - np.sum(stacked, axis=0) ** 2
-    n = np.any(np.stack(counted), axis=0).sum(axis=0)
-    pairs = n_judges * (n_judges - 1) / 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n >= 2, np.sqrt(np.sum(squares, axis=0) / pairs / np.maximum(n - 1, 1)), np.nan)
+    spread = Spread()
+    for u, mask in zip(values, counted, strict=True):
+        spread.add(u, mask)
+    return spread.pair_rms_sd()
 
 
 def detectable(sd: npt.ArrayLike, n: npt.ArrayLike, *, alpha: float = ALPHA, power: float = POWER) -> np.ndarray:
