@@ -142,8 +142,8 @@ def test_identical_judges_share_a_tier_and_do_not_differ(tiny: Analysis) -> None
     assert board["test:a"].tier == board["test:twin"].tier
     pair = [c for c in tiny.pairwise.on_score() if {c.a, c.b} == {"test:a", "test:twin"}]
     assert len(pair) == 1
-    assert pair[0].diff == 0.0 and pair[0].p_bootstrap == 1.0 and pair[0].p_mcnemar == 1.0
-    assert pair[0].mcnemar_b == pair[0].mcnemar_c == 0
+    assert pair[0].diff == 0.0 and pair[0].p_bootstrap == 1.0 and pair[0].p_case == 1.0
+    assert pair[0].cases_a_better == pair[0].cases_b_better == 0
     assert not pair[0].significant
 
 
@@ -200,10 +200,12 @@ def test_stored_runs_end_to_end(runs_fixture: RunsFixture) -> None:
     assert len(pairs) == n_judges * (n_judges - 1) // 2 * len(COLUMNS)
     [oracle_vs_broken] = [c for c in analysis.pairwise.between("test:oracle", "test:broken") if c.column == "overall"]
     n_requests = 2 * runs_fixture.benchmark.cases.__len__()
-    assert oracle_vs_broken.mcnemar_b == n_requests and oracle_vs_broken.n_pairs == n_requests
-    assert oracle_vs_broken.p_mcnemar < 1e-6 and oracle_vs_broken.significant
+    n_cases = len(runs_fixture.benchmark.cases)
+    assert oracle_vs_broken.cases_a_better == n_cases and oracle_vs_broken.n_pairs == n_requests
+    # every case goes the oracle's way: the sign-flip mid-p value is 2^-cases
+    assert oracle_vs_broken.p_case == pytest.approx(2.0**-n_cases, rel=1e-3) and oracle_vs_broken.significant
     # in the file, a p-value too small for six decimals keeps significant digits instead of becoming 0
-    assert 0 < oracle_vs_broken.to_json()["p_mcnemar"] < 1e-6
+    assert 0 < oracle_vs_broken.to_json()["p_case"] < 1e-3
     for c in pairs:
         if c.difference.defined:
             assert c.diff == pytest.approx(c.acc_a - c.acc_b, abs=1e-5)
@@ -338,7 +340,7 @@ def test_analysis_is_json_ready_and_round_trips(tiny: Analysis) -> None:
     text = json.dumps(document, allow_nan=False)
     assert "NaN" not in text
     assert set(document) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise", "human"}
-    assert document["schema"] == "medrewardbench.analysis/2"
+    assert document["schema"] == "medrewardbench.analysis/3"
     assert document["human"] is None and all(row["vs_annotators"] is None for row in document["leaderboard"])
     assert all(v is None or not math.isnan(v) for v in document["runs"][0]["failure_rate"].values())
     # NaN -> null -> NaN: the record read back equals the one written, and writes the same document

@@ -152,7 +152,7 @@ def compare_command(
     bootstrap: BootOpt = 2000,
     seed: SeedOpt = 0,
 ) -> None:
-    """Paired comparison of two judges on the same cases: a paired case bootstrap and McNemar, per dimension.
+    """Paired comparison of two judges on the same cases: paired case bootstrap and case sign-flip test, per dimension.
 
     A judge spec that names several runs (other seeds or settings) is an error that lists their run
     ids: name one by its run id.

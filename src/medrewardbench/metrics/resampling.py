@@ -3,7 +3,7 @@
 :func:`resample_runs` turns the verdicts of several judges on the same cases into the estimates of
 :mod:`medrewardbench.metrics.analysis`: the eight ratio metrics with intervals, accuracy per group
 (with micro and macro summaries), kappa and AC1, accuracy split by the experts' length choice, and
-every pairwise comparison (paired bootstrap and exact McNemar). The statistics are those of
+every pairwise comparison (paired bootstrap and the exact case-level sign-flip test). The statistics are those of
 :mod:`medrewardbench.metrics.stats`, and the numbers equal what its functions give with the full
 weight matrix of :func:`~medrewardbench.metrics.stats.bootstrap_weights`; only the order of the
 work differs, so that memory does not grow with cases times resamples:
@@ -35,7 +35,12 @@ from medrewardbench.metrics import stats
 from medrewardbench.metrics.stats import NOT_RUN, FloatArray, IntArray
 from medrewardbench.metrics.stats.bootstrap import StrataLayout, _estimate, iter_sorted_weight_blocks
 from medrewardbench.metrics.stats.counts import _safe_divide
-from medrewardbench.metrics.stats.paired import PairwiseComparisons, assemble_pairwise, mcnemar_p_value
+from medrewardbench.metrics.stats.paired import (
+    PairwiseComparisons,
+    assemble_pairwise,
+    difference_histograms,
+    histograms_of_differences,
+)
 
 RATIO_METRICS: tuple[str, ...] = (
     "accuracy",
@@ -233,7 +238,12 @@ class _Sums:
         self.group_totals = {f: np.zeros((g, acc), dtype=np.int64) for f, g in fields.items()}
         self.group_resampled = {f: np.zeros((n_resamples, g, acc)) for f, g in fields.items()}
         self.by_length = np.zeros((4, j, d), dtype=np.int64)
-        self.mcnemar_b = np.zeros((d, j, j), dtype=np.int64)
+        # cases per difference of correct requests (row judge minus column judge): per dimension
+        # -2..2, pooled over the dimensions -2d..2d; pairs run on different requests separately
+        self.histograms = np.zeros((j, j, d, 5), dtype=np.int64)
+        self.pooled_histograms = np.zeros((j, j, 1, 4 * d + 1), dtype=np.int64)
+        self.cross_histograms = {pair: np.zeros((d, 5), dtype=np.int64) for pair in plan.cross_pairs}
+        self.cross_pooled_histograms = {pair: np.zeros((1, 4 * d + 1), dtype=np.int64) for pair in plan.cross_pairs}
         self.n_pairs = np.zeros((d, j, j), dtype=np.int64)
         self.n_strata = n_strata
 
@@ -342,7 +352,7 @@ def _add_totals(
     plan: _Plan,
     pairwise: bool,
 ) -> None:
-    """Add one chunk's counts to the full-data totals (point estimates, McNemar, length split)."""
+    """Add one chunk's counts to the full-data totals (point estimates, paired tests, length split)."""
     acc = _ACCURACY_FEATURES * plan.n_judges * plan.n_dims
     sums.totals += x.sum(axis=0, dtype=np.int64)
     for field in coded:
@@ -364,12 +374,21 @@ def _add_totals(
     for k, (values, mask) in enumerate(splits):
         sums.by_length[k] += (values * mask).sum(axis=1)
     if pairwise and plan.n_judges:
-        n_judges, n_cases = plan.n_judges, correct.shape[1]
-        # (D, J, requests), contiguous: one batched product per sum rather than one per dimension
-        right = np.ascontiguousarray(correct.reshape(n_judges, n_cases * 2, plan.n_dims).transpose(2, 0, 1), np.float64)
-        count = np.ascontiguousarray(counted.reshape(n_judges, n_cases * 2, plan.n_dims).transpose(2, 0, 1), np.float64)
-        sums.mcnemar_b += np.rint(np.matmul(right, (count - right).transpose(0, 2, 1))).astype(np.int64)
+        n_judges, n_cases, n_dims = plan.n_judges, correct.shape[1], plan.n_dims
+        # (D, J, requests), contiguous: one batched product rather than one per dimension
+        count = np.ascontiguousarray(counted.reshape(n_judges, n_cases * 2, n_dims).transpose(2, 0, 1), np.float32)
         sums.n_pairs += np.rint(np.matmul(count, count.transpose(0, 2, 1))).astype(np.int64)
+        sums.histograms += difference_histograms(correct_cases, 3)
+        sums.pooled_histograms += difference_histograms(correct_cases.sum(axis=2, keepdims=True), 2 * n_dims + 1)
+        column = plan.main_columns
+        for pair in plan.cross_pairs:
+            # the per-case (correct_a, correct_b, common) counts of the pair's common requests
+            num_a = x[:, column : column + n_dims].astype(np.int64)
+            num_b = x[:, column + n_dims : column + 2 * n_dims].astype(np.int64)
+            column += 3 * n_dims
+            sums.cross_histograms[pair] += histograms_of_differences(num_a - num_b, 3)
+            pooled = (num_a - num_b).sum(axis=1, keepdims=True)
+            sums.cross_pooled_histograms[pair] += histograms_of_differences(pooled, 2 * n_dims + 1)
 
 
 def _with_pooled(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -513,7 +532,9 @@ def _pairwise(
         cross_t[pair] = sums.totals[column : column + width].reshape(3, d).astype(np.float64)
         cross_r[pair] = sums.resampled[:, column : column + width].reshape(-1, 3, d)
         column += width
-    per_dim = _comparisons(num_t, den_t, num_r, den_r, cross_t, cross_r, sums.mcnemar_b, sums.n_pairs, confidence)
+    per_dim = _comparisons(
+        num_t, den_t, num_r, den_r, cross_t, cross_r, sums.histograms, sums.cross_histograms, sums.n_pairs, confidence
+    )
     pooled = _comparisons(
         num_t.sum(axis=1, keepdims=True),
         den_t.sum(axis=1, keepdims=True),
@@ -521,7 +542,8 @@ def _pairwise(
         den_r.sum(axis=2, keepdims=True),
         {pair: values.sum(axis=1, keepdims=True) for pair, values in cross_t.items()},
         {pair: values.sum(axis=2, keepdims=True) for pair, values in cross_r.items()},
-        sums.mcnemar_b.sum(axis=0, keepdims=True),
+        sums.pooled_histograms,
+        sums.cross_pooled_histograms,
         sums.n_pairs.sum(axis=0, keepdims=True),
         confidence,
     )
@@ -535,21 +557,21 @@ def _comparisons(
     den_r: FloatArray,
     cross_t: Mapping[tuple[int, int], npt.NDArray[np.float64]],
     cross_r: Mapping[tuple[int, int], FloatArray],
-    mcnemar_b: npt.NDArray[np.int64],
+    histograms: npt.NDArray[np.int64],
+    cross_histograms: Mapping[tuple[int, int], npt.NDArray[np.int64]],
     n_pairs: npt.NDArray[np.int64],
     confidence: float,
 ) -> PairwiseComparisons:
     """Pairwise records from per-judge sums (judges on the same requests) and per-pair sums (the rest)."""
     n_judges, n_dims = num_t.shape
-    b = mcnemar_b.transpose(1, 2, 0)
     pairs = n_pairs.transpose(1, 2, 0)
-    p_mcnemar = mcnemar_p_value(b, b.transpose(1, 0, 2))
     rows, cols = np.triu_indices(n_judges, 1)
     point = _safe_divide(num_t, den_t)  # (J, D)
     samples = _safe_divide(num_r, den_r)  # (B, J, D)
     acc_a = np.repeat(point[:, None, :], n_judges, axis=1)
     pair_diff = point[rows] - point[cols]
     pair_samples = samples[:, rows] - samples[:, cols]
+    pair_histograms = histograms[rows, cols]
     for k, (a, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
         if (a, c) not in cross_t:
             continue
@@ -558,7 +580,8 @@ def _comparisons(
         acc_a[c, a] = _safe_divide(totals[1], totals[2])
         pair_diff[k] = acc_a[a, c] - acc_a[c, a]
         pair_samples[:, k] = _safe_divide(replicates[:, 0] - replicates[:, 1], replicates[:, 2])
-    return assemble_pairwise(acc_a, pair_diff, pair_samples, rows, cols, confidence, b, p_mcnemar, pairs)
+        pair_histograms[k] = cross_histograms[(a, c)]
+    return assemble_pairwise(acc_a, pair_diff, pair_samples, rows, cols, confidence, pair_histograms, pairs)
 
 
 __all__ = ["FEATURES", "RATIO_METRICS", "Resampled", "resample_runs"]
