@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import binom, binomtest, permutation_test
+from scipy.stats import binom, binomtest, norm, permutation_test
+from scipy.stats import t as student_t
 from sklearn.metrics import cohen_kappa_score
 
 from medrewardbench.dimensions import DIMENSIONS
@@ -108,10 +109,22 @@ def compare(a: np.ndarray, b: np.ndarray, labels: np.ndarray, **options: Any) ->
     return pair(S.pairwise_comparisons(np.stack([a, b]), labels, **options), 0, 1)
 
 
-def naive_accuracy_replicates(verdicts: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Bootstrap accuracy by explicitly materialising each resample (the slow reference)."""
+def draw_counts(weights: np.ndarray, stratum_size: int) -> np.ndarray:
+    """How often each case of one stratum was drawn: the rescaled weights over ``n_h / (n_h - 1)``."""
+    return np.rint(np.asarray(weights) * (stratum_size - 1) / stratum_size).astype(np.int64)
+
+
+def naive_accuracy_replicates(
+    verdicts: np.ndarray, labels: np.ndarray, weights: np.ndarray, stratum_size: int | None = None
+) -> np.ndarray:
+    """Bootstrap accuracy by explicitly materialising each resample (the slow reference).
+
+    ``weights`` are one stratum's columns (``stratum_size`` cases, default all of them): each row
+    is turned back into the cases it drew (a ratio within one stratum does not depend on the
+    draws' common weight).
+    """
     out = []
-    for row in weights:
+    for row in draw_counts(weights, stratum_size or weights.shape[1]):
         index = np.repeat(np.arange(len(row)), row)
         out.append(accuracy(verdicts[index], labels[index]))
     return np.array(out)
@@ -177,23 +190,44 @@ def test_invalid_inputs_raise() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_bootstrap_weights_are_multinomial_counts_and_seeded() -> None:
+def test_bootstrap_weights_are_rescaled_multinomial_counts_and_seeded() -> None:
     w = S.bootstrap_weights(50, n_resamples=300, seed=7)
     assert w.shape == (300, 50)
     assert (w >= 0).all()
-    np.testing.assert_array_equal(w.sum(axis=1), 50)
+    counts = draw_counts(w, 50)
+    np.testing.assert_allclose(w, counts * 50 / 49, rtol=1e-15)  # n - 1 draws of weight n / (n - 1)
+    np.testing.assert_array_equal(counts.sum(axis=1), 49)
+    np.testing.assert_allclose(w.sum(axis=1), 50)
     np.testing.assert_array_equal(w, S.bootstrap_weights(50, n_resamples=300, seed=7))
     assert not np.array_equal(w, S.bootstrap_weights(50, n_resamples=300, seed=8))
-    # each case is drawn once per resample on average
+    # each case weighs 1 per resample on average, with the variance of one case drawn once (1)
     assert abs(w.mean() - 1.0) < 1e-12
-    assert 0.8 < w.var() < 1.2  # multinomial(n, 1/n): variance 1 - 1/n
+    assert 0.85 < w.var() < 1.15  # (n/(n-1))^2 * multinomial(n - 1, 1/n) variance = 1
 
 
 def test_stratified_weights_keep_every_stratum_size() -> None:
-    strata = np.array(["a"] * 5 + ["b"] * 3 + ["c"] * 12)
-    w = S.bootstrap_weights(20, n_resamples=200, seed=1, strata=strata)
-    for name, size in (("a", 5), ("b", 3), ("c", 12)):
-        np.testing.assert_array_equal(w[:, strata == name].sum(axis=1), size)
+    strata = np.array(["a"] * 5 + ["b"] * 3 + ["c"] * 12 + ["d"])
+    w = S.bootstrap_weights(21, n_resamples=200, seed=1, strata=strata)
+    for name, size in (("a", 5), ("b", 3), ("c", 12), ("d", 1)):
+        np.testing.assert_allclose(w[:, strata == name].sum(axis=1), size)
+        if size > 1:
+            np.testing.assert_array_equal(draw_counts(w[:, strata == name], size).sum(axis=1), size - 1)
+    np.testing.assert_array_equal(w[:, strata == "d"], 1.0)  # a stratum of one case cannot vary
+
+
+def test_rescaled_bootstrap_variance_of_a_stratified_total_is_unbiased() -> None:
+    # The plain stratified bootstrap gives a stratum's total the variance (n_h - 1) / n_h times
+    # its unbiased estimate n_h s_h^2: on strata of 2 and 3 cases half and two thirds of it, which
+    # made intervals too narrow (benchmarks/bench_validity.py). Rescaled, it is exactly n_h s_h^2.
+    rng = np.random.default_rng(5)
+    strata = np.repeat([0, 1, 2], [2, 3, 40])
+    x = rng.normal(size=strata.size)
+    w = S.bootstrap_weights(strata.size, 40_000, seed=3, strata=strata)
+    for h in range(3):
+        members = strata == h
+        expected = members.sum() * x[members].var(ddof=1)
+        assert (w[:, members] @ x[members]).var() == pytest.approx(expected, rel=0.03)
+        assert (w[:, members] @ x[members]).mean() == pytest.approx(x[members].sum(), rel=0.02, abs=0.02)
 
 
 def test_bootstrap_weights_reject_bad_strata() -> None:
@@ -203,7 +237,7 @@ def test_bootstrap_weights_reject_bad_strata() -> None:
 
 def test_resampled_sums_float32_path_is_exact() -> None:
     rng = np.random.default_rng(0)
-    w = S.bootstrap_weights(300, 100, seed=0)
+    w = rng.multinomial(300, np.full(300, 1 / 300), size=100).astype(np.int32)  # whole counts
     x = rng.integers(0, 3, size=(300, 4, 2))
     expected = w.astype(np.float64) @ x.reshape(300, -1).astype(np.float64)
     np.testing.assert_array_equal(S.resampled_sums(w, x), expected.reshape(100, 4, 2))
@@ -360,11 +394,53 @@ def test_macro_replicates_are_means_of_group_replicates() -> None:
     groups = np.array(["a"] * 10 + ["b"] * 20)
     weights = S.bootstrap_weights(n, 200, seed=4, strata=groups)
     result = grouped_accuracy_ci(verdicts, labels, groups, weights=weights, confidence=0.8)
-    a = naive_accuracy_replicates(verdicts[:10], labels[:10], weights[:, :10])
-    b = naive_accuracy_replicates(verdicts[10:], labels[10:], weights[:, 10:])
+    a = naive_accuracy_replicates(verdicts[:10], labels[:10], weights[:, :10], 10)
+    b = naive_accuracy_replicates(verdicts[10:], labels[10:], weights[:, 10:], 20)
     macro = (a + b) / 2
-    np.testing.assert_allclose(result.macro.low, np.quantile(macro, 0.1, axis=0))
-    np.testing.assert_allclose(result.macro.high, np.quantile(macro, 0.9, axis=0))
+    # the percentile interval, widened about the point by t(nu) / z (Welch-Satterthwaite nu)
+    v_a, v_b = a.var(ddof=1), b.var(ddof=1)
+    nu = (v_a + v_b) ** 2 / (v_a**2 / 9 + v_b**2 / 19)
+    factor = student_t.ppf(0.9, nu) / norm.ppf(0.9)
+    assert 1.0 < factor < 1.2
+    point = result.macro.point
+    np.testing.assert_allclose(result.macro.low, point - factor * (point - np.quantile(macro, 0.1, axis=0)))
+    np.testing.assert_allclose(result.macro.high, point + factor * (np.quantile(macro, 0.9, axis=0) - point))
+
+
+def test_student_t_quantiles_match_scipy_and_widen_by_t_over_z() -> None:
+    for df in (0.7, 1.0, 2.0, 3.3, 11.0, 87.0, 1000.0, 1e6):
+        for probability in (0.02, 0.6, 0.9, 0.975, 0.995):
+            expected = student_t.ppf(probability, df)
+            assert S.bootstrap.student_t_quantile(probability, df) == pytest.approx(expected, rel=1e-8, abs=1e-12)
+    factors = S.bootstrap.t_over_z([11.0, 87.0, np.nan, np.inf], 0.95)
+    z = norm.ppf(0.975)
+    np.testing.assert_allclose(factors, [student_t.ppf(0.975, 11) / z, student_t.ppf(0.975, 87) / z, 1, 1])
+    with pytest.raises(ValueError):
+        S.bootstrap.student_t_quantile(1.0, 3)
+
+
+def test_macro_interval_covers_with_organ_systems_of_two_cases() -> None:
+    # Organ systems of 2, 2, 3, 4 ... cases: the macro average weighs each equally, so its
+    # variance rests on few cases; the plain percentile interval covered about 90 % here.
+    rng = np.random.default_rng(15)
+    sizes = [2, 2, 3, 4, 5, 8, 12, 20]
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    n, reps = groups.size, 500
+    centre = np.linspace(0.55, 0.85, len(sizes))
+    truth = np.mean([np.clip(c + rng.normal(0, 0.25, 200_000), 0, 1).mean() for c in centre])
+    covered = plain = 0
+    weights = S.bootstrap_weights(n, 400, seed=1, strata=groups)  # the data vary, the resamples need not
+    for _ in range(reps):
+        # per-case agreement varies strongly between cases (12 requests sharing a case effect)
+        correct = rng.binomial(12, np.clip(centre[groups] + rng.normal(0, 0.25, n), 0.0, 1.0))
+        counted = np.full(n, 12)
+        est = S.grouped_ratio_ci(correct, counted, groups, weights=weights)
+        covered += est.macro.low <= truth <= est.macro.high
+        members = [groups == g for g in range(len(sizes))]
+        samples = np.mean([(weights[:, m] @ correct[m]) / (12 * m.sum()) for m in members], axis=0)
+        low, high = np.quantile(samples, [0.025, 0.975])
+        plain += low <= truth <= high
+    assert covered / reps >= 0.93 > plain / reps, (covered / reps, plain / reps)
 
 
 def test_grouped_handles_unlabelled_group_and_unstratified_empty_resamples() -> None:
@@ -899,7 +975,7 @@ def test_bootstrap_agreement_interval() -> None:
     assert (kappa_ci.low <= kappa_ci.point).all() and (kappa_ci.point <= kappa_ci.high).all()
     assert (ac1_ci.low <= ac1_ci.point).all() and (ac1_ci.point <= ac1_ci.high).all()
     # replicate 0 by hand
-    index = np.repeat(np.arange(150), weights[0])
+    index = np.repeat(np.arange(150), draw_counts(weights[0], 150))
     first_kappa, _ = agreement(verdicts[index], labels[index])
     replicate = S.kappa_from_confusion(S.resampled_sums(weights[:1], _case_confusion(verdicts, labels)))[0]
     np.testing.assert_allclose(replicate, first_kappa.point)

@@ -706,9 +706,9 @@ def analyze(
         # is drawn from (seed, r) whatever the blocks); only data with per-annotator labels needs it
         if n_resamples:
             strata = np.asarray(groups[STRATA], dtype=object) if first.n_cases else None
-            weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata).astype(np.float32)
+            weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata)
         else:
-            weights = np.zeros((0, first.n_cases), dtype=np.float32)
+            weights = np.zeros((0, first.n_cases))
         human = human_ceiling(
             ratings, annotators, judges, groups[STRATA], weights, confidence=confidence, group_field=STRATA
         )

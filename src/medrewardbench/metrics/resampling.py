@@ -11,15 +11,16 @@ work differs, so that memory does not grow with cases times resamples:
 * Per case, a judge contributes a few small counts (:data:`FEATURES`, each 0 to 2 per dimension):
   correct and counted requests per order, answered requests, and so on. A chunk of cases becomes a
   matrix ``X`` (cases, features); every resampled statistic is a ratio of sums ``W @ X``.
-* The weight matrix ``W`` is drawn a block of resamples at a time
-  (:func:`~medrewardbench.metrics.stats.bootstrap.iter_sorted_weight_blocks`, columns grouped by
+* The weight matrix ``W`` is drawn a block of resamples at a time as whole counts
+  (:func:`~medrewardbench.metrics.stats.bootstrap.iter_sorted_count_blocks`, columns grouped by
   organ system), and multiplied chunk by chunk, so that neither ``W`` (resamples x cases) nor the
   per-case counts of every metric and judge ever exist whole. What is kept is one array of sums
   per resample, whose size depends on judges and resamples only. The per-case counts are kept
   between blocks as int8 when they fit in :data:`FEATURE_CACHE_BYTES`, and computed again for
   each block otherwise.
-* All sums are of whole counts, exact in float32 within a chunk and added up in float64, so the
-  chunking changes no digit.
+* All products are of whole counts, exact in float32 within a chunk; no chunk crosses an organ
+  system, so each chunk's product is then multiplied by its system's draw weight
+  (``n_h / (n_h - 1)``, the rescaled bootstrap) and added up in float64.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy.typing as npt
 
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.stats import NOT_RUN, FloatArray, IntArray
-from medrewardbench.metrics.stats.bootstrap import StrataLayout, _estimate, iter_sorted_weight_blocks
+from medrewardbench.metrics.stats.bootstrap import StrataLayout, _estimate, iter_sorted_count_blocks, macro_estimate
 from medrewardbench.metrics.stats.counts import _safe_divide
 from medrewardbench.metrics.stats.paired import (
     PairwiseComparisons,
@@ -246,6 +247,8 @@ class _Sums:
         self.cross_pooled_histograms = {pair: np.zeros((1, 4 * d + 1), dtype=np.int64) for pair in plan.cross_pairs}
         self.n_pairs = np.zeros((d, j, j), dtype=np.int64)
         self.n_strata = n_strata
+        self.group_cases: dict[str, npt.NDArray[np.int64]] = {}
+        """field -> cases per group (the degrees of freedom of the macro average's interval)"""
 
 
 def resample_runs(
@@ -296,6 +299,7 @@ def resample_runs(
     layout = StrataLayout.of(n_cases, strata_codes if n_cases else None)
     other_fields = [f for f in coded if f != strata_field]
     sums = _Sums(plan, n_resamples, {f: len(names) for f, (names, _) in coded.items()}, len(strata_names))
+    sums.group_cases = {f: np.bincount(codes, minlength=len(names)) for f, (names, codes) in coded.items()}
     longer = _longer(lengths)
     chunk = int(min(16384, max(256, CHUNK_BYTES // max(1, 4 * plan.columns))))
     ranges = _chunks(layout, chunk)
@@ -323,12 +327,14 @@ def resample_runs(
             features_of(k)
     else:
         block = block_size or max(1, min(n_resamples, WEIGHT_BLOCK_BYTES // max(1, 4 * n_cases)))
-        for row, weights in iter_sorted_weight_blocks(layout, n_resamples, seed, block, dtype=np.float32):
-            rows = slice(row, row + weights.shape[0])
+        scales = layout.scales.tolist()
+        for row, counts in iter_sorted_count_blocks(layout, n_resamples, seed, block, dtype=np.float32):
+            rows = slice(row, row + counts.shape[0])
             for k, (start, stop, stratum) in enumerate(ranges):
                 x = features_of(k).astype(np.float32)
-                w_chunk = weights[:, start:stop]
-                product = w_chunk @ x
+                w_chunk = counts[:, start:stop]
+                scale = scales[stratum]
+                product = np.multiply(w_chunk @ x, scale, dtype=np.float64)
                 sums.resampled[rows] += product
                 sums.group_resampled[strata_field][rows, stratum] += product[:, :acc]
                 index = layout.order[start:stop]
@@ -336,7 +342,8 @@ def resample_runs(
                     codes = coded[field][1][index]
                     for code in np.unique(codes).tolist():
                         mask = codes == code
-                        sums.group_resampled[field][rows, code] += w_chunk[:, mask] @ x[mask, :acc]
+                        part = np.multiply(w_chunk[:, mask] @ x[mask, :acc], scale, dtype=np.float64)
+                        sums.group_resampled[field][rows, code] += part
     return _estimates(sums, plan, coded, strata_field, n_resamples, confidence)
 
 
@@ -505,13 +512,7 @@ def _grouped(
         den_t.sum(axis=0).astype(np.int64),
         confidence,
     )
-    defined = ~np.isnan(points)
-    n_defined = defined.sum(axis=0)
-    macro_point = _safe_divide(np.where(defined, points, 0.0).sum(axis=0), n_defined)
-    masked = np.where(defined[None], group_samples, 0.0)
-    macro_samples = _safe_divide(masked.sum(axis=1), n_defined)
-    macro_samples[np.isnan(masked).any(axis=1)] = np.nan
-    macro = _estimate(macro_point, macro_samples, n_defined.astype(np.int64), confidence)
+    macro = macro_estimate(points, group_samples, sums.group_cases[field], confidence)
     return stats.GroupedEstimate(names, per_group, micro, macro)
 
 

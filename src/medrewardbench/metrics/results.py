@@ -38,7 +38,7 @@ SCHEMA = "medrewardbench.analysis/3"
 (:class:`HumanCeiling`, ``LeaderboardRow.vs_annotators``); version 3 replaced the per-request
 McNemar test of :class:`PairwiseComparison` (``mcnemar_b``, ``mcnemar_c``, ``p_mcnemar``,
 ``p_mcnemar_holm``) by the case-level sign-flip test (``cases_a_better``, ``cases_b_better``,
-``p_case``, ``p_case_holm``)."""
+``p_case``, ``p_case_holm``) and resamples organ systems with the rescaled bootstrap."""
 READABLE_SCHEMAS: tuple[str, ...] = (SCHEMA, "medrewardbench.analysis/2", "medrewardbench.analysis/1")
 """``analysis.json`` schemas this version reads (version 1 files have no human ceiling; versions 1-2
 have no case-level test: their ``p_case`` reads as undefined)."""

@@ -60,6 +60,8 @@ class PairwiseComparisons:
 # The case-level sign-flip test
 # --------------------------------------------------------------------------------------------
 
+_TIE = 1e-10
+"""Resampled differences of accuracies closer to 0 than this are ties."""
 _SIGN_FLIP_BATCH = 1 << 22
 """Complex values per batch of the transform (memory only)."""
 _WINDOW_SIGMAS = 9.0
@@ -413,6 +415,10 @@ def assemble_pairwise(
         The comparisons, antisymmetric in the differences and intervals, NaN where undefined.
     """
     n_judges, _, n_columns = acc_a.shape
+    # the rescaled weights are not whole numbers, so two equal resampled sums can differ in their
+    # last bit: a difference that small is a tie (0), as it is with whole counts
+    pair_samples = np.array(pair_samples, dtype=np.float64)
+    pair_samples[np.abs(pair_samples) < _TIE] = 0.0
     low_pairs, high_pairs = percentile_interval(pair_samples, confidence)
     p_pairs = _bootstrap_p_value(pair_samples)
     undefined = np.isnan(pair_diff)
