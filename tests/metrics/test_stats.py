@@ -215,6 +215,21 @@ def test_stratified_weights_keep_every_stratum_size() -> None:
     np.testing.assert_array_equal(w[:, strata == "d"], 1.0)  # a stratum of one case cannot vary
 
 
+def test_rescaled_weights_keep_all_but_the_last_draw_of_each_stratum_of_the_plain_bootstrap() -> None:
+    # the plain bootstrap's random stream, so that an interval moves only by the rescaling
+    strata = np.array(["b"] * 4 + ["a"] * 6 + ["c"])
+    w = S.bootstrap_weights(11, 5, seed=3, strata=strata)
+    for row in range(5):
+        rng = S.bootstrap.resample_generator(3, row)
+        expected = np.zeros(11)
+        for name in ("a", "b", "c"):  # strata in sorted order, each drawn n_h times
+            members = np.flatnonzero(strata == name)
+            drawn = rng.integers(0, members.size, size=members.size)
+            kept = drawn[: max(members.size - 1, 1)]
+            np.add.at(expected, members[kept], members.size / max(members.size - 1, 1))
+        np.testing.assert_allclose(w[row], expected)
+
+
 def test_rescaled_bootstrap_variance_of_a_stratified_total_is_unbiased() -> None:
     # The plain stratified bootstrap gives a stratum's total the variance (n_h - 1) / n_h times
     # its unbiased estimate n_h s_h^2: on strata of 2 and 3 cases half and two thirds of it, which

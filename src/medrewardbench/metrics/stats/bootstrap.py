@@ -166,8 +166,9 @@ def iter_sorted_count_blocks(
     """How often each case is drawn, a block of resamples at a time, columns in the layout's order.
 
     Row ``r`` is drawn by :func:`resample_generator` ``(seed, r)``: every stratum's cases are drawn
-    within the stratum, with replacement, :attr:`StrataLayout.draws` times (``n_h - 1``), in one
-    call. These are whole **counts**: a case's weight is its count times its stratum's
+    within the stratum, with replacement, as many times as the stratum has cases, in one call (the
+    plain bootstrap's draws), and the first :attr:`StrataLayout.draws` of them (``n_h - 1``) are
+    kept. These are whole **counts**: a case's weight is its count times its stratum's
     :attr:`StrataLayout.scales` (``n_h / (n_h - 1)``), which callers apply to the products of a
     stratum's columns, so that the products themselves stay exact in float32.
 
@@ -201,7 +202,7 @@ def iter_sorted_count_blocks(
             rng = resample_generator(seed, start + k)
             offset = 0
             for low, high, draws in strata:
-                drawn[offset : offset + draws] = rng.integers(low, high, size=draws)
+                drawn[offset : offset + draws] = rng.integers(low, high, size=high - low)[:draws]
                 offset += draws
             block[k] = np.bincount(drawn, minlength=n)
         yield start, block
