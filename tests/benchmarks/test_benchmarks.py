@@ -171,3 +171,30 @@ def test_sweep_benchmark_times_the_local_and_the_ray_path_and_finds_identical_ju
     assert re.search(r"^\s+workers up after:\s+[\d.]+ s\s+\(4 actors started and described\)", out, re.MULTILINE), out
     assert "judgments.jsonl identical: yes" in out
     assert (tmp_path / "local" / "judgments.jsonl").read_bytes() == (tmp_path / "ray" / "judgments.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+def test_validity_benchmark_prints_the_level_power_and_coverage_table() -> None:
+    out = run_script("bench_validity.py", "--quick", "--sizes", "100")
+    assert "30 replicates per size, 200 resamples, sizes 100" in out, out
+    row = r"^  (.+?) (rejects \(null\)|power|coverage)\s+([\d.]+)\s+([\d.]+)\s+(?:([\d.]+-[\d.]+)\s+(-))?\s*$"
+    rows = {(label, kind): (float(figure), float(error), goal, verdict) for label, kind, figure, error, goal, verdict
+            in re.findall(row, out, re.MULTILINE)}  # fmt: skip
+    for test in (
+        "case sign-flip test (p_case)",
+        "paired bootstrap (p_bootstrap, tiers)",
+        "McNemar per request (removed)",
+    ):
+        for column in ("pooled", "per dimension"):
+            assert (f"{test}, {column}", "rejects (null)") in rows and (f"{test}, {column}", "power") in rows, out
+    intervals = [label for label, kind in rows if kind == "coverage"]
+    names = ("score (pooled agreement), judge A", "macro over organ systems, judge B", "Cohen's kappa per dimension",
+             "Gwet's AC1 per dimension", "vs annotators (pooled)", "gap to human (pooled)", "pairwise agreement",
+             "Fleiss kappa", "Krippendorff alpha", "human row", "difference A-B (null)")  # fmt: skip
+    for name in names:
+        assert any(label.startswith(name) for label in intervals), (name, out)
+    for (_, kind), (figure, error, goal, verdict) in rows.items():
+        assert 0.0 <= figure <= 100.0 and error >= 0.0
+        if kind != "power":  # a goal is printed, but 30 replicates cannot judge it
+            assert goal in ("3.5-6.5", "93.5-96.5") and verdict == "-"
+    assert "100 cases: not judged (--quick)" in out and "total: not judged" in out

@@ -97,10 +97,10 @@ def _comparison(**changes: object) -> PairwiseComparison:
         p_bootstrap=0.002,
         p_bootstrap_holm=0.004,
         significant=True,
-        mcnemar_b=30,
-        mcnemar_c=10,
-        p_mcnemar=1.5e-9,
-        p_mcnemar_holm=3e-9,
+        cases_a_better=30,
+        cases_b_better=10,
+        p_case=1.5e-9,
+        p_case_holm=3e-9,
         n_pairs=200,
     )
     fields.update(changes)
@@ -112,11 +112,22 @@ def test_a_pairwise_comparison_flips_and_round_trips() -> None:
     flipped = comparison.flipped()
     assert (flipped.a, flipped.b, flipped.acc_a, flipped.acc_b) == ("judge-b", "judge-a", 0.5, 0.7)
     assert (flipped.diff, flipped.low, flipped.high) == (-0.2, -0.3, -0.1)
-    assert (flipped.mcnemar_b, flipped.mcnemar_c) == (10, 30) and flipped.flipped() == comparison
+    assert (flipped.cases_a_better, flipped.cases_b_better) == (10, 30) and flipped.flipped() == comparison
     assert comparison.is_pooled and comparison.difference == Estimate(0.2, 0.1, 0.3, 200)
     written = comparison.to_json()
-    assert written["dimension"] == POOLED and written["p_mcnemar"] == 1.5e-9
+    assert written["dimension"] == POOLED and written["p_case"] == 1.5e-9
     assert PairwiseComparison.from_json(through_json(written)) == comparison
+
+
+def test_a_pairwise_comparison_of_an_older_file_does_not_read_mcnemar_as_the_case_test() -> None:
+    # analysis.json schema 1-2 and cv.json version 3 held a per-request McNemar test instead
+    written = _comparison().to_json()
+    for key in ("cases_a_better", "cases_b_better", "p_case", "p_case_holm"):
+        del written[key]
+    written.update(mcnemar_b=30, mcnemar_c=10, p_mcnemar=1.5e-9, p_mcnemar_holm=3e-9)
+    old = PairwiseComparison.from_json(through_json(written))
+    assert math.isnan(old.p_case) and math.isnan(old.p_case_holm)
+    assert (old.cases_a_better, old.cases_b_better) == (0, 0) and old.p_bootstrap == 0.002
 
 
 def test_a_leaderboard_row_without_tests_round_trips() -> None:
@@ -215,7 +226,7 @@ def test_run_metrics_round_trip_and_derive_their_ratios_from_counts() -> None:
 
 
 def test_documents_of_another_schema_are_refused() -> None:
-    with pytest.raises(ResultsFormatError, match="expected schema 'medrewardbench.analysis/2'"):
+    with pytest.raises(ResultsFormatError, match="expected schema 'medrewardbench.analysis/3'"):
         Analysis.from_json({"schema": "medrewardbench.metrics/2"})
     settings = Settings(confidence=0.95, n_resamples=100, seed=0, alpha=0.05, group_fields=("organ_system",))
     written = settings.to_json()

@@ -3,15 +3,19 @@ references, edge cases, and a coverage simulation."""
 
 from __future__ import annotations
 
+import itertools
+import time
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import binomtest
+from scipy.stats import binom, binomtest, norm, permutation_test
+from scipy.stats import t as student_t
 from sklearn.metrics import cohen_kappa_score
 
 from medrewardbench.dimensions import DIMENSIONS
@@ -79,9 +83,9 @@ class Pair:
     low: np.ndarray
     high: np.ndarray
     p_bootstrap: np.ndarray
-    mcnemar_b: np.ndarray
-    mcnemar_c: np.ndarray
-    p_mcnemar: np.ndarray
+    cases_better: np.ndarray
+    cases_worse: np.ndarray
+    p_case: np.ndarray
     n_pairs: np.ndarray
 
 
@@ -93,9 +97,9 @@ def pair(pc: S.PairwiseComparisons, i: int, j: int) -> Pair:
         pc.low[i, j],
         pc.high[i, j],
         pc.p_bootstrap[i, j],
-        pc.mcnemar_b[i, j],
-        pc.mcnemar_c[i, j],
-        pc.p_mcnemar[i, j],
+        pc.cases_better[i, j],
+        pc.cases_worse[i, j],
+        pc.p_case[i, j],
         pc.n_pairs[i, j],
     )
 
@@ -105,10 +109,22 @@ def compare(a: np.ndarray, b: np.ndarray, labels: np.ndarray, **options: Any) ->
     return pair(S.pairwise_comparisons(np.stack([a, b]), labels, **options), 0, 1)
 
 
-def naive_accuracy_replicates(verdicts: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Bootstrap accuracy by explicitly materialising each resample (the slow reference)."""
+def draw_counts(weights: np.ndarray, stratum_size: int) -> np.ndarray:
+    """How often each case of one stratum was drawn: the rescaled weights over ``n_h / (n_h - 1)``."""
+    return np.rint(np.asarray(weights) * (stratum_size - 1) / stratum_size).astype(np.int64)
+
+
+def naive_accuracy_replicates(
+    verdicts: np.ndarray, labels: np.ndarray, weights: np.ndarray, stratum_size: int | None = None
+) -> np.ndarray:
+    """Bootstrap accuracy by explicitly materialising each resample (the slow reference).
+
+    ``weights`` are one stratum's columns (``stratum_size`` cases, default all of them): each row
+    is turned back into the cases it drew (a ratio within one stratum does not depend on the
+    draws' common weight).
+    """
     out = []
-    for row in weights:
+    for row in draw_counts(weights, stratum_size or weights.shape[1]):
         index = np.repeat(np.arange(len(row)), row)
         out.append(accuracy(verdicts[index], labels[index]))
     return np.array(out)
@@ -174,23 +190,59 @@ def test_invalid_inputs_raise() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_bootstrap_weights_are_multinomial_counts_and_seeded() -> None:
+def test_bootstrap_weights_are_rescaled_multinomial_counts_and_seeded() -> None:
     w = S.bootstrap_weights(50, n_resamples=300, seed=7)
     assert w.shape == (300, 50)
     assert (w >= 0).all()
-    np.testing.assert_array_equal(w.sum(axis=1), 50)
+    counts = draw_counts(w, 50)
+    np.testing.assert_allclose(w, counts * 50 / 49, rtol=1e-15)  # n - 1 draws of weight n / (n - 1)
+    np.testing.assert_array_equal(counts.sum(axis=1), 49)
+    np.testing.assert_allclose(w.sum(axis=1), 50)
     np.testing.assert_array_equal(w, S.bootstrap_weights(50, n_resamples=300, seed=7))
     assert not np.array_equal(w, S.bootstrap_weights(50, n_resamples=300, seed=8))
-    # each case is drawn once per resample on average
+    # each case weighs 1 per resample on average, with the variance of one case drawn once (1)
     assert abs(w.mean() - 1.0) < 1e-12
-    assert 0.8 < w.var() < 1.2  # multinomial(n, 1/n): variance 1 - 1/n
+    assert 0.85 < w.var() < 1.15  # (n/(n-1))^2 * multinomial(n - 1, 1/n) variance = 1
 
 
 def test_stratified_weights_keep_every_stratum_size() -> None:
-    strata = np.array(["a"] * 5 + ["b"] * 3 + ["c"] * 12)
-    w = S.bootstrap_weights(20, n_resamples=200, seed=1, strata=strata)
-    for name, size in (("a", 5), ("b", 3), ("c", 12)):
-        np.testing.assert_array_equal(w[:, strata == name].sum(axis=1), size)
+    strata = np.array(["a"] * 5 + ["b"] * 3 + ["c"] * 12 + ["d"])
+    w = S.bootstrap_weights(21, n_resamples=200, seed=1, strata=strata)
+    for name, size in (("a", 5), ("b", 3), ("c", 12), ("d", 1)):
+        np.testing.assert_allclose(w[:, strata == name].sum(axis=1), size)
+        if size > 1:
+            np.testing.assert_array_equal(draw_counts(w[:, strata == name], size).sum(axis=1), size - 1)
+    np.testing.assert_array_equal(w[:, strata == "d"], 1.0)  # a stratum of one case cannot vary
+
+
+def test_rescaled_weights_keep_all_but_the_last_draw_of_each_stratum_of_the_plain_bootstrap() -> None:
+    # the plain bootstrap's random stream, so that an interval moves only by the rescaling
+    strata = np.array(["b"] * 4 + ["a"] * 6 + ["c"])
+    w = S.bootstrap_weights(11, 5, seed=3, strata=strata)
+    for row in range(5):
+        rng = S.bootstrap.resample_generator(3, row)
+        expected = np.zeros(11)
+        for name in ("a", "b", "c"):  # strata in sorted order, each drawn n_h times
+            members = np.flatnonzero(strata == name)
+            drawn = rng.integers(0, members.size, size=members.size)
+            kept = drawn[: max(members.size - 1, 1)]
+            np.add.at(expected, members[kept], members.size / max(members.size - 1, 1))
+        np.testing.assert_allclose(w[row], expected)
+
+
+def test_rescaled_bootstrap_variance_of_a_stratified_total_is_unbiased() -> None:
+    # The plain stratified bootstrap gives a stratum's total the variance (n_h - 1) / n_h times
+    # its unbiased estimate n_h s_h^2: on strata of 2 and 3 cases half and two thirds of it, which
+    # made intervals too narrow (benchmarks/bench_validity.py). Rescaled, it is exactly n_h s_h^2.
+    rng = np.random.default_rng(5)
+    strata = np.repeat([0, 1, 2], [2, 3, 40])
+    x = rng.normal(size=strata.size)
+    w = S.bootstrap_weights(strata.size, 40_000, seed=3, strata=strata)
+    for h in range(3):
+        members = strata == h
+        expected = members.sum() * x[members].var(ddof=1)
+        assert (w[:, members] @ x[members]).var() == pytest.approx(expected, rel=0.03)
+        assert (w[:, members] @ x[members]).mean() == pytest.approx(x[members].sum(), rel=0.02, abs=0.02)
 
 
 def test_bootstrap_weights_reject_bad_strata() -> None:
@@ -200,7 +252,7 @@ def test_bootstrap_weights_reject_bad_strata() -> None:
 
 def test_resampled_sums_float32_path_is_exact() -> None:
     rng = np.random.default_rng(0)
-    w = S.bootstrap_weights(300, 100, seed=0)
+    w = rng.multinomial(300, np.full(300, 1 / 300), size=100).astype(np.int32)  # whole counts
     x = rng.integers(0, 3, size=(300, 4, 2))
     expected = w.astype(np.float64) @ x.reshape(300, -1).astype(np.float64)
     np.testing.assert_array_equal(S.resampled_sums(w, x), expected.reshape(100, 4, 2))
@@ -357,11 +409,53 @@ def test_macro_replicates_are_means_of_group_replicates() -> None:
     groups = np.array(["a"] * 10 + ["b"] * 20)
     weights = S.bootstrap_weights(n, 200, seed=4, strata=groups)
     result = grouped_accuracy_ci(verdicts, labels, groups, weights=weights, confidence=0.8)
-    a = naive_accuracy_replicates(verdicts[:10], labels[:10], weights[:, :10])
-    b = naive_accuracy_replicates(verdicts[10:], labels[10:], weights[:, 10:])
+    a = naive_accuracy_replicates(verdicts[:10], labels[:10], weights[:, :10], 10)
+    b = naive_accuracy_replicates(verdicts[10:], labels[10:], weights[:, 10:], 20)
     macro = (a + b) / 2
-    np.testing.assert_allclose(result.macro.low, np.quantile(macro, 0.1, axis=0))
-    np.testing.assert_allclose(result.macro.high, np.quantile(macro, 0.9, axis=0))
+    # the percentile interval, widened about the point by t(nu) / z (Welch-Satterthwaite nu)
+    v_a, v_b = a.var(ddof=1), b.var(ddof=1)
+    nu = (v_a + v_b) ** 2 / (v_a**2 / 9 + v_b**2 / 19)
+    factor = student_t.ppf(0.9, nu) / norm.ppf(0.9)
+    assert 1.0 < factor < 1.2
+    point = result.macro.point
+    np.testing.assert_allclose(result.macro.low, point - factor * (point - np.quantile(macro, 0.1, axis=0)))
+    np.testing.assert_allclose(result.macro.high, point + factor * (np.quantile(macro, 0.9, axis=0) - point))
+
+
+def test_student_t_quantiles_match_scipy_and_widen_by_t_over_z() -> None:
+    for df in (0.7, 1.0, 2.0, 3.3, 11.0, 87.0, 1000.0, 1e6):
+        for probability in (0.02, 0.6, 0.9, 0.975, 0.995):
+            expected = student_t.ppf(probability, df)
+            assert S.bootstrap.student_t_quantile(probability, df) == pytest.approx(expected, rel=1e-8, abs=1e-12)
+    factors = S.bootstrap.t_over_z([11.0, 87.0, np.nan, np.inf], 0.95)
+    z = norm.ppf(0.975)
+    np.testing.assert_allclose(factors, [student_t.ppf(0.975, 11) / z, student_t.ppf(0.975, 87) / z, 1, 1])
+    with pytest.raises(ValueError):
+        S.bootstrap.student_t_quantile(1.0, 3)
+
+
+def test_macro_interval_covers_with_organ_systems_of_two_cases() -> None:
+    # Organ systems of 2, 2, 3, 4 ... cases: the macro average weighs each equally, so its
+    # variance rests on few cases; the plain percentile interval covered about 90 % here.
+    rng = np.random.default_rng(15)
+    sizes = [2, 2, 3, 4, 5, 8, 12, 20]
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    n, reps = groups.size, 500
+    centre = np.linspace(0.55, 0.85, len(sizes))
+    truth = np.mean([np.clip(c + rng.normal(0, 0.25, 200_000), 0, 1).mean() for c in centre])
+    covered = plain = 0
+    weights = S.bootstrap_weights(n, 400, seed=1, strata=groups)  # the data vary, the resamples need not
+    for _ in range(reps):
+        # per-case agreement varies strongly between cases (12 requests sharing a case effect)
+        correct = rng.binomial(12, np.clip(centre[groups] + rng.normal(0, 0.25, n), 0.0, 1.0))
+        counted = np.full(n, 12)
+        est = S.grouped_ratio_ci(correct, counted, groups, weights=weights)
+        covered += est.macro.low <= truth <= est.macro.high
+        members = [groups == g for g in range(len(sizes))]
+        samples = np.mean([(weights[:, m] @ correct[m]) / (12 * m.sum()) for m in members], axis=0)
+        low, high = np.quantile(samples, [0.025, 0.975])
+        plain += low <= truth <= high
+    assert covered / reps >= 0.93 > plain / reps, (covered / reps, plain / reps)
 
 
 def test_grouped_handles_unlabelled_group_and_unstratified_empty_resamples() -> None:
@@ -404,30 +498,205 @@ def test_grouped_ratio_ci_accepts_stacked_judges() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# McNemar and paired comparisons
+# The case-level sign-flip test and paired comparisons
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("b", "c"), [(0, 0), (0, 1), (1, 0), (3, 3), (5, 0), (10, 2), (7, 19), (300, 250), (1000, 900), (0, 60)]
-)
-def test_mcnemar_matches_scipy_binomtest(b: int, c: int) -> None:
-    expected = 1.0 if b + c == 0 else binomtest(b, b + c, 0.5).pvalue
-    assert S.mcnemar_p_value(b, c) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+def sign_flip_by_enumeration(differences: list[int], mid: bool) -> float:
+    """The two-sided p-value by listing every one of the 2^n sign patterns (the definition).
+
+    Conventional: the share of patterns with ``|T*| >= |T|``; mid-p: those with ``|T*| > |T|``
+    plus half of those with ``|T*| = |T|`` (both 1 when ``T = 0``).
+    """
+    observed = abs(sum(differences))
+    if observed == 0:
+        return 1.0
+    magnitudes = [abs(d) for d in differences]
+    totals = [
+        abs(sum(s * m for s, m in zip(signs, magnitudes, strict=True)))
+        for signs in itertools.product((1, -1), repeat=len(magnitudes))
+    ]
+    beyond = sum(total > observed for total in totals)
+    equal = sum(total == observed for total in totals)
+    return (beyond + (equal / 2 if mid else equal)) / 2 ** len(magnitudes)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 400), st.integers(0, 400))
-def test_mcnemar_matches_scipy_binomtest_property(b: int, c: int) -> None:
-    expected = 1.0 if b + c == 0 else binomtest(b, b + c, 0.5).pvalue
-    assert S.mcnemar_p_value(b, c) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+def sign_flip_exact(abs_counts: list[int], statistic: int, mid: bool = True) -> float:
+    """The two-sided p-value from the exact integer distribution (polynomial multiplication)."""
+    ways = {0: 1}
+    for k, m in enumerate(abs_counts, start=1):
+        for _ in range(m):
+            grown: dict[int, int] = {}
+            for total, count in ways.items():
+                grown[total + k] = grown.get(total + k, 0) + count
+                grown[total - k] = grown.get(total - k, 0) + count
+            ways = grown
+    observed = abs(statistic)
+    if observed == 0:
+        return 1.0
+    upper = sum(count for total, count in ways.items() if total >= observed)
+    if mid:
+        upper -= Fraction(ways.get(observed, 0), 2)
+    return float(min(Fraction(1), Fraction(2 * upper, 2 ** sum(abs_counts))))
 
 
-def test_mcnemar_vectorised_and_on_outcomes() -> None:
-    b = np.array([[0, 4], [9, 2]])
-    c = np.array([[0, 1], [1, 8]])
-    expected = [[1.0, binomtest(4, 5).pvalue], [binomtest(9, 10).pvalue, binomtest(2, 10).pvalue]]
-    np.testing.assert_allclose(S.mcnemar_p_value(b, c), expected, rtol=1e-9)
+@pytest.mark.parametrize("seed", range(6))
+def test_sign_flip_equals_the_enumeration_of_every_sign_pattern(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        n = int(rng.integers(1, 13))
+        differences = (rng.integers(-12, 13, size=n) * (rng.random(n) < 0.8)).tolist()
+        for mid in (True, False):
+            assert S.case_sign_flip_test(np.array(differences), mid=mid) == pytest.approx(
+                sign_flip_by_enumeration(differences, mid), rel=1e-12
+            )
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 25), min_size=1, max_size=12), st.floats(0.0, 1.0), st.booleans())
+def test_sign_flip_equals_the_exact_integer_distribution(abs_counts: list[int], where: float, mid: bool) -> None:
+    support = sum(k * m for k, m in enumerate(abs_counts, start=1))
+    statistic = round(where * support)
+    assert S.sign_flip_p_value(abs_counts, statistic, mid=mid) == pytest.approx(
+        sign_flip_exact(abs_counts, statistic, mid), rel=1e-9, abs=1e-300
+    )
+
+
+def test_sign_flip_is_exact_far_in_the_tail_and_at_the_edge() -> None:
+    counts = [300, 200, 50]  # support 850, 550 cases
+    for statistic in (10, 100, 300, 600, 800, 848):
+        for mid in (True, False):
+            expected = sign_flip_exact(counts, statistic, mid)
+            assert S.sign_flip_p_value(counts, statistic, mid=mid) == pytest.approx(expected, rel=1e-9)
+    # every case's sign as observed: 2^-550 on each side
+    assert S.sign_flip_p_value(counts, 850, mid=False) == pytest.approx(2.0 ** (1 - 550), rel=1e-12)
+    assert S.sign_flip_p_value(counts, 850) == pytest.approx(2.0**-550, rel=1e-12)  # mid-p: half the atom
+    assert S.sign_flip_p_value(counts, -849, mid=False) == pytest.approx(2.0 ** (1 - 550), rel=1e-9)  # unreachable
+    assert S.sign_flip_p_value(counts, 0) == S.sign_flip_p_value(counts, 0, mid=False) == 1.0
+    assert S.sign_flip_p_value([0, 0], 0) == 1.0
+
+
+def test_sign_flip_with_differences_of_one_is_the_exact_sign_test() -> None:
+    for positive, negative in ((0, 1), (3, 3), (10, 2), (7, 19), (300, 250), (1000, 900), (0, 60)):
+        n = positive + negative
+        expected = binomtest(positive, n).pvalue
+        p = S.sign_flip_p_value([n], positive - negative, mid=False)
+        assert p == pytest.approx(expected, rel=1e-9, abs=1e-300)
+        low = min(positive, negative)  # the mid-p sign test: half the observed count's probability
+        mid = 1.0 if positive == negative else min(1.0, 2 * (binom.cdf(low, n, 0.5) - binom.pmf(low, n, 0.5) / 2))
+        assert S.sign_flip_p_value([n], positive - negative) == pytest.approx(mid, rel=1e-9, abs=1e-300)
+
+
+def test_sign_flip_equals_scipy_permutation_test() -> None:
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        differences = rng.integers(-4, 5, size=11)
+        expected = permutation_test(
+            (differences,), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+        ).pvalue
+        assert S.case_sign_flip_test(differences, mid=False) == pytest.approx(expected, rel=1e-9)
+
+
+def test_sign_flip_is_vectorised_and_checks_its_input() -> None:
+    counts = np.array([[[5, 1], [0, 3]], [[2, 2], [9, 0]]])
+    statistic = np.array([[3, -4], [0, 7]])
+    p = S.sign_flip_p_value(counts, statistic)
+    assert p.shape == (2, 2) and S.sign_flip_p_value(counts[0, 0], statistic[0, 0]).shape == ()
+    for i in range(2):
+        for j in range(2):
+            assert p[i, j] == pytest.approx(sign_flip_exact(counts[i, j].tolist(), int(statistic[i, j])), rel=1e-9)
+    with pytest.raises(ValueError, match="support"):
+        S.sign_flip_p_value([2, 1], 5)
+    with pytest.raises(ValueError, match="non-negative"):
+        S.sign_flip_p_value([-1], 0)
+    with pytest.raises(ValueError, match="align"):
+        S.sign_flip_p_value([[1, 2]], [1, 2])
+
+
+def test_sign_flip_is_fast_for_many_pairs_of_judges() -> None:
+    # 30 judges: 435 pairs on the pooled column of 1,026 cases (differences up to 12 a case)
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 150, size=(435, 12))
+    statistic = rng.integers(0, 400, size=435)
+    start = time.perf_counter()
+    p = S.sign_flip_p_value(counts, statistic)
+    assert time.perf_counter() - start < 10.0 and ((p > 0) & (p <= 1)).all()
+
+
+def test_difference_histograms_count_every_pair_of_judges() -> None:
+    rng = np.random.default_rng(4)
+    values = rng.integers(0, 5, size=(4, 70, 3))
+    histograms = S.difference_histograms(values, 5)
+    assert histograms.shape == (4, 4, 3, 9)
+    for a in range(4):
+        for b in range(4):
+            expected = S.histograms_of_differences(values[a] - values[b], 5)
+            np.testing.assert_array_equal(histograms[a, b], expected)
+            for c in range(3):
+                np.testing.assert_array_equal(
+                    histograms[a, b, c], np.bincount(values[a, :, c] - values[b, :, c] + 4, minlength=9)
+                )
+
+
+def clustered_pair(rng: np.random.Generator, n_cases: int, n_sets: int, gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """Correct/incorrect (sets, cases, 12 requests) of two judges whose errors cluster by case.
+
+    Judge A's requests share a strong case effect; judge B has a weaker one and a position bias
+    (an answer of "the first shown" makes the two orders disagree); their agreement with the
+    labels differs by ``gap`` (0: the null). Returns (A right, B right).
+    """
+    shape = (n_sets, n_cases, 1)
+    difficulty = rng.normal(size=shape)
+    p_a = 1 / (1 + np.exp(-(1.0 - 1.6 * difficulty - 1.6 * rng.normal(size=shape))))
+    a = rng.random((n_sets, n_cases, 12)) < p_a
+    # B: the same mean agreement as A (computed once by simulation of a large sample), minus gap
+    p_b_content = 1 / (1 + np.exp(-(1.0 - 0.8 * difficulty - 0.5 * rng.normal(size=shape))))
+    content = rng.random((n_sets, n_cases, 12)) < p_b_content
+    first = rng.random((n_sets, n_cases, 1)) < 0.3
+    coin = np.where(np.arange(12) % 2 == 0, 1, 0)[None, None, :] == (rng.random((n_sets, n_cases, 1)) < 0.5)
+    b = np.where(first, coin, content)
+    target = a.mean() - gap
+    flip = rng.random(b.shape) < abs(b.mean() - target) / max(b.mean(), 1 - b.mean())
+    b = np.where(flip, b.mean() < target, b)
+    return a, b
+
+
+def test_sign_flip_holds_its_level_on_clustered_judgments_and_the_request_mcnemar_does_not() -> None:
+    # A fast version of benchmarks/bench_validity.py: 4,000 data sets of 60 cases x 12 requests,
+    # the p-values of all of them in one vectorised call. The null holds on average over cases
+    # (both judges right equally often), not case by case, and their errors are correlated within
+    # a case: the sign-flip test keeps its level, McNemar over requests does not.
+    rng = np.random.default_rng(5)
+    a, b = clustered_pair(rng, 60, 4000, 0.0)
+    differences = (a.astype(np.int64) - b).sum(axis=2).T  # (cases, sets)
+    rejects = (S.case_sign_flip_test(differences) < 0.05).mean()
+    assert 0.035 <= rejects <= 0.065, rejects
+    only_a = (a & ~b).sum(axis=(1, 2))
+    only_b = (b & ~a).sum(axis=(1, 2))
+    mcnemar = [binomtest(int(x), int(x + y)).pvalue for x, y in zip(only_a[:1000], only_b[:1000], strict=True)]
+    assert (np.array(mcnemar) < 0.05).mean() > 0.12
+    # power against 10 points on 100 cases
+    a, b = clustered_pair(rng, 100, 500, 0.10)
+    differences = (a.astype(np.int64) - b).sum(axis=2).T
+    assert (S.case_sign_flip_test(differences) < 0.05).mean() > 0.8
+
+
+def test_pooled_comparison_tests_the_per_case_sum_over_dimensions() -> None:
+    rng = np.random.default_rng(6)
+    labels = random_labels(rng, 80)
+    judges = np.stack([random_judge(rng, labels, p, fail=0.05) for p in (0.6, 0.65, 0.8)])
+    weights = S.bootstrap_weights(80, 200, seed=1)
+    pooled = S.pairwise_comparisons(judges, labels, weights=weights, pool_dimensions=True)
+    per_dim = S.pairwise_comparisons(judges, labels, weights=weights)
+    right = (judges == labels[None, :, None, :]).sum(axis=2)  # (judges, cases, dims)
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        d = right[a] - right[b]
+        assert pooled.p_case[a, b, 0] == pytest.approx(S.case_sign_flip_test(d.sum(axis=1)), rel=1e-12)
+        np.testing.assert_allclose(per_dim.p_case[a, b], S.case_sign_flip_test(d), rtol=1e-12)
+        assert pooled.cases_better[a, b, 0] == (d.sum(axis=1) > 0).sum()
+        assert pooled.cases_better[b, a, 0] == (d.sum(axis=1) < 0).sum()
+        assert pooled.diff[a, b, 0] == pytest.approx(d.sum() / (80 * 12))
+    assert pooled.n_pairs.shape == (3, 3, 1) and pooled.n_pairs[0, 1, 0] == 80 * 12
 
 
 def test_compare_judges_by_hand() -> None:
@@ -441,8 +710,9 @@ def test_compare_judges_by_hand() -> None:
     result = compare(a, b, labels, n_resamples=300)
     assert result.acc_a[0] == pytest.approx(5 / 8) and result.acc_b[0] == pytest.approx(5 / 8)
     assert result.diff[0] == pytest.approx(0.0)
-    assert (result.mcnemar_b[0], result.mcnemar_c[0], result.n_pairs[0]) == (3, 3, 8)
-    assert result.p_mcnemar[0] == pytest.approx(1.0)
+    # per case, a minus b: c0 +1, c1 +2, c2 -1, c3 -2: two cases each way, sum 0
+    assert (result.cases_better[0], result.cases_worse[0], result.n_pairs[0]) == (2, 2, 8)
+    assert result.p_case[0] == pytest.approx(1.0)
     assert result.low[0] <= 0.0 <= result.high[0]
 
 
@@ -455,8 +725,8 @@ def test_identical_judges() -> None:
     np.testing.assert_array_equal(result.low, 0.0)
     np.testing.assert_array_equal(result.high, 0.0)
     np.testing.assert_array_equal(result.p_bootstrap, 1.0)
-    np.testing.assert_array_equal(result.mcnemar_b, 0)
-    np.testing.assert_array_equal(result.p_mcnemar, 1.0)
+    np.testing.assert_array_equal(result.cases_better, 0)
+    np.testing.assert_array_equal(result.p_case, 1.0)
     np.testing.assert_allclose(result.acc_a, accuracy(judge, labels))
 
 
@@ -484,7 +754,7 @@ def test_clearly_better_judge_is_significant() -> None:
     assert (result.diff > 0.15).all()
     assert (result.low > 0).all()
     assert (result.p_bootstrap < 0.01).all()
-    assert (result.p_mcnemar < 1e-6).all()
+    assert (result.p_case < 1e-6).all()
 
 
 def test_pairwise_comparisons_are_consistent_with_compare_judges() -> None:
@@ -496,7 +766,7 @@ def test_pairwise_comparisons_are_consistent_with_compare_judges() -> None:
     assert pc.diff.shape == (4, 4, 3)
     np.testing.assert_allclose(pc.diff, -np.swapaxes(pc.diff, 0, 1))
     np.testing.assert_allclose(pc.low, -np.swapaxes(pc.high, 0, 1))
-    np.testing.assert_array_equal(pc.p_mcnemar, np.swapaxes(pc.p_mcnemar, 0, 1))
+    np.testing.assert_array_equal(pc.p_case, np.swapaxes(pc.p_case, 0, 1))
     np.testing.assert_array_equal(pc.p_bootstrap[np.arange(4), np.arange(4)], 1.0)
     for i in range(4):
         for j in range(4):
@@ -504,10 +774,10 @@ def test_pairwise_comparisons_are_consistent_with_compare_judges() -> None:
                 continue
             single = compare(judges[i], judges[j], labels, weights=weights)
             both = pair(pc, i, j)
-            for field in ("acc_a", "acc_b", "diff", "low", "high", "p_bootstrap", "p_mcnemar"):
+            for field in ("acc_a", "acc_b", "diff", "low", "high", "p_bootstrap", "p_case"):
                 np.testing.assert_allclose(getattr(both, field), getattr(single, field), err_msg=field)
-            np.testing.assert_array_equal(both.mcnemar_b, single.mcnemar_b)
-            np.testing.assert_array_equal(both.mcnemar_c, single.mcnemar_c)
+            np.testing.assert_array_equal(both.cases_better, single.cases_better)
+            np.testing.assert_array_equal(both.cases_worse, single.cases_worse)
 
 
 def test_pairing_uses_only_requests_both_judges_ran() -> None:
@@ -522,7 +792,7 @@ def test_pairing_uses_only_requests_both_judges_ran() -> None:
     a_masked = a.copy()
     a_masked[b == -1] = -1  # the same comparison, with equal run patterns
     fast = compare(a_masked, b, labels, weights=weights)
-    for field in ("acc_a", "acc_b", "diff", "low", "high", "p_bootstrap", "p_mcnemar", "n_pairs"):
+    for field in ("acc_a", "acc_b", "diff", "low", "high", "p_bootstrap", "p_case", "cases_better", "n_pairs"):
         np.testing.assert_allclose(getattr(general, field), getattr(fast, field), err_msg=field)
     np.testing.assert_array_equal(general.n_pairs, 40)
     np.testing.assert_allclose(general.acc_a, accuracy(a_masked, labels))
@@ -606,7 +876,7 @@ def test_identical_judges_share_a_tier() -> None:
     pc = S.pairwise_comparisons(judges, labels, n_resamples=500)
     acc = pc.acc_a[np.arange(3), np.arange(3), 0]
     np.testing.assert_array_equal(S.leaderboard_tiers(acc, pc.p_bootstrap[..., 0]), [2, 1, 1])
-    np.testing.assert_array_equal(S.leaderboard_tiers(acc, pc.p_mcnemar[..., 0]), [2, 1, 1])
+    np.testing.assert_array_equal(S.leaderboard_tiers(acc, pc.p_case[..., 0]), [2, 1, 1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -720,7 +990,7 @@ def test_bootstrap_agreement_interval() -> None:
     assert (kappa_ci.low <= kappa_ci.point).all() and (kappa_ci.point <= kappa_ci.high).all()
     assert (ac1_ci.low <= ac1_ci.point).all() and (ac1_ci.point <= ac1_ci.high).all()
     # replicate 0 by hand
-    index = np.repeat(np.arange(150), weights[0])
+    index = np.repeat(np.arange(150), draw_counts(weights[0], 150))
     first_kappa, _ = agreement(verdicts[index], labels[index])
     replicate = S.kappa_from_confusion(S.resampled_sums(weights[:1], _case_confusion(verdicts, labels)))[0]
     np.testing.assert_allclose(replicate, first_kappa.point)

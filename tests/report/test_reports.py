@@ -234,7 +234,8 @@ def test_csv_long_format(report: dict[str, Any]) -> None:
         pairs = list(csv.DictReader(fh))
     n = len(analysis.leaderboard)
     assert len(pairs) == n * (n - 1) // 2 * (len(DIMENSIONS) + 1)
-    assert {"a", "b", "p_mcnemar", "p_bootstrap_holm", "significant"} <= set(pairs[0])
+    assert {"a", "b", "p_case", "p_case_holm", "cases_a_better", "p_bootstrap_holm", "significant"} <= set(pairs[0])
+    assert not any("mcnemar" in key for key in pairs[0])
 
 
 def test_selecting_judges_and_bad_requests(runs_fixture: RunsFixture, tmp_path: Path) -> None:

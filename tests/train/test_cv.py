@@ -125,7 +125,7 @@ def test_summary_uses_the_paired_statistics_of_the_metrics_module() -> None:
     for j, dim in enumerate(DIMENSIONS):
         comparison = summary.comparison[dim]
         assert comparison.diff == pytest.approx(expected.diff[0, 1, j], abs=1e-6)
-        assert comparison.p_mcnemar == pytest.approx(expected.p_mcnemar[0, 1, j], rel=1e-3)
+        assert comparison.p_case == pytest.approx(expected.p_case[0, 1, j], rel=1e-3)
         assert comparison.p_bootstrap == pytest.approx(expected.p_bootstrap[0, 1, j])
         tuned_cell = summary.tuned[dim]
         assert tuned_cell.low <= tuned_cell.point <= tuned_cell.high
@@ -139,7 +139,7 @@ def test_summary_uses_the_paired_statistics_of_the_metrics_module() -> None:
     assert HeldOutSummary.from_json(json.loads(json.dumps(summary.to_json()))).to_json() == summary.to_json()
     same = summarize(tuned.astype(np.int8), tuned.astype(np.int8), labels, organs, n_resamples=200)
     assert same.comparison is not None
-    assert same.comparison.pooled.diff == 0 and same.comparison.pooled.p_mcnemar == 1.0
+    assert same.comparison.pooled.diff == 0 and same.comparison.pooled.p_case == 1.0
     alone = summarize(tuned.astype(np.int8), None, labels, organs, n_resamples=200)
     assert alone.base is None and alone.comparison is None
 
@@ -195,8 +195,8 @@ def test_the_cv_tables_put_the_base_s_failures_beside_its_score_and_the_bootstra
         console.print(table)
     text = console.export_text()
     assert "base: hf:tiny (failed 100.0 % of its judgments)" in text
-    assert "- hf:tiny" in text and "- baseline:longer" in text and "p McN vs base*" in text
-    assert "headline test" in text and "treats every request as independent" in text
+    assert "- hf:tiny" in text and "- baseline:longer" in text and "p case" in text and "McN" not in text
+    assert "headline test" in text and "case-level sign-flip test" in text
     headline = cv_headline(report)
     assert headline.startswith("held-out score ") and "+0.0 points vs baseline:longer (p 1.000)" in headline
 
@@ -258,7 +258,7 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
     assert report["data"]["n_held_out_cases"] == 34 and report["folds_run"] == [0, 1, 2, 3, 4]
     assert report["data"]["data_hash"] == load_benchmark("demo").data_hash()
     assert sum(fold["n_eval_cases"] for fold in report["folds"]) == 34
-    assert report["version"] == 3
+    assert report["version"] == 4
     assert report["floor_judge"] == "baseline:longer" and report["chance"] == 0.5 and report["warnings"] == []
     assert report["base_failure_rate"] == 0.0  # constrained decoding: the base answers every request
     assert report["labels"]["kind"] == "illustrative"
@@ -270,12 +270,12 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
         assert comparison["diff"] == pytest.approx(tuned["point"] - base["point"], abs=1e-5)
         floor = report["floor_comparison"][dim]
         assert floor["diff"] == pytest.approx(tuned["point"] - report["floor"][dim]["point"], abs=1e-5)
-        assert 0 <= comparison["p_bootstrap"] <= 1 and 0 <= comparison["p_mcnemar"] <= 1
+        assert 0 <= comparison["p_bootstrap"] <= 1 and 0 <= comparison["p_case"] <= 1
     assert report["tuned"]["all"]["n"] == 68 * len(DIMENSIONS)
     assert all(fold["score"] is not None for fold in report["folds"])
     assert report["base_judge"] == f"hf:{tiny}"
     assert any("illustrative" in note.lower() for note in report["notes"])
-    assert any("p_mcnemar treats every request" in note for note in report["notes"])
+    assert any(note.startswith("p_case: the case-level sign-flip test") for note in report["notes"])
     for fold in report["folds"]:
         card = json.loads((Path(fold["model_dir"]) / "training_card.json").read_text())
         assert not set(card["data"]["train_case_ids"]) & set(card["fold"]["eval_case_ids"])
@@ -292,7 +292,7 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
     assert "held-out score" in text and "points vs baseline:longer" in text and "(paired case bootstrap)" in text
     overall = report["tuned"]["overall"]
     assert f"[{100 * overall['low']:.1f}, {100 * overall['high']:.1f}]" in text
-    assert "p McN vs base*" in text and "treats every request as independent" in text and "Folds" in text
+    assert "p case" in text and "case-level sign-flip test" in text and "Folds" in text
     # report renders the folder: one pooled held-out report beside the base and the floor, HTML included
     from medrewardbench.report.render import render_reports
 

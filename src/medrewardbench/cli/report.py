@@ -173,7 +173,7 @@ def compare_command(
     seed: SeedOpt = 0,
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
 ) -> None:
-    """Paired comparison of two judges on the same cases: a paired case bootstrap and McNemar, per dimension.
+    """Paired comparison of two judges on the same cases: paired case bootstrap and case sign-flip test, per dimension.
 
     With per-annotator labels, also whether each judge can stand in for an annotator (the alt-test).
 

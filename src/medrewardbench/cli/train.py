@@ -227,8 +227,8 @@ def cv_tables(report: Mapping[str, Any]) -> list[Table]:
 
     The first table gives each judge's held-out agreement with the labels, the base's failure rate
     beside its score; the second the differences of the tuned model from the base and from the
-    baseline floor with the paired case bootstrap (the headline p-value), McNemar labelled as
-    treating requests as independent; the third the folds.
+    baseline floor with the paired case bootstrap (the headline p-value) and the case sign-flip
+    test; the third the folds.
     """
     from medrewardbench.train.cv import CHANCE, HeldOutSummary
 
@@ -283,17 +283,16 @@ def cv_tables(report: Mapping[str, Any]) -> list[Table]:
         for name, _ in comparisons:
             tests.add_column(f"- {name}", justify="right")
             tests.add_column("p", justify="right")
-        tests.add_column("p McN vs base*", justify="right")
+            tests.add_column("p case", justify="right")
         for column, _ in summary.tuned.columns():
             cells = [column]
             for _, comparison in comparisons:
-                cells += [_diff(comparison[column]), p_value(comparison[column].p_bootstrap, resamples=resamples)]
-            base_test = summary.comparison[column] if summary.comparison is not None else None
-            cells.append(MISSING if base_test is None else p_value(base_test.p_mcnemar))
+                test = comparison[column]
+                cells += [_diff(test), p_value(test.p_bootstrap, resamples=resamples), p_value(test.p_case)]
             tests.add_row(*cells)
         tests.caption = (
             "p = paired case bootstrap (both orders and all dimensions of a case resampled together): the headline "
-            "test. *McNemar treats every request as independent (anti-conservative); it is in cv.json for reference."
+            "test; p case = the case-level sign-flip test of the same difference (mid-p)."
         )
         tables.append(tests)
     demo = report.get("labels", {}).get("kind") == "illustrative" or any(

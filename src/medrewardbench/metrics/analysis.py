@@ -9,7 +9,8 @@ compared on the same resamples.
 Besides the six dimensions, every accuracy-like table has a pooled column: the accuracy over all
 six dimensions' requests together (correct / counted summed over dimensions). It equals the mean
 of the six when every case is labelled on all six, and it is the leaderboard's score. Its paired
-tests treat each (case, dimension) as an item while resampling whole cases.
+tests take the case as their unit, as every test does: the bootstrap resamples whole cases, and the
+sign-flip test flips the sign of a case's difference summed over its dimensions and orders.
 """
 
 from __future__ import annotations
@@ -496,9 +497,9 @@ def _pairwise_records(
         if rows.size == 0:
             continue
         p_boot = pc.p_bootstrap[rows, cols, d]
-        p_mc = pc.p_mcnemar[rows, cols, d]
+        p_case = pc.p_case[rows, cols, d]
         holm_boot = stats.holm_adjust(p_boot)
-        holm_mc = stats.holm_adjust(p_mc)
+        holm_case = stats.holm_adjust(p_case)
         fields = zip(
             rows.tolist(),
             cols.tolist(),
@@ -510,14 +511,14 @@ def _pairwise_records(
             p_boot.tolist(),
             holm_boot.tolist(),
             (holm_boot < alpha).tolist(),
-            pc.mcnemar_b[rows, cols, d].tolist(),
-            pc.mcnemar_b[cols, rows, d].tolist(),
-            p_mc.tolist(),
-            holm_mc.tolist(),
+            pc.cases_better[rows, cols, d].tolist(),
+            pc.cases_better[cols, rows, d].tolist(),
+            p_case.tolist(),
+            holm_case.tolist(),
             pc.n_pairs[rows, cols, d].tolist(),
             strict=True,
         )
-        for i, j, acc_a, acc_b, diff, low, high, p_b, p_bh, sig, b, c, p_m, p_mh, n_pairs in fields:
+        for i, j, acc_a, acc_b, diff, low, high, p_b, p_bh, sig, better, worse, p_c, p_ch, n_pairs in fields:
             records.append(
                 PairwiseComparison(
                     a=labels_[i],
@@ -531,10 +532,10 @@ def _pairwise_records(
                     p_bootstrap=fixed_p(p_b),
                     p_bootstrap_holm=fixed_p(p_bh),
                     significant=bool(sig),
-                    mcnemar_b=int(b),
-                    mcnemar_c=int(c),
-                    p_mcnemar=fixed_p(p_m),
-                    p_mcnemar_holm=fixed_p(p_mh),
+                    cases_a_better=int(better),
+                    cases_b_better=int(worse),
+                    p_case=fixed_p(p_c),
+                    p_case_holm=fixed_p(p_ch),
                     n_pairs=int(n_pairs),
                 )
             )
@@ -707,7 +708,7 @@ def analyze(
     Returns:
         The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
         the leaderboard ranked by score with tiers, and every pair of judges per column
-        (McNemar and paired bootstrap, Holm-adjusted); when the cases carry per-annotator labels,
+        (paired case bootstrap and case sign-flip test, Holm-adjusted); when the cases carry per-annotator labels,
         also the human ceiling (:mod:`medrewardbench.metrics.human`, intervals from the same
         weight matrix) with every judge's stand-in verdict, and each leaderboard row's agreement
         with the annotators, its ratio to the human row and its verdict; and the smallest
@@ -766,9 +767,9 @@ def analyze(
         # is drawn from (seed, r) whatever the blocks); only data with per-annotator labels needs it
         if n_resamples:
             strata = np.asarray(groups[STRATA], dtype=object) if first.n_cases else None
-            weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata).astype(np.float32)
+            weights = stats.bootstrap_weights(first.n_cases, n_resamples, seed, strata)
         else:
-            weights = np.zeros((0, first.n_cases), dtype=np.float32)
+            weights = np.zeros((0, first.n_cases))
         human = human_ceiling(
             ratings,
             annotators,

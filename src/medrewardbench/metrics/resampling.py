@@ -3,7 +3,7 @@
 :func:`resample_runs` turns the verdicts of several judges on the same cases into the estimates of
 :mod:`medrewardbench.metrics.analysis`: the eight ratio metrics with intervals, accuracy per group
 (with micro and macro summaries), kappa and AC1, accuracy split by the experts' length choice, and
-every pairwise comparison (paired bootstrap and exact McNemar). The statistics are those of
+every pairwise comparison (paired bootstrap and the exact case-level sign-flip test). The statistics are those of
 :mod:`medrewardbench.metrics.stats`, and the numbers equal what its functions give with the full
 weight matrix of :func:`~medrewardbench.metrics.stats.bootstrap_weights`; only the order of the
 work differs, so that memory does not grow with cases times resamples:
@@ -11,15 +11,16 @@ work differs, so that memory does not grow with cases times resamples:
 * Per case, a judge contributes a few small counts (:data:`FEATURES`, each 0 to 2 per dimension):
   correct and counted requests per order, answered requests, and so on. A chunk of cases becomes a
   matrix ``X`` (cases, features); every resampled statistic is a ratio of sums ``W @ X``.
-* The weight matrix ``W`` is drawn a block of resamples at a time
-  (:func:`~medrewardbench.metrics.stats.bootstrap.iter_sorted_weight_blocks`, columns grouped by
+* The weight matrix ``W`` is drawn a block of resamples at a time as whole counts
+  (:func:`~medrewardbench.metrics.stats.bootstrap.iter_sorted_count_blocks`, columns grouped by
   organ system), and multiplied chunk by chunk, so that neither ``W`` (resamples x cases) nor the
   per-case counts of every metric and judge ever exist whole. What is kept is one array of sums
   per resample, whose size depends on judges and resamples only. The per-case counts are kept
   between blocks as int8 when they fit in :data:`FEATURE_CACHE_BYTES`, and computed again for
   each block otherwise.
-* All sums are of whole counts, exact in float32 within a chunk and added up in float64, so the
-  chunking changes no digit.
+* All products are of whole counts, exact in float32 within a chunk; no chunk crosses an organ
+  system, so each chunk's product is then multiplied by its system's draw weight
+  (``n_h / (n_h - 1)``, the rescaled bootstrap) and added up in float64.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ import numpy.typing as npt
 
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.stats import NOT_RUN, FloatArray, IntArray
-from medrewardbench.metrics.stats.bootstrap import StrataLayout, _estimate, iter_sorted_weight_blocks
+from medrewardbench.metrics.stats.bootstrap import StrataLayout, _estimate, iter_sorted_count_blocks, macro_estimate
 from medrewardbench.metrics.stats.counts import _safe_divide
-from medrewardbench.metrics.stats.paired import PairwiseComparisons, assemble_pairwise, mcnemar_p_value
+from medrewardbench.metrics.stats.paired import (
+    PairwiseComparisons,
+    assemble_pairwise,
+    difference_histograms,
+    histograms_of_differences,
+)
 
 RATIO_METRICS: tuple[str, ...] = (
     "accuracy",
@@ -233,9 +239,16 @@ class _Sums:
         self.group_totals = {f: np.zeros((g, acc), dtype=np.int64) for f, g in fields.items()}
         self.group_resampled = {f: np.zeros((n_resamples, g, acc)) for f, g in fields.items()}
         self.by_length = np.zeros((4, j, d), dtype=np.int64)
-        self.mcnemar_b = np.zeros((d, j, j), dtype=np.int64)
+        # cases per difference of correct requests (row judge minus column judge): per dimension
+        # -2..2, pooled over the dimensions -2d..2d; pairs run on different requests separately
+        self.histograms = np.zeros((j, j, d, 5), dtype=np.int64)
+        self.pooled_histograms = np.zeros((j, j, 1, 4 * d + 1), dtype=np.int64)
+        self.cross_histograms = {pair: np.zeros((d, 5), dtype=np.int64) for pair in plan.cross_pairs}
+        self.cross_pooled_histograms = {pair: np.zeros((1, 4 * d + 1), dtype=np.int64) for pair in plan.cross_pairs}
         self.n_pairs = np.zeros((d, j, j), dtype=np.int64)
         self.n_strata = n_strata
+        self.group_cases: dict[str, npt.NDArray[np.int64]] = {}
+        """field -> cases per group (the degrees of freedom of the macro average's interval)"""
 
 
 def resample_runs(
@@ -286,6 +299,7 @@ def resample_runs(
     layout = StrataLayout.of(n_cases, strata_codes if n_cases else None)
     other_fields = [f for f in coded if f != strata_field]
     sums = _Sums(plan, n_resamples, {f: len(names) for f, (names, _) in coded.items()}, len(strata_names))
+    sums.group_cases = {f: np.bincount(codes, minlength=len(names)) for f, (names, codes) in coded.items()}
     longer = _longer(lengths)
     chunk = int(min(16384, max(256, CHUNK_BYTES // max(1, 4 * plan.columns))))
     ranges = _chunks(layout, chunk)
@@ -313,12 +327,14 @@ def resample_runs(
             features_of(k)
     else:
         block = block_size or max(1, min(n_resamples, WEIGHT_BLOCK_BYTES // max(1, 4 * n_cases)))
-        for row, weights in iter_sorted_weight_blocks(layout, n_resamples, seed, block, dtype=np.float32):
-            rows = slice(row, row + weights.shape[0])
+        scales = layout.scales.tolist()
+        for row, counts in iter_sorted_count_blocks(layout, n_resamples, seed, block, dtype=np.float32):
+            rows = slice(row, row + counts.shape[0])
             for k, (start, stop, stratum) in enumerate(ranges):
                 x = features_of(k).astype(np.float32)
-                w_chunk = weights[:, start:stop]
-                product = w_chunk @ x
+                w_chunk = counts[:, start:stop]
+                scale = scales[stratum]
+                product = np.multiply(w_chunk @ x, scale, dtype=np.float64)
                 sums.resampled[rows] += product
                 sums.group_resampled[strata_field][rows, stratum] += product[:, :acc]
                 index = layout.order[start:stop]
@@ -326,7 +342,8 @@ def resample_runs(
                     codes = coded[field][1][index]
                     for code in np.unique(codes).tolist():
                         mask = codes == code
-                        sums.group_resampled[field][rows, code] += w_chunk[:, mask] @ x[mask, :acc]
+                        part = np.multiply(w_chunk[:, mask] @ x[mask, :acc], scale, dtype=np.float64)
+                        sums.group_resampled[field][rows, code] += part
     return _estimates(sums, plan, coded, strata_field, n_resamples, confidence)
 
 
@@ -342,7 +359,7 @@ def _add_totals(
     plan: _Plan,
     pairwise: bool,
 ) -> None:
-    """Add one chunk's counts to the full-data totals (point estimates, McNemar, length split)."""
+    """Add one chunk's counts to the full-data totals (point estimates, paired tests, length split)."""
     acc = _ACCURACY_FEATURES * plan.n_judges * plan.n_dims
     sums.totals += x.sum(axis=0, dtype=np.int64)
     for field in coded:
@@ -364,12 +381,21 @@ def _add_totals(
     for k, (values, mask) in enumerate(splits):
         sums.by_length[k] += (values * mask).sum(axis=1)
     if pairwise and plan.n_judges:
-        n_judges, n_cases = plan.n_judges, correct.shape[1]
-        # (D, J, requests), contiguous: one batched product per sum rather than one per dimension
-        right = np.ascontiguousarray(correct.reshape(n_judges, n_cases * 2, plan.n_dims).transpose(2, 0, 1), np.float64)
-        count = np.ascontiguousarray(counted.reshape(n_judges, n_cases * 2, plan.n_dims).transpose(2, 0, 1), np.float64)
-        sums.mcnemar_b += np.rint(np.matmul(right, (count - right).transpose(0, 2, 1))).astype(np.int64)
+        n_judges, n_cases, n_dims = plan.n_judges, correct.shape[1], plan.n_dims
+        # (D, J, requests), contiguous: one batched product rather than one per dimension
+        count = np.ascontiguousarray(counted.reshape(n_judges, n_cases * 2, n_dims).transpose(2, 0, 1), np.float32)
         sums.n_pairs += np.rint(np.matmul(count, count.transpose(0, 2, 1))).astype(np.int64)
+        sums.histograms += difference_histograms(correct_cases, 3)
+        sums.pooled_histograms += difference_histograms(correct_cases.sum(axis=2, keepdims=True), 2 * n_dims + 1)
+        column = plan.main_columns
+        for pair in plan.cross_pairs:
+            # the per-case (correct_a, correct_b, common) counts of the pair's common requests
+            num_a = x[:, column : column + n_dims].astype(np.int64)
+            num_b = x[:, column + n_dims : column + 2 * n_dims].astype(np.int64)
+            column += 3 * n_dims
+            sums.cross_histograms[pair] += histograms_of_differences(num_a - num_b, 3)
+            pooled = (num_a - num_b).sum(axis=1, keepdims=True)
+            sums.cross_pooled_histograms[pair] += histograms_of_differences(pooled, 2 * n_dims + 1)
 
 
 def _with_pooled(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -486,13 +512,7 @@ def _grouped(
         den_t.sum(axis=0).astype(np.int64),
         confidence,
     )
-    defined = ~np.isnan(points)
-    n_defined = defined.sum(axis=0)
-    macro_point = _safe_divide(np.where(defined, points, 0.0).sum(axis=0), n_defined)
-    masked = np.where(defined[None], group_samples, 0.0)
-    macro_samples = _safe_divide(masked.sum(axis=1), n_defined)
-    macro_samples[np.isnan(masked).any(axis=1)] = np.nan
-    macro = _estimate(macro_point, macro_samples, n_defined.astype(np.int64), confidence)
+    macro = macro_estimate(points, group_samples, sums.group_cases[field], confidence)
     return stats.GroupedEstimate(names, per_group, micro, macro)
 
 
@@ -513,7 +533,9 @@ def _pairwise(
         cross_t[pair] = sums.totals[column : column + width].reshape(3, d).astype(np.float64)
         cross_r[pair] = sums.resampled[:, column : column + width].reshape(-1, 3, d)
         column += width
-    per_dim = _comparisons(num_t, den_t, num_r, den_r, cross_t, cross_r, sums.mcnemar_b, sums.n_pairs, confidence)
+    per_dim = _comparisons(
+        num_t, den_t, num_r, den_r, cross_t, cross_r, sums.histograms, sums.cross_histograms, sums.n_pairs, confidence
+    )
     pooled = _comparisons(
         num_t.sum(axis=1, keepdims=True),
         den_t.sum(axis=1, keepdims=True),
@@ -521,7 +543,8 @@ def _pairwise(
         den_r.sum(axis=2, keepdims=True),
         {pair: values.sum(axis=1, keepdims=True) for pair, values in cross_t.items()},
         {pair: values.sum(axis=2, keepdims=True) for pair, values in cross_r.items()},
-        sums.mcnemar_b.sum(axis=0, keepdims=True),
+        sums.pooled_histograms,
+        sums.cross_pooled_histograms,
         sums.n_pairs.sum(axis=0, keepdims=True),
         confidence,
     )
@@ -535,21 +558,21 @@ def _comparisons(
     den_r: FloatArray,
     cross_t: Mapping[tuple[int, int], npt.NDArray[np.float64]],
     cross_r: Mapping[tuple[int, int], FloatArray],
-    mcnemar_b: npt.NDArray[np.int64],
+    histograms: npt.NDArray[np.int64],
+    cross_histograms: Mapping[tuple[int, int], npt.NDArray[np.int64]],
     n_pairs: npt.NDArray[np.int64],
     confidence: float,
 ) -> PairwiseComparisons:
     """Pairwise records from per-judge sums (judges on the same requests) and per-pair sums (the rest)."""
     n_judges, n_dims = num_t.shape
-    b = mcnemar_b.transpose(1, 2, 0)
     pairs = n_pairs.transpose(1, 2, 0)
-    p_mcnemar = mcnemar_p_value(b, b.transpose(1, 0, 2))
     rows, cols = np.triu_indices(n_judges, 1)
     point = _safe_divide(num_t, den_t)  # (J, D)
     samples = _safe_divide(num_r, den_r)  # (B, J, D)
     acc_a = np.repeat(point[:, None, :], n_judges, axis=1)
     pair_diff = point[rows] - point[cols]
     pair_samples = samples[:, rows] - samples[:, cols]
+    pair_histograms = histograms[rows, cols]
     for k, (a, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
         if (a, c) not in cross_t:
             continue
@@ -558,7 +581,8 @@ def _comparisons(
         acc_a[c, a] = _safe_divide(totals[1], totals[2])
         pair_diff[k] = acc_a[a, c] - acc_a[c, a]
         pair_samples[:, k] = _safe_divide(replicates[:, 0] - replicates[:, 1], replicates[:, 2])
-    return assemble_pairwise(acc_a, pair_diff, pair_samples, rows, cols, confidence, b, p_mcnemar, pairs)
+        pair_histograms[k] = cross_histograms[(a, c)]
+    return assemble_pairwise(acc_a, pair_diff, pair_samples, rows, cols, confidence, pair_histograms, pairs)
 
 
 __all__ = ["FEATURES", "RATIO_METRICS", "Resampled", "resample_runs"]

@@ -33,11 +33,15 @@ from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import ResultsFormatError
 
-SCHEMA = "medrewardbench.analysis/2"
+SCHEMA = "medrewardbench.analysis/3"
 """Schema of ``analysis.json`` (:class:`Analysis`). Version 2 added the human ceiling
-(:class:`HumanCeiling`, ``LeaderboardRow.vs_annotators``)."""
-READABLE_SCHEMAS: tuple[str, ...] = (SCHEMA, "medrewardbench.analysis/1")
-"""``analysis.json`` schemas this version reads (version 1 files have no human ceiling)."""
+(:class:`HumanCeiling`, ``LeaderboardRow.vs_annotators``); version 3 replaced the per-request
+McNemar test of :class:`PairwiseComparison` (``mcnemar_b``, ``mcnemar_c``, ``p_mcnemar``,
+``p_mcnemar_holm``) by the case-level sign-flip test (``cases_a_better``, ``cases_b_better``,
+``p_case``, ``p_case_holm``) and resamples organ systems with the rescaled bootstrap."""
+READABLE_SCHEMAS: tuple[str, ...] = (SCHEMA, "medrewardbench.analysis/2", "medrewardbench.analysis/1")
+"""``analysis.json`` schemas this version reads (version 1 files have no human ceiling; versions 1-2
+have no case-level test: their ``p_case`` reads as undefined)."""
 HUMAN_LABEL = "human (leave-one-out)"
 """How reports name the human-ceiling row: each annotator against the majority of the others."""
 CAN_STAND_IN = "can stand in for an annotator"
@@ -113,7 +117,7 @@ def p_number(value: float) -> float | None:
     """A p-value as written to files.
 
     Like :func:`number` from 0.001 up; below that, four significant digits, so that small p-values
-    (an exact McNemar p can be 1e-70) keep their size.
+    (an exact test's p can be 1e-70) keep their size.
 
     Args:
         value: the p-value.
@@ -638,10 +642,10 @@ PAIRWISE_COLUMNS: tuple[str, ...] = (
     "p_bootstrap",
     "p_bootstrap_holm",
     "significant",
-    "mcnemar_b",
-    "mcnemar_c",
-    "p_mcnemar",
-    "p_mcnemar_holm",
+    "cases_a_better",
+    "cases_b_better",
+    "p_case",
+    "p_case_holm",
     "n_pairs",
 )
 """The fields of one written pairwise comparison, in file order."""
@@ -666,14 +670,15 @@ class PairwiseComparison:
     p_bootstrap_holm: float
     significant: bool
     """Holm-adjusted bootstrap p-value below the analysis' alpha"""
-    mcnemar_b: int
-    """requests only ``a`` got right"""
-    mcnemar_c: int
-    """requests only ``b`` got right"""
-    p_mcnemar: float
-    """exact McNemar, treating requests as independent"""
-    p_mcnemar_holm: float
+    cases_a_better: int
+    """cases on which ``a`` got more of the column's requests right than ``b``"""
+    cases_b_better: int
+    """cases on which ``b`` got more of them right"""
+    p_case: float
+    """case-level sign-flip test of the difference (the case is the unit): two-sided mid-p of its exact distribution"""
+    p_case_holm: float
     n_pairs: int
+    """requests both judges were run on (counted, labelled)"""
 
     @property
     def is_pooled(self) -> bool:
@@ -699,10 +704,10 @@ class PairwiseComparison:
             p_bootstrap=self.p_bootstrap,
             p_bootstrap_holm=self.p_bootstrap_holm,
             significant=self.significant,
-            mcnemar_b=self.mcnemar_c,
-            mcnemar_c=self.mcnemar_b,
-            p_mcnemar=self.p_mcnemar,
-            p_mcnemar_holm=self.p_mcnemar_holm,
+            cases_a_better=self.cases_b_better,
+            cases_b_better=self.cases_a_better,
+            p_case=self.p_case,
+            p_case_holm=self.p_case_holm,
             n_pairs=self.n_pairs,
         )
 
@@ -720,10 +725,10 @@ class PairwiseComparison:
             "p_bootstrap": p_number(self.p_bootstrap),
             "p_bootstrap_holm": p_number(self.p_bootstrap_holm),
             "significant": self.significant,
-            "mcnemar_b": self.mcnemar_b,
-            "mcnemar_c": self.mcnemar_c,
-            "p_mcnemar": p_number(self.p_mcnemar),
-            "p_mcnemar_holm": p_number(self.p_mcnemar_holm),
+            "cases_a_better": self.cases_a_better,
+            "cases_b_better": self.cases_b_better,
+            "p_case": p_number(self.p_case),
+            "p_case_holm": p_number(self.p_case_holm),
             "n_pairs": self.n_pairs,
         }
 
@@ -742,22 +747,27 @@ class PairwiseComparison:
             p_bootstrap=real(data["p_bootstrap"]),
             p_bootstrap_holm=real(data["p_bootstrap_holm"]),
             significant=bool(data["significant"]),
-            mcnemar_b=int(data["mcnemar_b"]),
-            mcnemar_c=int(data["mcnemar_c"]),
-            p_mcnemar=real(data["p_mcnemar"]),
-            p_mcnemar_holm=real(data["p_mcnemar_holm"]),
+            # files written before the case-level test (analysis schema 1-2, cv version 3) hold a
+            # per-request McNemar test instead: it is not read back as the case-level test
+            cases_a_better=int(data.get("cases_a_better", 0)),
+            cases_b_better=int(data.get("cases_b_better", 0)),
+            p_case=real(data.get("p_case")),
+            p_case_holm=real(data.get("p_case_holm")),
             n_pairs=int(data["n_pairs"]),
         )
 
 
 @dataclass(frozen=True)
 class PairwiseTests:
-    """Every pair of judges on every column: paired bootstrap and McNemar, Holm-adjusted per column."""
+    """Every pair of judges on every column: paired case bootstrap and case sign-flip test, Holm-adjusted per column."""
 
     judges: tuple[str, ...]
     comparisons: tuple[PairwiseComparison, ...]
     """pairs (i < j in ``judges`` order) per column, columns in :data:`COLUMNS` order"""
-    test: str = "paired case bootstrap (p_bootstrap, used for tiers) and exact McNemar over requests"
+    test: str = (
+        "paired case bootstrap (p_bootstrap, used for tiers) and the case-level sign-flip test (p_case: mid-p of "
+        "its exact distribution); both take the case as the unit"
+    )
     adjustment: str = "Holm, per column over all pairs"
 
     def on_column(self, column: str) -> list[PairwiseComparison]:

@@ -157,7 +157,8 @@ def p_value(value: float | None, *, resamples: int | None = None, blank: str = M
 
     Args:
         value: the p-value, None or NaN.
-        resamples: the bootstrap resamples behind it; None for an exact p-value (McNemar).
+        resamples: the bootstrap resamples behind it; None for a p-value from an exact distribution
+            (the case-level sign-flip test).
         blank: what to print for a missing value.
 
     Returns:

@@ -347,21 +347,20 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "## Pairwise differences",
         "",
         f"{len(significant)} of {len(pairs)} pairs differ significantly on the score (paired bootstrap, Holm). "
-        "McNemar tests (which treat judgments as independent) and every dimension are in the CSV, JSON and "
-        "spreadsheet outputs.",
+        "Both tests resample or permute whole cases; every dimension is in the CSV, JSON and spreadsheet outputs.",
         "",
     ]
     if significant:
         listed = significant[:MAX_PAIRS_LISTED]
         out += _table(
-            ["Judge A", "Judge B", "A − B (points)", "Holm p (bootstrap)", "McNemar p (Holm, judgments indep.)"],
+            ["Judge A", "Judge B", "A − B (points)", "Holm p (bootstrap)", "Holm p (case test)"],
             [
                 [
                     _esc(c.a),
                     _esc(c.b),
                     estimate(c.difference, signed=True),
                     p_value(c.p_bootstrap_holm, resamples=settings.n_resamples),
-                    p_value(c.p_mcnemar_holm),
+                    p_value(c.p_case_holm),
                 ]
                 for c in listed
             ],

@@ -293,8 +293,8 @@ def comparison_table(analysis: Analysis, judge_a: str, judge_b: str) -> Table:
         "agree B",
         f"A - B [{ci}% CI]",
         "p bootstrap",
-        "McNemar b/c",
-        "p McNemar (indep.)",
+        "cases A/B better",
+        "p case test",
         "pairs",
     ):
         table.add_column(name, justify="left" if name == "dimension" else "right")
@@ -305,14 +305,16 @@ def comparison_table(analysis: Analysis, judge_a: str, judge_b: str) -> Table:
             percent(comparison.acc_b),
             estimate(comparison.difference),
             p_value(comparison.p_bootstrap, resamples=analysis.settings.n_resamples),
-            f"{comparison.mcnemar_b}/{comparison.mcnemar_c}",
-            p_value(comparison.p_mcnemar),
+            f"{comparison.cases_a_better}/{comparison.cases_b_better}",
+            p_value(comparison.p_case),
             str(comparison.n_pairs),
             style="bold" if comparison.significant else None,
         )
     table.caption = (
-        "b = requests only A got right, c = only B got right; bold = significant after Holm correction. "
-        "The bootstrap resamples cases (both orders together); McNemar treats requests as independent."
+        "Both tests take the case as their unit: the bootstrap resamples cases (both orders and every "
+        "dimension together); the case test is the sign-flip test of each case's difference in correct "
+        "requests (exact distribution, mid-p). Cases A/B better = cases where A (B) got more of them right; "
+        "bold = significant after Holm correction (bootstrap, as the tiers)."
     )
     sensitivity = analysis.sensitivity
     if sensitivity is not None and sensitivity.between_judges.pooled == sensitivity.between_judges.pooled:

@@ -16,8 +16,8 @@ default ``hf:BASE``, the same judge without an adapter) and the baseline floor `
 analysed together by :func:`~medrewardbench.metrics.analysis.analyze`, as ``report`` analyses
 runs: per dimension and pooled over dimensions, the held-out agreement with the labels with
 case-bootstrap intervals stratified by organ system, and the differences with a paired bootstrap
-interval and p-value (the same resamples for every judge; the headline test). The exact McNemar
-test is kept in ``cv.json``, labelled as what it is: it treats every request as independent.
+interval and p-value (the same resamples for every judge; the headline test), and the case-level
+sign-flip test beside it (``p_case``).
 Chance (50 %) is the last reference. Failures (unparseable answers, reward ties) count as wrong,
 as everywhere in medrewardbench; the base model's failure rate is reported beside its score, and a
 base that failed more than half of its requests is a warning (comparing with it flatters).
@@ -71,7 +71,7 @@ __all__ = [
     "default_baseline_spec",
 ]
 
-CV_VERSION = 3
+CV_VERSION = 4
 """3: the baseline floor (``floor``, ``floor_comparison``), the base's failure rate and warnings;
 2: held-out tables are the typed results' tables (``{dimension or "all": estimate}``), the
 comparison holds pairwise records, and a fold's ``score`` is its pooled held-out accuracy."""
@@ -267,7 +267,7 @@ class HeldOutSummary:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HeldOutSummary:
-        """Read :meth:`to_json` output (or a whole cv.json report, version 2 or 3)."""
+        """Read :meth:`to_json` output (or a whole cv.json report, version 2 to 4; before 4 without ``p_case``)."""
 
         def table(key: str) -> ColumnTable[Estimate] | None:
             value = data.get(key)
@@ -574,8 +574,8 @@ def cross_validate(
         "failures (unparseable answers, equal reward scores) count as wrong",
         "intervals: case bootstrap stratified by organ system; differences (tuned - base, tuned - floor) with a "
         "paired case bootstrap on the same resamples, whose p_bootstrap is the headline test",
-        "p_mcnemar treats every request (case x order x dimension) as independent, which the two orders and six "
-        "dimensions of a case are not: it is anti-conservative and not the headline",
+        "p_case: the case-level sign-flip test of the same differences (each case's difference in correct "
+        "requests, over its orders and dimensions, kept whole; mid-p of its exact distribution)",
         f"chance: {CHANCE:.0%} agreement; the floor ({floor_spec or 'not run'}) picks the longer answer",
         f"labels: {held_out.labels.banner()}",
     ]

@@ -15,7 +15,7 @@ over cases). Conventions:
   judge, dimension and group, so that judges are compared on the same resamples.
 
 One concern per module: :mod:`.counts` (layout and per-case counts), :mod:`.bootstrap`
-(resampling and intervals), :mod:`.paired` (McNemar, paired bootstrap, Holm, tiers),
+(resampling and intervals), :mod:`.paired` (case-level sign-flip test, paired bootstrap, Holm, tiers),
 :mod:`.agreement` (kappa, AC1), :mod:`.position` and :mod:`.length` (length bias and coherence).
 The package needs only numpy; scipy and scikit-learn are used by the tests as references.
 """
@@ -55,10 +55,14 @@ from medrewardbench.metrics.stats.length import (
 )
 from medrewardbench.metrics.stats.paired import (
     PairwiseComparisons,
+    case_sign_flip_test,
+    difference_histograms,
+    histograms_of_differences,
     holm_adjust,
     leaderboard_tiers,
-    mcnemar_p_value,
     pairwise_comparisons,
+    sign_flip_p_value,
+    sign_flip_test,
 )
 from medrewardbench.metrics.stats.position import (
     first_position_counts,
@@ -85,17 +89,19 @@ __all__ = [
     "bootstrap_agreement_ci",
     "bootstrap_weights",
     "case_counts",
+    "case_sign_flip_test",
     "coherence_counts",
     "coherence_rate",
+    "difference_histograms",
     "expert_coherence_rate",
     "expert_longer_rate",
     "first_position_counts",
     "grouped_ratio_ci",
+    "histograms_of_differences",
     "holm_adjust",
     "kappa_from_confusion",
     "leaderboard_tiers",
     "longer_preference_counts",
-    "mcnemar_p_value",
     "pairwise_comparisons",
     "percentile_interval",
     "position_consistency_counts",
@@ -103,5 +109,7 @@ __all__ = [
     "ratio_ci",
     "request_outcomes",
     "resampled_sums",
+    "sign_flip_p_value",
+    "sign_flip_test",
     "strict_accuracy_counts",
 ]
