@@ -41,6 +41,7 @@ from medrewardbench.annotate.db import (
     utcnow,
 )
 from medrewardbench.annotate.security import Signer
+from medrewardbench.dimensions import DIMENSIONS
 
 ROLES: tuple[str, ...] = ("annotator", "admin")
 MODES: tuple[str, ...] = ("pairs", "screening")
@@ -159,8 +160,6 @@ class ProjectContext:
     @property
     def dimensions(self) -> tuple[str, ...]:
         """What an item is labelled on: the six dimensions of a pair, or a question's ``decision``."""
-        from medrewardbench.dimensions import DIMENSIONS
-
         return DIMENSIONS if self.is_pairs else ("decision",)
 
     def guidelines_text(self) -> str:
