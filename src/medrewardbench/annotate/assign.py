@@ -149,26 +149,7 @@ def plan_assignments(
         return user in active and (user, item) not in started_primary
 
     item_order = sorted(items, key=lambda item: unit_hash(seed, "item", item))
-    # too many holders (K lowered, or a user came back): drop unstarted ones from the busiest
-    for item in item_order:
-        extra = len(holders[item]) - k
-        if extra <= 0:
-            continue
-        droppable = sorted(
-            (u for u in holders[item] if movable(u, item)), key=lambda u: (-load[u], unit_hash(seed, u, item))
-        )
-        for user in droppable[:extra]:
-            holders[item].discard(user)
-            load[user] -= 1
-    # too few holders: the least loaded annotators take the item
-    for item in item_order:
-        while len(holders[item]) < k:
-            candidates = [u for u in people if u not in holders[item]]
-            if not candidates:
-                break
-            user = min(candidates, key=lambda u: (load[u], unit_hash(seed, u, item)))
-            holders[item].add(user)
-            load[user] += 1
+    _fit_holders(people, item_order, holders, load, k, movable, seed)
     _balance(people, item_order, holders, load, movable, seed)
 
     planned: dict[tuple[str, str, str], Slot] = {}
@@ -195,6 +176,38 @@ def plan_assignments(
                 planned[slot.key] = slot
         _plan_repeats(people, planned, old, repeat_share, seed)
     return sorted(planned.values(), key=lambda s: (s.user, s.sort_key, s.item, s.purpose))
+
+
+def _fit_holders(
+    people: Sequence[str],
+    item_order: Sequence[str],
+    holders: dict[str, set[str]],
+    load: dict[str, int],
+    k: int,
+    movable: Callable[[str, str], bool],
+    seed: int,
+) -> None:
+    """Give every item exactly ``k`` holders (in place), changing as few as possible."""
+    # too many holders (K lowered, or a user came back): drop unstarted ones from the busiest
+    for item in item_order:
+        extra = len(holders[item]) - k
+        if extra <= 0:
+            continue
+        droppable = sorted(
+            (u for u in holders[item] if movable(u, item)), key=lambda u: (-load[u], unit_hash(seed, u, item))
+        )
+        for user in droppable[:extra]:
+            holders[item].discard(user)
+            load[user] -= 1
+    # too few holders: the least loaded annotators take the item
+    for item in item_order:
+        while len(holders[item]) < k:
+            candidates = [u for u in people if u not in holders[item]]
+            if not candidates:
+                break
+            user = min(candidates, key=lambda u: (load[u], unit_hash(seed, u, item)))
+            holders[item].add(user)
+            load[user] += 1
 
 
 def _balance(

@@ -49,7 +49,8 @@ from sqlalchemy import func, select
 from medrewardbench import __version__
 from medrewardbench.annotate.config import InvalidInput
 from medrewardbench.annotate.db import Adjudication, Assignment, AuditEntry, ImageBlob, Item, Submission, User
-from medrewardbench.annotate.service import Project
+from medrewardbench.annotate.services.base import Identity, ProjectContext, require_admin
+from medrewardbench.annotate.services.quality import compute_dashboard
 from medrewardbench.cases import Adjudication as CaseAdjudication
 from medrewardbench.cases import Annotation, Case, ImageRef
 from medrewardbench.data.annotations import release_labels, strict_majority
@@ -77,7 +78,7 @@ class ExportSummary:
 
 
 def _rows(
-    project: Project, kind: str
+    project: ProjectContext, kind: str
 ) -> tuple[
     list[Item],
     dict[int, ImageBlob],
@@ -153,8 +154,8 @@ def _adjudications(rows: list[Adjudication]) -> tuple[CaseAdjudication, ...]:
     return tuple(found[dim] for dim in DIMENSIONS if dim in found)
 
 
-def labelled_cases(project: Project, only_complete: bool = False) -> tuple[list[Case], ExportSummary]:
-    """The project's pairs as canonical cases with annotations, adjudications and labels.
+def _labelled_cases(project: ProjectContext, only_complete: bool = False) -> tuple[list[Case], ExportSummary]:
+    """The project's pairs as canonical cases with annotations, adjudications and labels (callers check access).
 
     Args:
         project: a pairs project.
@@ -213,7 +214,7 @@ def labelled_cases(project: Project, only_complete: bool = False) -> tuple[list[
     return cases, summary
 
 
-def guidelines_version(project: Project) -> dict[str, Any]:
+def guidelines_version(project: ProjectContext) -> dict[str, Any]:
     """Which version of the guidelines the annotators worked to.
 
     Args:
@@ -223,7 +224,7 @@ def guidelines_version(project: Project) -> dict[str, Any]:
         ``{"version": N, "sha256": ...}``: 1 plus the number of times an admin edited them (from the
         audit log), and the SHA-256 of the current text.
     """
-    text = project.guidelines()
+    text = project.guidelines_text()
     with project.db.read() as s:
         edits = s.scalar(select(func.count()).select_from(AuditEntry).where(AuditEntry.action == "guidelines.update"))
     return {"version": 1 + int(edits or 0), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
@@ -233,7 +234,7 @@ def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def quality_control(project: Project) -> dict[str, Any]:
+def quality_control(project: ProjectContext) -> dict[str, Any]:
     """The project's quality control for the card: gold accuracy and repeat consistency.
 
     Args:
@@ -242,9 +243,7 @@ def quality_control(project: Project) -> dict[str, Any]:
     Returns:
         ``{"gold": {...}, "repeats": {...}}``, each with the counts, the share and the same per annotator.
     """
-    from medrewardbench.annotate.stats import dashboard
-
-    board = dashboard(project)
+    board = compute_dashboard(project)
     people = [a for a in board.annotators if a.gold_compared or a.repeat_compared or a.done]
     gold_compared = sum(a.gold_compared for a in people)
     gold_correct = sum(a.gold_correct for a in people)
@@ -273,7 +272,7 @@ def quality_control(project: Project) -> dict[str, Any]:
     }
 
 
-def annotation_project_entry(project: Project, annotators: set[str]) -> dict[str, Any]:
+def annotation_project_entry(project: ProjectContext, annotators: set[str]) -> dict[str, Any]:
     """This project's entry in the card's ``labels.annotation_projects``.
 
     Args:
@@ -294,7 +293,7 @@ def annotation_project_entry(project: Project, annotators: set[str]) -> dict[str
     }
 
 
-def release_card(project: Project, summary: ExportSummary, fmt: str, files: list[str]) -> dict[str, Any]:
+def release_card(project: ProjectContext, summary: ExportSummary, fmt: str, files: list[str]) -> dict[str, Any]:
     """The dataset card of an export (see the module docstring).
 
     Args:
@@ -373,8 +372,8 @@ def _written_by_us(card: Path) -> bool:
     return isinstance(found, dict) and str(found.get("created_by", "")).startswith("medrewardbench")
 
 
-def export_project(
-    project: Project,
+def _export(
+    project: ProjectContext,
     fmt: str,
     out: str | Path,
     *,
@@ -382,7 +381,7 @@ def export_project(
     accepted_only: bool = False,
     force: bool = False,
 ) -> ExportSummary:
-    """Write a project's export (and, for the data formats, its dataset card).
+    """Write a project's export (and, for the data formats, its dataset card; callers check access).
 
     Args:
         project: the open project.
@@ -408,7 +407,7 @@ def export_project(
     path = Path(out)
     check_export_target(fmt, path, force=force)
     if fmt == "canonical":
-        cases, summary = labelled_cases(project, only_complete)
+        cases, summary = _labelled_cases(project, only_complete)
         try:
             summary.paths = [write_canonical(cases, path)]
         except ValueError as exc:
@@ -416,7 +415,7 @@ def export_project(
         summary.card = write_card(path.parent / CARD_FILENAME, release_card(project, summary, fmt, [path.name]))
         return summary
     if fmt == "reference":
-        cases, summary = labelled_cases(project, only_complete)
+        cases, summary = _labelled_cases(project, only_complete)
         shutil.rmtree(path / GT_DIR, ignore_errors=True)  # an earlier export of ours (checked above): no stale organ
         try:
             summary.paths = write_reference(cases, path)
@@ -430,7 +429,105 @@ def export_project(
     raise InvalidInput(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def _export_questions(project: Project, path: Path, only_complete: bool, accepted_only: bool) -> ExportSummary:
+class ExportService:
+    """The labelled set, for admins only: it holds every annotator's labels and comments.
+
+    Args:
+        context: the open project.
+    """
+
+    def __init__(self, context: ProjectContext):
+        self.context = context
+
+    def labelled_cases(self, actor: Identity, only_complete: bool = False) -> tuple[list[Case], ExportSummary]:
+        """The project's pairs as canonical cases with annotations, adjudications and labels.
+
+        Args:
+            actor: an admin or the command line.
+            only_complete: keep only items every assigned annotator has submitted.
+
+        Returns:
+            The cases in input order, and a summary (no paths).
+
+        Raises:
+            Forbidden: not an admin.
+            InvalidInput: a screening project.
+        """
+        require_admin(actor)
+        return _labelled_cases(self.context, only_complete)
+
+    def export(
+        self,
+        actor: Identity,
+        fmt: str,
+        out: str | Path,
+        *,
+        only_complete: bool = False,
+        accepted_only: bool = False,
+        force: bool = False,
+    ) -> ExportSummary:
+        """Write the project's export and its dataset card (the arguments of :func:`export_project`).
+
+        Raises:
+            Forbidden: not an admin.
+            InvalidInput: an unknown format, one that does not fit the project's mode, or files in
+                the way without ``force``.
+            OutputDirError: an output that cannot be written; checked before any work.
+        """
+        require_admin(actor)
+        return _export(self.context, fmt, out, only_complete=only_complete, accepted_only=accepted_only, force=force)
+
+
+def labelled_cases(project: ProjectContext, only_complete: bool = False) -> tuple[list[Case], ExportSummary]:
+    """The command line's :meth:`ExportService.labelled_cases` (whoever reads the project directory is its admin).
+
+    Args:
+        project: a pairs project.
+        only_complete: keep only items every assigned annotator has submitted.
+
+    Returns:
+        The cases in input order, and a summary (no paths).
+
+    Raises:
+        InvalidInput: a screening project.
+    """
+    return ExportService(project).labelled_cases(Identity.command_line(), only_complete)
+
+
+def export_project(
+    project: ProjectContext,
+    fmt: str,
+    out: str | Path,
+    *,
+    only_complete: bool = False,
+    accepted_only: bool = False,
+    force: bool = False,
+) -> ExportSummary:
+    """The command line's :meth:`ExportService.export`: write a project's export and its dataset card.
+
+    Args:
+        project: the open project.
+        fmt: ``canonical``, ``reference`` or ``questions`` (see the module docstring).
+        out: a file for ``canonical`` (suffix .jsonl, .json or .parquet) and ``questions``; a
+            directory for ``reference``.
+        only_complete: keep only items every assigned annotator has submitted.
+        accepted_only: ``questions`` only: keep the accepted questions.
+        force: replace the files of an earlier export (see :func:`check_export_target`).
+
+    Returns:
+        What was written.
+
+    Raises:
+        InvalidInput: an unknown format, one that does not fit the project's mode, or files in the
+            way without ``force``.
+        OutputDirError: an output that cannot be written; checked before any work.
+    """
+    return ExportService(project).export(
+        Identity.command_line(), fmt, out, only_complete=only_complete, accepted_only=accepted_only, force=force
+    )
+
+
+def _export_questions(project: ProjectContext, path: Path, only_complete: bool, accepted_only: bool) -> ExportSummary:
     if project.is_pairs:
         raise InvalidInput("this project labels pairs; export it with --format canonical or reference")
     items, images, per_item, decided = _rows(project, "question")
