@@ -18,7 +18,7 @@
     var hint = document.createElement("p");
     hint.className = "scroll-hint";
     hint.setAttribute("aria-hidden", "true");
-    hint.textContent = "Wider than the screen: scroll or swipe sideways for more columns \u2192";
+    hint.textContent = "Scroll sideways for more columns \u2192";
     hint.hidden = true;
     wrap.parentNode.insertBefore(hint, wrap);
     var name = heading(wrap);
