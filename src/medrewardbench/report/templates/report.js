@@ -14,7 +14,8 @@
     var title = section ? section.querySelector("h2, h3") : null;
     return title ? title.textContent.trim() : "Table";
   }
-  function announceScrolling(wrap) {
+  // All boxes are measured first and marked after, so a report of a thousand cases lays out once.
+  function Scroller(wrap) {
     var hint = document.createElement("p");
     hint.className = "scroll-hint";
     hint.setAttribute("aria-hidden", "true");
@@ -22,13 +23,16 @@
     hint.hidden = true;
     wrap.parentNode.insertBefore(hint, wrap);
     var name = heading(wrap);
-    function update() {
-      var scrolls = wrap.scrollWidth > wrap.clientWidth + 1;
-      hint.hidden = !scrolls;
-      wrap.classList.toggle("scrolls", scrolls);
-      wrap.classList.toggle("at-start", wrap.scrollLeft <= 1);
-      wrap.classList.toggle("at-end", wrap.scrollLeft + wrap.clientWidth >= wrap.scrollWidth - 1);
-      if (scrolls) {
+    function measure() {
+      return [wrap.scrollWidth > wrap.clientWidth + 1, wrap.scrollLeft <= 1,
+              wrap.scrollLeft + wrap.clientWidth >= wrap.scrollWidth - 1];
+    }
+    function mark(m) {
+      hint.hidden = !m[0];
+      wrap.classList.toggle("scrolls", m[0]);
+      wrap.classList.toggle("at-start", m[1]);
+      wrap.classList.toggle("at-end", m[2]);
+      if (m[0]) {
         wrap.setAttribute("role", "region");
         wrap.setAttribute("tabindex", "0");
         wrap.setAttribute("aria-label", name + " (table, scrolls sideways)");
@@ -36,10 +40,8 @@
         ["role", "tabindex", "aria-label"].forEach(function (a) { wrap.removeAttribute(a); });
       }
     }
-    wrap.addEventListener("scroll", update, { passive: true });
-    window.addEventListener("resize", update);
-    update();
-    return update;
+    wrap.addEventListener("scroll", function () { mark(measure()); }, { passive: true });
+    return { measure: measure, mark: mark };
   }
   // on a narrow screen these tables show one card per row, each number under its column's name
   document.querySelectorAll("table.leaderboard, table.stand-in").forEach(function (table) {
@@ -52,9 +54,14 @@
     table.classList.add("as-cards");
     if (table.parentElement.classList.contains("table-wrap")) { table.parentElement.classList.add("cards"); }
   });
-  var scrollers = Array.prototype.map.call(document.querySelectorAll(".table-wrap"), announceScrolling);
+  var scrollers = Array.prototype.map.call(document.querySelectorAll(".table-wrap"), Scroller);
+  function remeasure() {
+    var sizes = scrollers.map(function (s) { return s.measure(); });
+    scrollers.forEach(function (s, i) { s.mark(sizes[i]); });
+  }
+  remeasure();
+  window.addEventListener("resize", remeasure);
   // filtering and opening folded sections change widths without a resize
-  function remeasure() { scrollers.forEach(function (update) { update(); }); }
   document.querySelectorAll("details").forEach(function (d) { d.addEventListener("toggle", remeasure); });
 
   var bar = document.getElementById("filters");
