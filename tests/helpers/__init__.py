@@ -23,4 +23,7 @@ fixture as an argument and imports nothing for it.
 * :mod:`helpers.sweep` (plugin): case and sweep files, a progress recorder, store readers and the
   command line of the sweep tests; fixtures ``sweep_cases``, ``ray_cluster``.
 * :mod:`helpers.slow_judge_plugin`: a judge loaded into real ``eval`` subprocesses.
+* :mod:`helpers.browser`: Debian's chromium through playwright as a phone (390 x 844, touch) and a
+  desktop (1280 x 800), and what the screen tests measure: sideways overflow, elements off screen,
+  touch targets under 44 px, tables cut off; stitched screenshots that keep the phone a touch screen.
 """

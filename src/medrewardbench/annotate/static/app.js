@@ -308,6 +308,52 @@
     });
   }
 
+  /* A table wider than its box scrolls inside it: a visible hint above it, a named region the keyboard
+   * can focus and scroll, and classes for the faded edges. Tables shown as cards on phones get each
+   * cell's column name to print above it. */
+  function heading(element) {
+    for (var node = element.previousElementSibling; node; node = node.previousElementSibling) {
+      if (/^H[1-4]$/.test(node.tagName)) return node.textContent.trim();
+    }
+    var table = $("table", element);
+    return table && table.id ? table.id.replace(/-/g, " ") : "Table";
+  }
+  function setupTables() {
+    $$(".cards-on-phone table").forEach(function (table) {
+      var names = $$("thead th", table).map(function (th) { return th.textContent.trim(); });
+      $$("tbody tr", table).forEach(function (row) {
+        Array.prototype.forEach.call(row.children, function (cell, i) { if (names[i]) cell.setAttribute("data-label", names[i]); });
+      });
+    });
+    $$(".table-scroll").forEach(function (wrap) {
+      var hint = document.createElement("p");
+      hint.className = "scroll-hint";
+      hint.setAttribute("aria-hidden", "true");
+      hint.textContent = "Scroll sideways for more columns \u2192";
+      hint.hidden = true;
+      wrap.parentNode.insertBefore(hint, wrap);
+      var name = heading(wrap);
+      function update() {
+        var scrolls = wrap.scrollWidth > wrap.clientWidth + 1;
+        hint.hidden = !scrolls;
+        wrap.classList.toggle("scrolls", scrolls);
+        wrap.classList.toggle("at-start", wrap.scrollLeft <= 1);
+        wrap.classList.toggle("at-end", wrap.scrollLeft + wrap.clientWidth >= wrap.scrollWidth - 1);
+        if (scrolls) {
+          wrap.setAttribute("role", "region");
+          wrap.setAttribute("tabindex", "0");
+          wrap.setAttribute("aria-label", name + " (table, scrolls sideways)");
+        } else {
+          ["role", "tabindex", "aria-label"].forEach(function (a) { wrap.removeAttribute(a); });
+        }
+      }
+      wrap.addEventListener("scroll", update, { passive: true });
+      window.addEventListener("resize", update);
+      update();
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", setupTables);
   document.addEventListener("DOMContentLoaded", setupCase);
   document.addEventListener("DOMContentLoaded", setupQueue);
 })();
