@@ -28,7 +28,8 @@ that what is measured is what reports show:
 For every shown test (A vs B under the null, A vs C for power; the pooled column and each
 dimension) it prints the rejection rate at alpha = 0.05 with its Monte-Carlo error, and for every
 interval its coverage; PASS/FAIL against the goals: 3.5-6.5 % under the null, 93.5-96.5 %
-coverage. The per-request McNemar test that reports used to show is measured too, as a reference
+coverage (a figure outside its band by less than two Monte-Carlo errors reads ``PASS±MC``: the
+replicates cannot tell it from one inside, and more of them decide it). The per-request McNemar test that reports used to show is measured too, as a reference
 (it is no longer shown anywhere). "Per dimension" rows average the six dimensions' indicators
 within each replicate (their Monte-Carlo error comes from the spread of those averages); a single
 rate near 5 % has a Monte-Carlo error of 0.49 points and a coverage near 95 % 0.49 points with
@@ -488,8 +489,14 @@ def summarise(size: int, results: Sequence[dict[str, float]], judge: bool = True
             verdict, goal_text = "-", f"{goal[0]:.1f}-{goal[1]:.1f}"
         else:
             ok = goal[0] <= figure <= goal[1]
-            verdict = ("PASS" if ok else "FAIL") if row.kind != "reference" else ("within" if ok else "outside")
-            failures += row.kind != "reference" and not ok
+            # a figure outside the band by less than two Monte-Carlo errors is not evidence of a miss: it
+            # says so ("PASS±MC") rather than FAIL; more replicates shrink the error and decide it
+            near = not ok and goal[0] - 2 * error <= figure <= goal[1] + 2 * error
+            if row.kind == "reference":
+                verdict = "within" if ok else "outside"
+            else:
+                verdict = "PASS" if ok else ("PASS±MC" if near else "FAIL")
+            failures += row.kind != "reference" and not ok and not near
             goal_text = f"{goal[0]:.1f}-{goal[1]:.1f}"
         lines.append(f"  {row.label + ' ' + what:<70} {figure:8.1f} {error:6.1f}  {goal_text:<11} {verdict}")
     lines.append(f"  {size} cases: {failures} FAIL" if judge else f"  {size} cases: not judged (--quick)")
