@@ -48,7 +48,7 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.judges.api import build as build_api_judge
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.options import ApiSettings, JudgeOptions
+from medrewardbench.models.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import OpenAIServer, ServerProcess, ServerSettings
 
 KEY_ENV = "MRB_BENCH_UNSET_KEY"  # left unset: the judge sends a placeholder key to the local server
@@ -193,7 +193,7 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
 
 def bare_bodies(cases: list[Case], count: int) -> list[bytes]:
     """Chat-completions bodies the size of the judge's: each case's text and image as the judge sends it."""
-    from medrewardbench.judges.api.images import passthrough_data_url, to_data_url
+    from medrewardbench.models.api.images import passthrough_data_url, to_data_url
     from medrewardbench.prompts import load_template
 
     template = load_template("pairwise")

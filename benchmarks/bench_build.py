@@ -46,7 +46,7 @@ from medrewardbench.build.generators import ApiTextGenerator, load_answer_templa
 from medrewardbench.build.importer import import_questions
 from medrewardbench.build.pool import run_responses
 from medrewardbench.build.project import open_project
-from medrewardbench.judges.options import ApiSettings, JudgeOptions
+from medrewardbench.models.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import ServerProcess, ServerSettings
 
 KEY_ENV = "MRB_BENCH_UNSET_KEY"  # left unset: the generator sends a placeholder key to the local server

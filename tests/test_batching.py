@@ -79,3 +79,74 @@ def test_a_cancelled_writer_still_writes_what_finished() -> None:
 
     asyncio.run(main())
     assert writes == [[7, 8]]
+
+
+# ------------------------------------------------------------------------ the guarded batch call
+def _guarded(run, batch, **kwargs):  # type: ignore[no-untyped-def]
+    import asyncio
+    import logging
+
+    from medrewardbench.batching import guarded_batch
+    from medrewardbench.judges.base import JudgeResult
+
+    return asyncio.run(
+        guarded_batch(run, batch, JudgeResult.failed, role="judge", name="x:y", log=logging.getLogger("t"), **kwargs)
+    )
+
+
+def test_a_back_end_that_raises_fails_each_request_of_the_batch_with_the_reason() -> None:
+    async def broken(batch):  # type: ignore[no-untyped-def]
+        raise ValueError("boom " + "x" * 600)
+
+    results = _guarded(broken, ["a", "b"])
+    assert len(results) == 2 and all(r.verdicts == {} for r in results)
+    assert results[0].failure.startswith("judge error: ValueError: boom x") and len(results[0].failure) == 500
+
+
+def test_a_wrong_number_of_results_fails_the_whole_batch() -> None:
+    from medrewardbench.judges.base import JudgeResult
+
+    async def short(batch):  # type: ignore[no-untyped-def]
+        return [JudgeResult()]
+
+    results = _guarded(short, ["a", "b", "c"])
+    assert [r.failure for r in results] == ["judge error: returned 1 results for 3 requests"] * 3
+
+
+def test_the_batch_time_is_shared_among_results_without_a_latency() -> None:
+    import asyncio
+
+    from medrewardbench.judges.base import JudgeResult
+
+    async def timed(batch):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.02)
+        return [JudgeResult(latency_s=9.0), JudgeResult(raw_output="r")]
+
+    kept, shared = _guarded(timed, ["a", "b"])
+    assert kept.latency_s == 9.0
+    assert shared.latency_s is not None and 0.005 < shared.latency_s < 5 and shared.raw_output == "r"
+
+    async def nothing(batch):  # type: ignore[no-untyped-def]
+        return []
+
+    assert _guarded(nothing, []) == []  # an empty batch: no division by zero
+
+
+def test_passthrough_errors_and_cancellation_are_raised() -> None:
+    import asyncio
+
+    import pytest
+
+    class EntryGone(Exception):
+        pass
+
+    async def gone(batch):  # type: ignore[no-untyped-def]
+        raise EntryGone
+
+    async def cancelled(batch):  # type: ignore[no-untyped-def]
+        raise asyncio.CancelledError
+
+    with pytest.raises(EntryGone):
+        _guarded(gone, ["a"], passthrough=(EntryGone,))
+    with pytest.raises(asyncio.CancelledError):
+        _guarded(cancelled, ["a"])

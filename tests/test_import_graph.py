@@ -191,6 +191,7 @@ def _violations(sources: Iterable[str], forbidden: Iterable[str]) -> list[str]:
 def test_the_walker_sees_the_whole_package_and_its_function_local_imports() -> None:
     assert len(EDGES) > 80
     assert {f"{PACKAGE}.cli.main", f"{PACKAGE}.images.refs", f"{PACKAGE}.judges.api.client"} <= set(EDGES)
+    assert {f"{PACKAGE}.models.api.chat", f"{PACKAGE}.models.local", f"{PACKAGE}.models.options"} <= set(EDGES)
     # data/sources.py imports the loaders inside collect_source: those edges are seen
     sources = {e.target for e in EDGES[f"{PACKAGE}.data.sources"]}
     assert {f"{PACKAGE}.data.hub", f"{PACKAGE}.data.reference", f"{PACKAGE}.data.demo"} <= sources
@@ -250,13 +251,32 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "cases": ("data", *_ABOVE_DATA),
     # data knows nothing of judges: loaders only
     "data": _ABOVE_DATA,
-    # models are shared by judges, serve and train and know none of them
-    "models": ("data", "judges", "runner", "store", "evaluation", "metrics", "report", "train", "serve", "cli"),
+    # models/ is every way to reach a model, shared by judges, generators, serve and train; it
+    # knows none of them (issue 20: a judge is a prompt, a model and a parser; a generator a
+    # prompt and a model)
+    "models": (
+        "data",
+        "judges",
+        "runner",
+        "store",
+        "evaluation",
+        "metrics",
+        "report",
+        "train",
+        "serve",
+        "build",
+        "sweep",
+        "annotate",
+        "cli",
+    ),
     # judges know nothing of metrics, reports or the commands that run them
     "judges": ("runner", "store", "evaluation", "metrics", "report", "train", "serve", "cli", "annotate", "build"),
     "metrics": ("judges", "models", "runner", "evaluation", "report", "train", "serve", "cli", "annotate", "build"),
     "report": ("judges", "models", "runner", "evaluation", "train", "serve", "cli", "annotate", "build"),
     "serve": ("judges.api", "runner", "store", "evaluation", "metrics", "report", "train", "cli"),
+    # build's generators reach models through models/, never through the judges (its grader is a
+    # generator with a grading prompt and parser, not a judge)
+    "build": ("judges",),
     # the one in-process server, under both serve and the test server: errors only
     "background_server": ("dimensions", "cases", "images", "data", *_ABOVE_DATA),
 }

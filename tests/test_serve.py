@@ -232,7 +232,7 @@ def test_run_server_loads_the_spec_and_serves(tiny_llava: Path, monkeypatch: pyt
 
     import uvicorn
 
-    from medrewardbench.judges.options import JudgeOptions
+    from medrewardbench.models.options import JudgeOptions
     from medrewardbench.serve import run_server
 
     # run_server blocks in uvicorn.run; run the same app under a uvicorn.Server this test can stop
@@ -280,8 +280,8 @@ def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(generator:
     from medrewardbench.cases import Case, ImageRef
     from medrewardbench.dimensions import Order
     from medrewardbench.judges.base import JudgeRequest
-    from medrewardbench.judges.options import ApiSettings, JudgeOptions
     from medrewardbench.judges.registry import build_judge
+    from medrewardbench.models.options import ApiSettings, JudgeOptions
 
     case = Case(
         case_id="c1",

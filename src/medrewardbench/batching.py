@@ -1,14 +1,27 @@
-"""Batches in and out: one lazy cut and one turn-batched writer for judging, sweeps and generation alike."""
+"""Batches in and out: one lazy cut, one guarded call and one turn-batched writer.
+
+The eval runner (:mod:`medrewardbench.runner`), sweep dispatch (:mod:`medrewardbench.sweep.dispatch`)
+and build generation (:mod:`medrewardbench.build.dispatch`) all cut their requests with
+:func:`batched`, send each batch through :func:`guarded_batch` and store the results with a
+:class:`TurnWriter`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator
-from typing import Generic, TypeVar
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+Request = TypeVar("Request")
+Result = TypeVar("Result", bound="Timed")
 
-__all__ = ["MAX_PENDING_ROWS", "TurnWriter", "batched"]
+__all__ = ["MAX_PENDING_ROWS", "REASON_MAX_CHARS", "Timed", "TurnWriter", "batched", "guarded_batch"]
+
+REASON_MAX_CHARS = 500
+"""The longest failure reason an exception of a back end becomes."""
 
 
 def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -32,6 +45,72 @@ def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
             batch = []
     if batch:
         yield batch
+
+
+class Timed(Protocol):
+    """A result that may carry its latency (a judge's or a generator's result)."""
+
+    @property
+    def latency_s(self) -> float | None:
+        """Wall time spent on this request, or None when the back end did not measure it."""
+
+
+async def guarded_batch(
+    run: Callable[[Sequence[Request]], Awaitable[Sequence[Result]]],
+    batch: Sequence[Request],
+    failed: Callable[[str], Result],
+    *,
+    role: str,
+    name: str,
+    log: logging.Logger,
+    passthrough: tuple[type[BaseException], ...] = (),
+) -> list[Result]:
+    """Send one batch to a back end so that its bug fails the batch's requests, not the whole job.
+
+    * an exception (other than cancellation and ``passthrough``) is logged with its traceback and
+      becomes one failed result per request: ``"<role> error: <Type>: <message>"``, cut to
+      :data:`REASON_MAX_CHARS`;
+    * a back end that returns another number of results than it was given requests fails them all:
+      ``"<role> error: returned N results for M requests"``;
+    * a result without a latency gets the batch's wall time shared equally among its requests.
+
+    Args:
+        run: the back end's batch call (``judge.judge_batch``, ``generator.generate_batch``).
+        batch: the requests.
+        failed: makes a failed result from a reason.
+        role: what the back end is (``judge``, ``generator``), the start of each reason.
+        name: the back end's spec, for the log.
+        log: where the traceback goes (the caller's logger).
+        passthrough: exceptions that concern more than this batch (a server that died), re-raised.
+
+    Returns:
+        Exactly one result per request, in order.
+
+    Raises:
+        asyncio.CancelledError: the call was cancelled.
+        BaseException: one of ``passthrough``.
+    """
+    started = time.perf_counter()
+    try:
+        results = await run(batch)
+    except asyncio.CancelledError:
+        raise
+    except passthrough:
+        raise
+    except Exception as exc:  # a back end's bug must not lose the rest of the job
+        log.exception("%s %s raised on a batch of %d", role, name, len(batch))
+        reason = f"{role} error: {type(exc).__name__}: {exc}"[:REASON_MAX_CHARS]
+        return [failed(reason) for _ in batch]
+    if len(results) != len(batch):
+        reason = f"{role} error: returned {len(results)} results for {len(batch)} requests"
+        return [failed(reason) for _ in batch]
+    share = (time.perf_counter() - started) / max(1, len(batch))
+    return [r if r.latency_s is not None else _with_latency(r, share) for r in results]
+
+
+def _with_latency(result: Result, latency: float) -> Result:
+    # dataclasses.replace without its per-call introspection: results are plain frozen dataclasses
+    return type(result)(**{**vars(result), "latency_s": latency})
 
 
 MAX_PENDING_ROWS = 4096

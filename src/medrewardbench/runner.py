@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from medrewardbench import __version__
-from medrewardbench.batching import TurnWriter, batched
+from medrewardbench.batching import TurnWriter, batched, guarded_batch
 from medrewardbench.cases import Case
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner, to_source
@@ -236,28 +236,6 @@ class _JudgmentCounter:
             self.progress(len(rows))
 
 
-async def _judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
-    started = time.perf_counter()
-    try:
-        results = await judge.judge_batch(batch)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a judge bug must not lose the rest of the run
-        log.exception("judge %s raised on a batch of %d", judge.spec, len(batch))
-        reason = f"judge error: {type(exc).__name__}: {exc}"[:500]
-        return [JudgeResult.failed(reason) for _ in batch]
-    if len(results) != len(batch):
-        reason = f"judge error: returned {len(results)} results for {len(batch)} requests"
-        return [JudgeResult.failed(reason) for _ in batch]
-    elapsed = time.perf_counter() - started
-    share = elapsed / len(batch)
-    return [r if r.latency_s is not None else _with_latency(r, share) for r in results]
-
-
-def _with_latency(result: JudgeResult, latency: float) -> JudgeResult:
-    return JudgeResult(**{**vars(result), "latency_s": latency})  # dataclasses.replace, without its introspection
-
-
 async def execute_plan(
     judge: Judge,
     plan: RunPlan,
@@ -280,7 +258,9 @@ async def execute_plan(
     async def worker() -> None:
         # the plan's iterator is shared: each batch goes to exactly one worker
         for batch in batches:
-            results = await _judge_safely(judge, batch)
+            results = await guarded_batch(
+                judge.judge_batch, batch, JudgeResult.failed, role="judge", name=judge.spec, log=log
+            )
             await writer.add([to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)])
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, judge.concurrency))]

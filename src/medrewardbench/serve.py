@@ -44,9 +44,9 @@ from typing import Any
 
 from medrewardbench.background_server import BackgroundServer
 from medrewardbench.errors import MedRewardBenchError, require
-from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
 from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationSettings, VLMGenerator
+from medrewardbench.models.options import JudgeOptions
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from medrewardbench.build.pool import run_responses
 from medrewardbench.build.project import open_project
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError
-from medrewardbench.judges.api.chat import ChatClient
+from medrewardbench.models.api.chat import ChatClient
 from medrewardbench.prompts import TemplateError
 from medrewardbench.testing.openai_server import OpenAIServer
 
@@ -158,7 +158,7 @@ def test_the_generator_shares_the_api_judges_machinery(answer_server: OpenAIServ
 
 
 def test_a_local_transformers_model_answers_through_vlm_generator(tiny_llava_dir: Path, tmp_path: Path) -> None:
-    from medrewardbench.judges.options import JudgeOptions, LocalSettings
+    from medrewardbench.models.options import JudgeOptions, LocalSettings
 
     project = imported_project(tmp_path)
     options = JudgeOptions(max_tokens=12, batch_size=4, local=LocalSettings(device="cpu"))

@@ -18,7 +18,7 @@ import pytest
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.options import ApiSettings, JudgeOptions
+from medrewardbench.models.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import OpenAIServer
 
 FAKE_API_KEY = "sk-mrbFAKE0123456789abcdefLEAKCHECK"

@@ -20,7 +20,7 @@ import pytest
 from medrewardbench.build.project import open_project
 from medrewardbench.build.store import BuildStore
 from medrewardbench.images import load_image
-from medrewardbench.judges.options import ApiSettings, JudgeOptions
+from medrewardbench.models.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import OpenAIServer
 
 FAKE_API_KEY = "sk-mrbBUILD0123456789abcdefLEAKCHECK"

@@ -31,7 +31,7 @@ from medrewardbench.images import (
 )
 from medrewardbench.images import files as image_files
 from medrewardbench.images import refs as image_refs
-from medrewardbench.judges.api.images import passthrough_data_url, to_data_url
+from medrewardbench.models.api.images import passthrough_data_url, to_data_url
 
 _UID_ROOT = "1.2.826.0.1.3680043.8.498.4242"
 

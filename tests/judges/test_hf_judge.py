@@ -22,13 +22,14 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MissingExtraError, install_command
 from medrewardbench.images import load_image
-from medrewardbench.judges.base import JudgeRequest, JudgeResult, config_hash
+from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.judges.hf import HFJudge
-from medrewardbench.judges.options import JudgeOptions, LocalSettings
 from medrewardbench.judges.registry import build_judge
 from medrewardbench.models.constraints import VerdictConstraint, verdict_skeleton
 from medrewardbench.models.generation import GenerationSettings, VLMGenerator
+from medrewardbench.models.identity import config_hash
 from medrewardbench.models.loading import ModelLoadError, load_vlm, resolve_device, resolve_dtype
+from medrewardbench.models.options import JudgeOptions, LocalSettings
 from medrewardbench.prompts import load_template
 
 PREFIX = '{"accuracy": "'
@@ -78,7 +79,7 @@ def test_each_family_judges_both_orders_and_records_failures(tiny_vlm: tuple[str
     hf_judge = build_judge("hf:" + str(path), JudgeOptions(max_tokens=12, batch_size=4))
     assert isinstance(hf_judge, HFJudge)
     seen: list[tuple[int, ...]] = []
-    hook = vision_tower(hf_judge.generator.model).register_forward_hook(
+    hook = vision_tower(hf_judge.model.generator.model).register_forward_hook(
         lambda _module, args, _output: seen.append(tuple(args[0].shape))
     )
     try:
@@ -289,12 +290,12 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
     adapted = build_judge(
         "hf:" + str(tiny_qwen2_vl), JudgeOptions(max_tokens=4, local=LocalSettings(adapter=str(tmp_path / "adapter")))
     )
-    assert isinstance(adapted.generator.model, peft.PeftModel)
+    assert isinstance(adapted.model.generator.model, peft.PeftModel)
     assert adapted.fingerprint() != base.fingerprint()
     assert adapted.config()["adapter_sha256"]
     assert adapted.metadata()["parameter_count"] > base.metadata()["parameter_count"]
     # the adapter's weights are active: the same input gives different logits
-    text, images = base.generator.render_prompt(
+    text, images = base.model.generator.render_prompt(
         [
             {
                 "role": "user",
@@ -307,8 +308,8 @@ def test_lora_adapter_loads_and_changes_the_fingerprint(tiny_qwen2_vl: Path, tmp
     )
     inputs = processor(text=[text], images=images, return_tensors="pt")
     with torch.no_grad():
-        base_logits = base.generator.model(**inputs).logits
-        adapted_logits = adapted.generator.model(**inputs).logits
+        base_logits = base.model.generator.model(**inputs).logits
+        adapted_logits = adapted.model.generator.model(**inputs).logits
     assert not torch.allclose(base_logits, adapted_logits)
     results = judge(adapted, both_orders(make_cases()[:1]))
     assert all(r.raw_output for r in results)

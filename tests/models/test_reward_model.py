@@ -21,10 +21,10 @@ from medrewardbench.errors import JudgeSpecError
 from medrewardbench.evaluation import evaluate
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
-from medrewardbench.judges.options import JudgeOptions, LocalSettings
 from medrewardbench.judges.registry import build_judge
 from medrewardbench.judges.reward_model import TIE_REASON, RewardModelJudge
 from medrewardbench.models.loading import ModelLoadError
+from medrewardbench.models.options import JudgeOptions, LocalSettings
 from medrewardbench.models.reward import (
     HEAD_FILE,
     REWARD_CARD_FILE,

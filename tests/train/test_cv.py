@@ -305,7 +305,7 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
 @pytest.mark.usefixtures("one_torch_thread")
 def test_cv_with_sft_adapters_on_part_of_the_demo(tiny_qwen2_vl: Path, tmp_path: Path) -> None:
     """SFT through the library call: LoRA adapters per fold, judged by hf: with the adapter."""
-    from medrewardbench.judges.options import JudgeOptions, LocalSettings
+    from medrewardbench.models.options import JudgeOptions, LocalSettings
     from medrewardbench.train import TrainConfig, cross_validate
 
     tiny = tiny_qwen2_vl

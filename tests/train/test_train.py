@@ -20,7 +20,7 @@ from medrewardbench.dimensions import DIMENSIONS, Order, to_position
 from medrewardbench.evaluation import evaluate
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeResult
-from medrewardbench.judges.options import JudgeOptions, LocalSettings
+from medrewardbench.models.options import JudgeOptions, LocalSettings
 from medrewardbench.parsing import parse_verdicts
 from medrewardbench.prompts import load_template
 from medrewardbench.runner import to_stored

@@ -15,9 +15,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from medrewardbench.batching import TurnWriter, batched
+from medrewardbench.batching import TurnWriter, batched, guarded_batch
 from medrewardbench.build.generators import GenerationRequest, GenerationResult, TextGenerator
 
 log = logging.getLogger(__name__)
@@ -56,23 +56,6 @@ class _AnswerCounter:
             self.progress(len(rows))
 
 
-async def _generate_safely(generator: TextGenerator, batch: Sequence[GenerationRequest]) -> list[GenerationResult]:
-    started = time.perf_counter()
-    try:
-        results = await generator.generate_batch(batch)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a generator bug must not lose the rest of the step
-        log.exception("generator %s raised on a batch of %d", generator.spec, len(batch))
-        reason = f"generator error: {type(exc).__name__}: {exc}"[:500]
-        return [GenerationResult.failed(reason) for _ in batch]
-    if len(results) != len(batch):
-        reason = f"generator error: returned {len(results)} results for {len(batch)} requests"
-        return [GenerationResult.failed(reason) for _ in batch]
-    share = (time.perf_counter() - started) / len(batch)
-    return [r if r.latency_s is not None else replace(r, latency_s=share) for r in results]
-
-
 async def dispatch(
     generator: TextGenerator,
     requests: Iterable[GenerationRequest],
@@ -102,7 +85,9 @@ async def dispatch(
     async def worker() -> None:
         # the iterator is shared: each batch goes to exactly one worker
         for batch in batches:
-            results = await _generate_safely(generator, batch)
+            results = await guarded_batch(
+                generator.generate_batch, batch, GenerationResult.failed, role="generator", name=generator.spec, log=log
+            )
             await writer.add(list(zip(batch, results, strict=True)))
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, generator.concurrency))]

@@ -36,8 +36,8 @@ from medrewardbench.build.generators import GenerationRequest, GenerationResult,
 from medrewardbench.build.grading import GRADE_PLACEHOLDERS, GRADE_TEMPLATES, grading_key, parse_grade
 from medrewardbench.build.scoring import score_closed
 from medrewardbench.build.store import BuildError, BuildStore, StoredGrading, StoredQuestion
-from medrewardbench.judges.base import config_hash
-from medrewardbench.judges.options import JudgeOptions
+from medrewardbench.models.identity import config_hash
+from medrewardbench.models.options import JudgeOptions
 from medrewardbench.prompts import TextTemplate, load_text_template
 
 log = logging.getLogger(__name__)

@@ -1,16 +1,18 @@
 """Free-text generators: models that answer a question about an image (``api:MODEL`` and ``hf:PATH`` specs).
 
 The difficulty filter, the response pool and the grader all ask a model for free text. A
-generator is built from the same spec strings as judges, with the same shared options
-(:class:`~medrewardbench.judges.options.JudgeOptions`: seed, concurrency, batch size, sampling,
-the ``api`` and ``local`` sections), and through the same machinery:
+generator is a prompt and a model: it is built from the same spec strings as judges, with the same
+shared options (:class:`~medrewardbench.models.options.JudgeOptions`: seed, concurrency, batch
+size, sampling, the ``api`` and ``local`` sections), on the same model layer
+(:mod:`medrewardbench.models`) as the judges:
 
 * ``api:MODEL`` talks to an OpenAI-compatible server through
-  :class:`~medrewardbench.judges.api.chat.ChatClient`, the API judge's request machinery (retries,
-  concurrency, images as data URLs, key scrubbing, settings); one request per answer.
+  :class:`~medrewardbench.models.api.chat.ChatClient` and the one-request path of
+  :mod:`~medrewardbench.models.api.exchange` (retries, concurrency, images as data URLs, key
+  scrubbing, settings); one request per answer.
 * ``hf:PATH`` runs a local transformers vision-language model through
-  :class:`~medrewardbench.models.generation.VLMGenerator`, in left-padded batches
-  (``batch_size``, default 4), a failing conversation retried alone.
+  :class:`~medrewardbench.models.local.LocalModel`, in left-padded batches (``batch_size``,
+  default 4), a failing conversation retried alone.
 
 A generator never raises for one request: a failure becomes a result with a reason. Its
 :meth:`TextGenerator.config` holds everything that can change an answer (spec, model, template and
@@ -26,16 +28,15 @@ answer itself, so that a closed answer can be scored by normalised match.
 from __future__ import annotations
 
 import abc
-import asyncio
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError
-from medrewardbench.judges.base import config_hash
-from medrewardbench.judges.options import JudgeOptions
+from medrewardbench.models.backend import Backend
+from medrewardbench.models.local import LocalModel
+from medrewardbench.models.options import JudgeOptions
 from medrewardbench.prompts import TextTemplate, load_text_template
 
 __all__ = [
@@ -121,18 +122,16 @@ class GenerationResult:
         return cls(text=kwargs.pop("text", None), failure=reason, **kwargs)
 
 
-class TextGenerator(abc.ABC):
+class TextGenerator(Backend):
     """A model that answers in free text; built by :func:`build_generator`.
 
     Subclasses set ``spec``, ``kind``, ``template``, ``batch_size`` and ``concurrency``, and
-    implement :meth:`generate_batch` and :meth:`config`.
+    implement :meth:`generate_batch` and :meth:`config`; the fingerprint, metadata and life cycle
+    are those of every model back end (:class:`~medrewardbench.models.backend.Backend`).
     """
 
-    spec: str
     kind: str = "generator"
     template: TextTemplate
-    batch_size: int = 1
-    concurrency: int = 1
 
     @abc.abstractmethod
     async def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
@@ -141,21 +140,6 @@ class TextGenerator(abc.ABC):
     @abc.abstractmethod
     def config(self) -> dict[str, Any]:
         """Everything that can change an answer (spec, model, template hash, sampling, seed)."""
-
-    def metadata(self) -> dict[str, Any]:
-        """Facts worth recording that do not change answers."""
-        return {}
-
-    def fingerprint(self) -> str:
-        """SHA-256 over :meth:`config`: the identity of this generator's answers."""
-        return config_hash(self.config())
-
-    async def aclose(self) -> None:
-        """Release clients or models."""
-        return None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.spec!r})"
 
 
 class ApiTextGenerator(TextGenerator):
@@ -175,7 +159,7 @@ class ApiTextGenerator(TextGenerator):
     batch_size = 1
 
     def __init__(self, model: str, options: JudgeOptions, template: TextTemplate) -> None:
-        from medrewardbench.judges.api.chat import ChatClient
+        from medrewardbench.models.api.chat import ChatClient
 
         if not model.strip():
             raise JudgeSpecError("an API generator needs a model name: api:MODEL (for example api:gpt-4o-mini)")
@@ -188,20 +172,9 @@ class ApiTextGenerator(TextGenerator):
 
     def config(self) -> dict[str, Any]:
         """Model, public endpoint, template and sampling settings: everything that can change an answer."""
-        from medrewardbench.judges.api.chat import public_url
+        from medrewardbench.models.api.exchange import api_config
 
-        return {
-            "spec": self.spec,
-            "kind": self.kind,
-            "model": self.model,
-            "base_url": public_url(self.chat.base_url),
-            "template": self.template.name,
-            "template_sha256": self.template.sha256,
-            "temperature": self.options.temperature,
-            "top_p": self.options.top_p,
-            "max_tokens": self.options.max_tokens,
-            "seed": self.options.seed,
-        }
+        return api_config(self.chat, self.options, spec=self.spec, kind=self.kind, template=self.template)
 
     def metadata(self) -> dict[str, Any]:
         """The chat client's facts (endpoint, HTTP backend, retries); they do not change answers."""
@@ -209,26 +182,18 @@ class ApiTextGenerator(TextGenerator):
 
     async def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Answer each request through the chat client, as many at once as its admission allows."""
-        if len(requests) == 1:
-            return [await self._admitted(requests[0])]
-        return list(await asyncio.gather(*(self._admitted(r) for r in requests)))
+        from medrewardbench.models.api.exchange import each_admitted
 
-    async def _admitted(self, request: GenerationRequest) -> GenerationResult:
-        async with self.chat.admission():
-            return await self._one(request)
+        return await each_admitted(self.chat, requests, self._one)
 
     async def _one(self, request: GenerationRequest) -> GenerationResult:
-        started = time.perf_counter()
+        from medrewardbench.models.api.exchange import exchange
+
         image = request.image if request.image is not None and request.image.kind != "none" else None
-        try:
-            messages = await self.chat.api_messages(self.template.render_messages(request.values, image))
-        except Exception as exc:  # an unreadable image fails this request only
-            return GenerationResult.failed(
-                self.chat.reason(f"could not prepare the request: {type(exc).__name__}: {exc}"),
-                latency_s=time.perf_counter() - started,
-            )
-        outcome = await self.chat.call(messages)
-        latency = time.perf_counter() - started
+        done = await exchange(self.chat, lambda: self.template.render_messages(request.values, image))
+        latency, outcome = done.latency_s, done.outcome
+        if outcome is None:
+            return GenerationResult.failed(done.failure or "could not prepare the request", latency_s=latency)
         extra = outcome.extra()
         if outcome.failure is not None:
             return GenerationResult.failed(
@@ -257,75 +222,46 @@ class ApiTextGenerator(TextGenerator):
 
 
 class HFTextGenerator(TextGenerator):
-    """A local transformers vision-language model, through :class:`~medrewardbench.models.generation.VLMGenerator`.
+    """A local transformers vision-language model, through :class:`~medrewardbench.models.local.LocalModel`.
 
     Args:
         spec: the spec as given (``hf:PATH``).
-        generator: the loaded model.
+        model: the loaded model and its decoding settings (greedy unless a temperature is set).
         template: the prompt.
-        settings: decoding settings (greedy unless a temperature is set).
         batch_size: conversations per ``generate`` call.
     """
 
     kind = "hf"
     concurrency = 1
 
-    def __init__(self, spec: str, generator: Any, template: TextTemplate, settings: Any, batch_size: int) -> None:
+    def __init__(self, spec: str, model: LocalModel, template: TextTemplate, batch_size: int) -> None:
         self.spec = spec
-        self.generator = generator
+        self.model = model
         self.template = template
-        self.settings = settings
         self.batch_size = max(1, batch_size)
 
     def config(self) -> dict[str, Any]:
         """Model, revision, adapter, template and decoding settings: everything that can change an answer."""
-        from medrewardbench.models.identity import adapter_sha256, resolve_model_name
-
-        adapter = self.generator.adapter
-        return {
-            "spec": self.spec,
-            "kind": self.kind,
-            "model": resolve_model_name(self.generator.name),
-            "model_revision": getattr(self.generator.model.config, "_commit_hash", None),
-            "adapter": resolve_model_name(adapter) if adapter else None,
-            "adapter_sha256": adapter_sha256(adapter) if adapter else None,
-            "template": self.template.name,
-            "template_sha256": self.template.sha256,
-            "chat_template_sha256": self.generator.chat_template_sha256(),
-            "dtype": self.generator.dtype,
-            "sampling": self.settings.as_dict(),
-        }
+        return self.model.config(self.spec, self.kind, self.template)
 
     def metadata(self) -> dict[str, Any]:
         """Device, parameter count, model class and batch size."""
-        return {
-            "device": self.generator.device,
-            "parameter_count": self.generator.parameter_count(),
-            "model_class": type(self.generator.model).__name__,
-            "batch_size": self.batch_size,
-        }
+        return {**self.model.metadata(), "batch_size": self.batch_size}
 
     async def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Load the images and generate the whole batch in one call; a bad image fails its request only."""
-        from medrewardbench.images import load_image
-
         results: list[GenerationResult | None] = [None] * len(requests)
         pending: list[int] = []
         conversations: list[list[dict[str, Any]]] = []
-        for index, request in enumerate(requests):
-            image: Any = None
-            if request.image is not None and request.image.kind != "none":
-                try:
-                    image = load_image(request.image)
-                except Exception as exc:  # one bad image must not sink the batch
-                    results[index] = GenerationResult.failed(
-                        f"image could not be loaded ({request.image.describe()}): {exc}"
-                    )
-                    continue
+        images = self.model.load_images([r.image for r in requests])
+        for index, (request, image) in enumerate(zip(requests, images, strict=True)):
+            if isinstance(image, str):
+                results[index] = GenerationResult.failed(image)
+                continue
             pending.append(index)
             conversations.append(self.template.render_messages(request.values, image))
         if conversations:
-            outcomes = await asyncio.to_thread(self.generator.generate_isolated, conversations, self.settings)
+            outcomes = await self.model.generate(conversations)
             for index, (generation, failure, latency) in zip(pending, outcomes, strict=True):
                 if generation is None:
                     results[index] = GenerationResult.failed(failure or "generation failed", latency_s=latency)
@@ -345,33 +281,14 @@ class HFTextGenerator(TextGenerator):
 
     async def aclose(self) -> None:
         """Drop the model so its memory can be reclaimed."""
-        self.generator.model = None
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
+        self.model.release()
 
 
 def _hf_generator(name: str, options: JudgeOptions, template: TextTemplate) -> HFTextGenerator:
-    from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationSettings, VLMGenerator
-
     if not name:
         raise JudgeSpecError("an hf: generator needs a model, e.g. hf:Qwen/Qwen2-VL-2B-Instruct or hf:/path/to/model")
-    temperature = float(options.temperature or 0.0)
-    if temperature < 0:
-        raise JudgeSpecError(f"temperature must be >= 0, got {temperature}")
-    settings = GenerationSettings(
-        max_new_tokens=int(options.max_tokens or DEFAULT_MAX_NEW_TOKENS),
-        temperature=temperature,
-        top_p=options.top_p if options.top_p is not None else (1.0 if temperature > 0 else None),
-        seed=options.seed,
-    )
-    local = options.local
-    generator = VLMGenerator.load(name, device=local.device, dtype=local.dtype, adapter=local.adapter)
-    return HFTextGenerator(f"hf:{name}", generator, template, settings, options.batch_size or DEFAULT_HF_BATCH_SIZE)
+    model = LocalModel.load(name, options)
+    return HFTextGenerator(f"hf:{name}", model, template, options.batch_size or DEFAULT_HF_BATCH_SIZE)
 
 
 def build_generator(spec: str, options: JudgeOptions, template: TextTemplate) -> TextGenerator:

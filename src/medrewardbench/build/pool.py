@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from medrewardbench.build.generation import GenerationProgress, GenerationSummary, run_answers
 from medrewardbench.build.generators import TextGenerator, build_generator
 from medrewardbench.build.store import BuildError, BuildStore
-from medrewardbench.judges.options import JudgeOptions
+from medrewardbench.models.options import JudgeOptions
 from medrewardbench.prompts import TextTemplate
 
 __all__ = ["run_responses"]

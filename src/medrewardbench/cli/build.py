@@ -110,7 +110,7 @@ def _options(
     device: str,
     dtype: str,
 ) -> Any:
-    from medrewardbench.judges.options import ApiSettings, JudgeOptions, LocalSettings
+    from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
 
     if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
         raise _fail(f"--temperature must be a finite number >= 0, not {temperature}")

@@ -18,8 +18,8 @@ from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
 from medrewardbench.evaluation import EvaluationResult, RunHealth, evaluate
-from medrewardbench.judges.options import ApiSettings, JudgeOptions, LocalSettings
 from medrewardbench.judges.registry import BASELINE_SPECS
+from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
 from medrewardbench.secrets import install_log_scrubber, scrub
 
 EXIT_JUDGE_FAILED = 1

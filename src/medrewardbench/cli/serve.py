@@ -10,7 +10,7 @@ from medrewardbench.cli.support import err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.judges.options import JudgeOptions, LocalSettings
+from medrewardbench.models.options import JudgeOptions, LocalSettings
 
 
 def serve_command(

@@ -589,7 +589,7 @@ def register_commands(app: typer.Typer) -> None:
     ) -> None:
         """Cross-validate: train each fold, judge its held-out cases, compare with the base model and the floor."""
         from medrewardbench.data.provenance import LabelProvenance
-        from medrewardbench.judges.options import JudgeOptions, LocalSettings
+        from medrewardbench.models.options import JudgeOptions, LocalSettings
         from medrewardbench.report.terminal import labels_banner
         from medrewardbench.train.cv import cross_validate
 

@@ -9,7 +9,7 @@ Layout (imports go one way, top to bottom of this list):
 * :mod:`~medrewardbench.images.decode`: :func:`load_image` for any reference.
 
 Nothing here knows of cases, data sources or judges; the API judge's data URLs live with it
-(:mod:`medrewardbench.judges.api.images`).
+(:mod:`medrewardbench.models.api.images`).
 """
 
 from medrewardbench.images.decode import image_size, load_image

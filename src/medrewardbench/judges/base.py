@@ -4,19 +4,20 @@ A judge receives a batch of :class:`JudgeRequest` (a case and the order its resp
 and returns one :class:`JudgeResult` per request, in the same order. Verdicts in a result are in
 *presentation order* (``"A"`` = the response shown first); the runner maps them back to source
 order. A judge never raises for a single bad request: it returns a result whose ``failure`` says why.
+The spec, config, fingerprint and life cycle are those of every model back end
+(:class:`~medrewardbench.models.backend.Backend`).
 """
 
 from __future__ import annotations
 
 import abc
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS, Order, Position
+from medrewardbench.models.backend import Backend
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class JudgeResult:
         return [d for d in DIMENSIONS if d not in self.verdicts]
 
 
-class Judge(abc.ABC):
+class Judge(Backend):
     """Base class of every judge backend.
 
     Subclasses set ``spec`` (the string the user typed, e.g. ``"baseline:longer"``) and implement
@@ -102,40 +103,10 @@ class Judge(abc.ABC):
     the runner hashes it into the run fingerprint. Secrets never go into ``config``.
     """
 
-    spec: str
     kind: str = "judge"
-    #: how many requests one call to :meth:`judge_batch` should receive
-    batch_size: int = 1
-    #: how many batches the runner may have in flight at once
-    concurrency: int = 1
     #: whether the judge needs decoded images (the runner can then prefetch them)
     needs_images: bool = False
 
     @abc.abstractmethod
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         """Judge a batch; returns exactly one result per request, in order."""
-
-    def config(self) -> dict[str, Any]:
-        """Everything that can change this judge's outputs (model, template, sampling, seed)."""
-        return {"spec": self.spec}
-
-    def metadata(self) -> dict[str, Any]:
-        """Facts about the run worth recording that do not change outputs (e.g. "sees no image")."""
-        return {}
-
-    def fingerprint(self) -> str:
-        """SHA-256 over :meth:`config`, the identity of this judge's outputs."""
-        return config_hash(self.config())
-
-    async def aclose(self) -> None:
-        """Release clients, servers or models."""
-        return None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.spec!r})"
-
-
-def config_hash(config: Mapping[str, Any]) -> str:
-    """A stable hash of a JSON-serialisable mapping."""
-    payload = json.dumps(config, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -4,13 +4,13 @@
 :func:`~medrewardbench.models.loading.load_vlm`, renders each comparison with the prompt template,
 places the image with the model's own chat template, and generates in left-padded batches.
 
-Settings read from :class:`~medrewardbench.judges.registry.JudgeOptions`:
+Settings read from :class:`~medrewardbench.models.options.JudgeOptions`:
 
 * ``batch_size`` (default 4), ``max_tokens`` (default 512);
 * ``temperature``: greedy decoding when unset or 0; sampling with ``top_p`` otherwise, seeded with
   ``seed`` before every batch so a rerun with the same batches reproduces the same outputs (a
   sampled output depends on the batch it was drawn in; greedy outputs do not);
-* in ``options.local`` (:class:`~medrewardbench.judges.options.LocalSettings`): ``device``, ``dtype``
+* in ``options.local`` (:class:`~medrewardbench.models.options.LocalSettings`): ``device``, ``dtype``
   (``auto`` = CUDA + bfloat16 when available, else CPU + float32), ``adapter`` (a PEFT LoRA directory);
 * ``local.force_prefix``: text appended after the generation prompt, so the model continues from it
   (``'{"accuracy": "'`` steers a model into the JSON answer). The stored raw output starts with it.
@@ -21,24 +21,23 @@ Settings read from :class:`~medrewardbench.judges.registry.JudgeOptions`:
   its preferences while ruling out format failures. Even a random-weight model then yields
   parseable verdicts.
 
-The model code (:class:`~medrewardbench.models.generation.VLMGenerator`, the
+A judge here is a prompt, a model and a parser: the model (:class:`~medrewardbench.models.local.LocalModel`,
+over :class:`~medrewardbench.models.generation.VLMGenerator` and the
 :class:`~medrewardbench.models.constraints.VerdictConstraint`) lives in :mod:`medrewardbench.models`,
-shared with the OpenAI-compatible server in :mod:`medrewardbench.serve`.
+shared with the ``hf:`` generators of ``medrewardbench build`` and the OpenAI-compatible server in
+:mod:`medrewardbench.serve`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from medrewardbench.errors import JudgeSpecError
-from medrewardbench.images import load_image
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
-from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationSettings, VLMGenerator
-from medrewardbench.models.identity import adapter_sha256, resolve_model_name
+from medrewardbench.models.local import LocalModel
+from medrewardbench.models.options import JudgeOptions
 from medrewardbench.parsing import parse_verdicts
 from medrewardbench.prompts import PromptTemplate, load_template
 
@@ -52,9 +51,8 @@ class HFJudge(Judge):
 
     Args:
         spec: the spec as given (``hf:PATH``).
-        generator: the loaded model.
+        model: the loaded model and its decoding settings.
         template: the prompt.
-        settings: decoding settings.
         batch_size: requests per ``generate`` call.
         force_prefix: text appended after the generation prompt, for the model to continue.
         constrained: allow only the verdict skeleton (see the module docstring).
@@ -66,43 +64,30 @@ class HFJudge(Judge):
     def __init__(
         self,
         spec: str,
-        generator: VLMGenerator,
+        model: LocalModel,
         template: PromptTemplate,
-        settings: GenerationSettings,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         force_prefix: str | None = None,
         constrained: bool = False,
     ) -> None:
         self.spec = spec
-        self.generator = generator
+        self.model = model
         self.template = template
-        self.settings = settings
         self.batch_size = max(1, batch_size)
         self.concurrency = 1
         self.force_prefix = force_prefix or ""
         self.constrained = constrained
         if constrained:
             try:
-                generator.constraint(self.force_prefix)
+                model.generator.constraint(self.force_prefix)
             except ValueError as exc:
                 raise JudgeSpecError(str(exc)) from exc
 
     def config(self) -> dict[str, Any]:
         """Model, revision, adapter, templates and decoding settings: everything that can change an output."""
-        adapter = self.generator.adapter
         return {
-            "spec": self.spec,
-            "kind": "hf",
-            "model": resolve_model_name(self.generator.name),
-            "model_revision": getattr(self.generator.model.config, "_commit_hash", None),
-            "adapter": resolve_model_name(adapter) if adapter else None,
-            "adapter_sha256": adapter_sha256(adapter) if adapter else None,
-            "template": self.template.name,
-            "template_sha256": self.template.sha256,
-            "chat_template_sha256": self.generator.chat_template_sha256(),
-            "dtype": self.generator.dtype,
-            "sampling": self.settings.as_dict(),
+            **self.model.config(self.spec, "hf", self.template),
             "force_prefix": self.force_prefix or None,
             "constrained": self.constrained,
         }
@@ -110,10 +95,8 @@ class HFJudge(Judge):
     def metadata(self) -> dict[str, Any]:
         """Device, parameter count, model and processor classes, batch size."""
         return {
-            "device": self.generator.device,
-            "parameter_count": self.generator.parameter_count(),
-            "model_class": type(self.generator.model).__name__,
-            "processor_class": type(self.generator.processor).__name__,
+            **self.model.metadata(),
+            "processor_class": type(self.model.generator.processor).__name__,
             "batch_size": self.batch_size,
         }
 
@@ -123,27 +106,18 @@ class HFJudge(Judge):
         pending: list[int] = []
         conversations: list[list[dict[str, Any]]] = []
         quotes: list[list[str]] = []
-        for index, request in enumerate(requests):
+        images = self.model.load_images([r.case.image for r in requests])
+        for index, (request, image) in enumerate(zip(requests, images, strict=True)):
+            if isinstance(image, str):
+                results[index] = JudgeResult.failed(image)
+                continue
             case = request.case
-            image: Any = None
-            if case.image.kind != "none":
-                try:
-                    image = load_image(case.image)
-                except Exception as exc:  # one bad image must not sink the batch
-                    results[index] = JudgeResult.failed(f"image could not be loaded ({case.image.describe()}): {exc}")
-                    continue
             messages = self.template.render_messages(case.question, request.response_a, request.response_b, image)
             pending.append(index)
             conversations.append(messages)
             quotes.append([request.response_a, request.response_b, case.question, *self.template.static_chunks()])
         if conversations:
-            outcomes = await asyncio.to_thread(
-                self.generator.generate_isolated,
-                conversations,
-                self.settings,
-                prefix=self.force_prefix,
-                constrained=self.constrained,
-            )
+            outcomes = await self.model.generate(conversations, prefix=self.force_prefix, constrained=self.constrained)
             for index, quoted, (generation, failure, latency) in zip(pending, quotes, outcomes, strict=True):
                 if generation is None:
                     results[index] = JudgeResult.failed(failure or "generation failed", latency_s=latency)
@@ -161,26 +135,7 @@ class HFJudge(Judge):
 
     async def aclose(self) -> None:
         """Drop the model so its memory can be reclaimed."""
-        self.generator.model = None
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
-
-
-def _settings_from_options(options: JudgeOptions) -> GenerationSettings:
-    temperature = float(options.temperature or 0.0)
-    if temperature < 0:
-        raise JudgeSpecError(f"temperature must be >= 0, got {temperature}")
-    return GenerationSettings(
-        max_new_tokens=int(options.max_tokens or DEFAULT_MAX_NEW_TOKENS),
-        temperature=temperature,
-        top_p=options.top_p if options.top_p is not None else (1.0 if temperature > 0 else None),
-        seed=options.seed,
-    )
+        self.model.release()
 
 
 def build(name: str, options: JudgeOptions) -> HFJudge:
@@ -207,13 +162,10 @@ def build(name: str, options: JudgeOptions) -> HFJudge:
     if not model_name:
         raise JudgeSpecError("the hf: judge needs a model, e.g. hf:Qwen/Qwen2-VL-2B-Instruct or hf:/path/to/model")
     template = load_template(options.template)
-    settings = _settings_from_options(options)
-    generator = VLMGenerator.load(model_name, device=local.device, dtype=local.dtype, adapter=local.adapter)
     return HFJudge(
         f"hf:{name}",
-        generator,
+        LocalModel.load(model_name, options),
         template,
-        settings,
         batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
         force_prefix=local.force_prefix,
         constrained=constrained,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.judges.base import Judge
-from medrewardbench.judges.options import JudgeOptions
+from medrewardbench.models.options import JudgeOptions
 
 __all__ = ["BASELINE_SPECS", "JudgeOptions", "build_judge", "known_kinds", "register", "split_spec"]
 

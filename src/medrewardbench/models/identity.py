@@ -1,16 +1,21 @@
-"""What identifies a local model in a judge's configuration: its resolved name and the digest of its files.
+"""Fingerprints: the hash of a configuration, and what identifies a local model inside one.
 
-A Hub id stays as it is; a local path becomes absolute, so the same directory named two ways gives
-one fingerprint. File digests are SHA-256 over each file's name and bytes, read in 1 MiB blocks.
+:func:`config_hash` is the SHA-256 under which judges' runs, generators' answers, juries and
+difficulty filters are stored: it must stay byte-identical for the same settings (the stores key
+their rows by it). A Hub id stays as it is; a local path becomes absolute, so the same directory
+named two ways gives one fingerprint. File digests are SHA-256 over each file's name and bytes,
+read in 1 MiB blocks.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ADAPTER_FILES", "adapter_sha256", "files_sha256", "resolve_model_name"]
+__all__ = ["ADAPTER_FILES", "adapter_sha256", "config_hash", "files_sha256", "resolve_model_name"]
 
 ADAPTER_FILES: tuple[str, ...] = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 """The files of a PEFT adapter directory that decide its outputs."""
@@ -68,3 +73,16 @@ def adapter_sha256(directory: str) -> str | None:
     if not root.is_dir():
         return None
     return files_sha256([root / name for name in ADAPTER_FILES])
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """A stable hash of a JSON-serialisable mapping: SHA-256 over its sorted-key JSON.
+
+    Args:
+        config: everything that can change a model's outputs (no secrets).
+
+    Returns:
+        The hex digest; the same for the same settings in any key order.
+    """
+    payload = json.dumps(config, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -40,8 +40,8 @@ from typing import Any
 
 from medrewardbench.errors import require
 from medrewardbench.judges.api import PLACEHOLDER_API_KEY, ApiJudge, public_url
-from medrewardbench.judges.api.chat import CHAT_COMPLETIONS_URL
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
+from medrewardbench.models.api.chat import CHAT_COMPLETIONS_URL
 from medrewardbench.runner import to_stored
 from medrewardbench.store import BatchSubmission, Store
 from medrewardbench.sweep.budget import Budget, EndpointLimits

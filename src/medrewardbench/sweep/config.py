@@ -3,7 +3,7 @@
 :func:`load_sweep` reads a YAML file (see ``docs/sweep.md`` for the reference) into a
 :class:`SweepConfig` and checks everything it can before a request is sent: unknown keys (every
 section lists the keys it knows), values of the wrong kind or out of range, judge options through
-the typed :class:`~medrewardbench.judges.options.JudgeOptions` sections (an ``api:`` setting on a
+the typed :class:`~medrewardbench.models.options.JudgeOptions` sections (an ``api:`` setting on a
 local model is refused, and the other way round), unknown judge kinds, duplicate names, juries
 naming judges that do not exist. Every message names the file, the line and the key::
 
@@ -26,9 +26,9 @@ from typing import Any
 
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import JudgeSpecError, MedRewardBenchError
-from medrewardbench.judges.options import ApiSettings, JudgeOptions, LocalSettings
 from medrewardbench.judges.registry import known_kinds, split_spec
 from medrewardbench.metrics.cost import Price
+from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
 from medrewardbench.sweep.errors import SweepFileError
 from medrewardbench.sweep.yamlfile import Located, read_located
 

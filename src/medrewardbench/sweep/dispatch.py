@@ -17,12 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
-from medrewardbench.batching import TurnWriter, batched
+from medrewardbench.batching import TurnWriter, batched, guarded_batch
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.metrics.cost import Price
 from medrewardbench.runner import RunPlan, to_stored
@@ -54,9 +53,10 @@ class JudgeBackend(Protocol):
 
 
 async def judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
-    """Judge a batch as ``eval`` does: a judge that raises fails the batch's requests instead of the run.
+    """Judge a batch as ``eval`` does (:func:`~medrewardbench.batching.guarded_batch`).
 
-    Errors that concern the whole entry (its server died) are raised, not stored.
+    A judge that raises fails the batch's requests instead of the run; errors that concern the
+    whole entry (its server died) are raised, not stored.
 
     Args:
         judge: the judge.
@@ -65,20 +65,15 @@ async def judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[Judg
     Returns:
         One result per request, with a latency (the batch's time shared) where the judge set none.
     """
-    started = time.perf_counter()
-    try:
-        results = await judge.judge_batch(batch)
-    except (asyncio.CancelledError, ServerError, EntryFailed):
-        raise
-    except Exception as exc:  # a judge bug must not lose the rest of the run
-        log.exception("judge %s raised on a batch of %d", judge.spec, len(batch))
-        reason = f"judge error: {type(exc).__name__}: {exc}"[:500]
-        return [JudgeResult.failed(reason) for _ in batch]
-    if len(results) != len(batch):
-        reason = f"judge error: returned {len(results)} results for {len(batch)} requests"
-        return [JudgeResult.failed(reason) for _ in batch]
-    share = (time.perf_counter() - started) / max(1, len(batch))
-    return [r if r.latency_s is not None else replace(r, latency_s=share) for r in results]
+    return await guarded_batch(
+        judge.judge_batch,
+        batch,
+        JudgeResult.failed,
+        role="judge",
+        name=judge.spec,
+        log=log,
+        passthrough=(ServerError, EntryFailed),
+    )
 
 
 class LocalBackend:

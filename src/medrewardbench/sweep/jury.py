@@ -33,7 +33,7 @@ from typing import Any
 
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
-from medrewardbench.judges.base import config_hash
+from medrewardbench.models.identity import config_hash
 from medrewardbench.store import RunRecord, Store, StoredJudgment, judgment_fingerprint, make_run_id
 from medrewardbench.sweep.config import JURY_KIND, JuryEntry
 

@@ -42,12 +42,12 @@ from medrewardbench.errors import (
 )
 from medrewardbench.judges.api import DEFAULT_API_KEY_ENV, ApiJudge
 from medrewardbench.judges.base import Judge
-from medrewardbench.judges.options import JudgeOptions
 from medrewardbench.judges.registry import build_judge
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.core import load_run_data, run_metrics
 from medrewardbench.metrics.cost import COST_KEY, Price, RunCost, per_1000, recorded_cost, run_cost
 from medrewardbench.metrics.results import Analysis
+from medrewardbench.models.options import JudgeOptions
 from medrewardbench.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 from medrewardbench.prompts import load_template
 from medrewardbench.report.files import (

@@ -54,7 +54,7 @@ from typing import Any
 
 from medrewardbench.judges.api import ApiJudge
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
-from medrewardbench.judges.options import JudgeOptions
+from medrewardbench.models.options import JudgeOptions
 from medrewardbench.sweep import supervisor as supervisor_module
 from medrewardbench.sweep.config import ServeSpec
 from medrewardbench.sweep.errors import ServerDiedError, ServerStartError

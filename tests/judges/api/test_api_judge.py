@@ -32,8 +32,8 @@ from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.judges.api import ApiJudge, RetryPolicy, parse_retry_after, public_url
 from medrewardbench.judges.base import JudgeRequest
-from medrewardbench.judges.options import ApiSettings
 from medrewardbench.judges.registry import build_judge
+from medrewardbench.models.options import ApiSettings
 from medrewardbench.prompts import load_template, verdict_json_schema
 from medrewardbench.testing.openai_server import OpenAIServer
 
@@ -198,7 +198,7 @@ def test_image_passthrough_can_be_switched_off(openai_server: OpenAIServer) -> N
 def test_a_large_file_goes_out_as_is_through_a_worker_thread(
     openai_server: OpenAIServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import medrewardbench.judges.api.images as api_images
+    import medrewardbench.models.api.images as api_images
 
     path = tmp_path / "scan.png"
     path.write_bytes(png_bytes(size=(64, 64)))
@@ -206,7 +206,7 @@ def test_a_large_file_goes_out_as_is_through_a_worker_thread(
     judge = make_judge(openai_server)
     judge_all(judge, [make_case(image=ImageRef.from_path(path))])
     assert sent_image(openai_server) == ("image/png", path.read_bytes())
-    assert judge._images.misses == 1
+    assert judge.chat.images.misses == 1
 
 
 def test_the_image_is_encoded_once_per_content(openai_server: OpenAIServer) -> None:
@@ -217,8 +217,8 @@ def test_the_image_is_encoded_once_per_content(openai_server: OpenAIServer) -> N
     cases.append(make_case(case_id="other", image=ImageRef.from_bytes(encoded(Image.new("RGBA", (8, 8)), "PNG"))))
     results = judge_all(judge, cases)
     assert all(r.failure is None for r in results)
-    assert judge._images.misses == 2
-    assert judge._images.hits == 11
+    assert judge.chat.images.misses == 2
+    assert judge.chat.images.hits == 11
     urls = {r.image_urls()[0] for r in openai_server.control.chat_requests()}
     assert len(urls) == 2
 
@@ -228,7 +228,7 @@ def test_both_orders_of_a_case_share_one_encoding(openai_server: OpenAIServer) -
     case = make_case()
     results = judge_all(judge, [JudgeRequest(case, Order.ORIGINAL), JudgeRequest(case, Order.SWAPPED)])
     assert all(r.failure is None for r in results)
-    assert (judge._images.misses, judge._images.hits) == (1, 1)
+    assert (judge.chat.images.misses, judge.chat.images.hits) == (1, 1)
 
 
 def test_sampling_settings_reach_the_server_and_the_config(openai_server: OpenAIServer) -> None:
@@ -406,7 +406,7 @@ def test_structured_output_falls_back_when_the_server_refuses_it(
     openai_server.control.set_reject_response_format(True)
     judge = make_judge(openai_server, structured=True, max_retries=0)
     fingerprint = judge.fingerprint()
-    with caplog.at_level(logging.WARNING, logger="medrewardbench.judges.api"):
+    with caplog.at_level(logging.WARNING, logger="medrewardbench.models.api"):
         first = judge_all(judge, [make_case(case_id="one")])[0]
         second = judge_all(judge, [make_case(case_id="two")])[0]
     assert first.failure is None and second.failure is None
@@ -443,7 +443,7 @@ def test_a_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def api_options_without_server(**changes: Any) -> Any:
-    from medrewardbench.judges.options import ApiSettings, JudgeOptions
+    from medrewardbench.models.options import ApiSettings, JudgeOptions
 
     return JudgeOptions(api=ApiSettings(**changes))
 
@@ -504,7 +504,7 @@ def test_the_api_key_never_leaks(openai_server: OpenAIServer, caplog: pytest.Log
 def test_the_scrubber_removes_keys_from_any_text(openai_server: OpenAIServer) -> None:
     judge = make_judge(openai_server)
     text = f"error: key {FAKE_API_KEY} rejected; header Authorization: Bearer abc.def-123; other sk-live123456789"
-    scrubbed = judge._scrub(text)
+    scrubbed = judge.chat.scrub(text)
     assert FAKE_API_KEY not in scrubbed and "abc.def-123" not in scrubbed and "sk-live123456789" not in scrubbed
     assert "***" in scrubbed
 

@@ -2,7 +2,7 @@
 
 One request per comparison: the template's messages with the image as a base64 data URL, sent
 through the official async ``openai`` client. The request machinery described below lives in
-:class:`~medrewardbench.judges.api.chat.ChatClient`, which the free-text generators of
+:class:`~medrewardbench.models.api.chat.ChatClient`, which the free-text generators of
 ``medrewardbench build`` use as well. The client's own retries are off; this module retries
 by itself so that every attempt is visible and bounded:
 
@@ -21,7 +21,7 @@ store and the command's log handlers remove it too when an endpoint echoes it ba
 would fail on the first request (a base URL that is not http(s) or carries credentials, a timeout
 of 0 or less, negative retries) are refused when the settings are made (:func:`check_api_settings`).
 
-Settings: :class:`~medrewardbench.judges.options.ApiSettings` in ``JudgeOptions.api``: the endpoint,
+Settings: :class:`~medrewardbench.models.options.ApiSettings` in ``JudgeOptions.api``: the endpoint,
 key variable, timeout, retries and structured output of the command line, and the tuning
 ``backoff_base_s`` (default 0.5), ``backoff_max_s`` (30), ``retry_after_max_s`` (60, the longest
 ``Retry-After`` honoured), ``image_cache_size`` (32 data URLs), ``image_passthrough`` (true),
@@ -29,7 +29,7 @@ key variable, timeout, retries and structured output of the command line, and th
 ``client_processes`` (1).
 
 Images: a PNG, JPEG or WebP file whose 8-bit pixels decode as :func:`~medrewardbench.images.load_image`
-would decode them goes out as it is (:func:`~medrewardbench.judges.api.images.passthrough_data_url`).
+would decode them goes out as it is (:func:`~medrewardbench.models.api.images.passthrough_data_url`).
 Files up to 1 MiB are read and encoded on the event loop, because a hop to a worker thread costs
 more than that work. Any other image (DICOM, 16-bit, alpha, EXIF rotation, other formats) is
 decoded to RGB and sent as a PNG at zlib level 1, in a worker thread. Re-encoding every image as
@@ -54,10 +54,10 @@ from medrewardbench.judges.api.client import (
     public_url,
 )
 from medrewardbench.judges.api.pool import ProcessPoolApiJudge
-from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from medrewardbench.judges.base import Judge
-from medrewardbench.judges.options import ApiSettings, check_api_settings
 from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.models.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from medrewardbench.models.options import ApiSettings, check_api_settings
 
 __all__ = [
     "BASE_URL_ENV",

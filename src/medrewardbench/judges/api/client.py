@@ -1,20 +1,20 @@
 """The API judge: one Chat Completions request per comparison, retried and failed visibly.
 
-See :mod:`medrewardbench.judges.api` for the behaviour. The request machinery (settings, key,
-concurrency, images, retries, structured-output fallback) is :class:`~medrewardbench.judges.api.chat.ChatClient`,
-which the free-text generators of ``medrewardbench build`` share; this module adds the pairwise
-prompt and the verdict parser.
+See :mod:`medrewardbench.judges.api` for the behaviour. The model is reached through
+:mod:`medrewardbench.models.api` (the :class:`~medrewardbench.models.api.chat.ChatClient`: settings,
+key, concurrency, images, retries, structured-output fallback; and the one-request path of
+:mod:`~medrewardbench.models.api.exchange`), which the free-text generators of
+``medrewardbench build`` share; this module adds the pairwise prompt and the verdict parser.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from medrewardbench.errors import JudgeSpecError
-from medrewardbench.judges.api.chat import (
+from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
+from medrewardbench.models.api.chat import (
     BASE_URL_ENV,
     DEFAULT_API_KEY_ENV,
     DEFAULT_CONCURRENCY,
@@ -23,10 +23,8 @@ from medrewardbench.judges.api.chat import (
     ChatClient,
     public_url,
 )
-from medrewardbench.judges.api.images import DataUrlCache
-from medrewardbench.judges.api.retry import RetryPolicy
-from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.judges.registry import JudgeOptions
+from medrewardbench.models.api.exchange import api_config, each_admitted, exchange
+from medrewardbench.models.options import JudgeOptions
 from medrewardbench.prompts import PromptTemplate, load_template, verdict_json_schema
 
 __all__ = [
@@ -40,7 +38,6 @@ __all__ = [
 ]
 
 STRUCTURED_SCHEMA_NAME = "medrewardbench_verdict"
-_CallOutcome = CallOutcome  # the name this module used before the machinery moved to chat.py
 
 
 class ApiJudge(Judge):
@@ -49,7 +46,7 @@ class ApiJudge(Judge):
     Args:
         model: the model name sent in each request.
         options: the shared judge options and ``options.api``
-            (:class:`~medrewardbench.judges.options.ApiSettings`).
+            (:class:`~medrewardbench.models.options.ApiSettings`).
 
     Raises:
         JudgeSpecError: no model name, or no key where one is needed.
@@ -72,7 +69,7 @@ class ApiJudge(Judge):
         self.settings = options.api
         self.template: PromptTemplate = load_template(options.template)
 
-    # the request machinery's state, under the names this judge has always had
+    # where requests go: the Batch API path of the sweep reads these
     @property
     def base_url(self) -> str | None:
         """The server's base URL (None: the OpenAI default)."""
@@ -83,82 +80,40 @@ class ApiJudge(Judge):
         """The environment variable the API key is read from."""
         return self.chat.api_key_env
 
-    @property
-    def uses_placeholder_key(self) -> bool:
-        """Whether a placeholder is sent because the key variable is not set (a local server)."""
-        return self.chat.uses_placeholder_key
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """How failed requests are retried."""
-        return self.chat.retry_policy
-
-    @property
-    def http_backend(self) -> str:
-        """The HTTP client library in use."""
-        return self.chat.http_backend
-
-    @property
-    def _images(self) -> DataUrlCache:
-        return self.chat.images
-
-    @property
-    def _structured_fallback_reason(self) -> str | None:
-        return self.chat.structured_fallback_reason
-
     # ---------------------------------------------------------------------------- protocol
     def config(self) -> dict[str, Any]:
         """Everything that can change the outputs; no credentials, no query strings."""
-        return {
-            "spec": self.spec,
-            "kind": self.kind,
-            "model": self.model,
-            "base_url": public_url(self.base_url),
-            "template": self.template.name,
-            "template_sha256": self.template.sha256,
-            "structured": self.settings.structured,
-            "temperature": self.options.temperature,
-            "top_p": self.options.top_p,
-            "max_tokens": self.options.max_tokens,
-            "seed": self.options.seed,
-        }
+        return api_config(
+            self.chat,
+            self.options,
+            spec=self.spec,
+            kind=self.kind,
+            template=self.template,
+            structured=self.settings.structured,
+        )
 
     def metadata(self) -> dict[str, Any]:
         """Run facts that do not change outputs, including whether structured output fell back."""
         return {
             "structured_requested": self.settings.structured,
-            "structured_fallback": self._structured_fallback_reason is not None,
-            "structured_fallback_reason": self._structured_fallback_reason,
+            "structured_fallback": self.chat.structured_fallback_reason is not None,
+            "structured_fallback_reason": self.chat.structured_fallback_reason,
             **self.chat.metadata(),
         }
 
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         """Judge every request concurrently (at most ``concurrency`` HTTP calls in flight)."""
-        if len(requests) == 1:
-            return [await self._admitted(requests[0])]
-        return list(await asyncio.gather(*(self._admitted(r) for r in requests)))
-
-    async def _admitted(self, request: JudgeRequest) -> JudgeResult:
-        async with self.chat.admission():
-            return await self._judge_one(request)
+        return await each_admitted(self.chat, requests, self._judge_one)
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running loop."""
         await self.chat.aclose()
 
     # ---------------------------------------------------------------------------- internals
-    def _scrub(self, text: str) -> str:
-        return self.chat.scrub(text)
-
-    def _reason(self, text: str) -> str:
-        return self.chat.reason(text)
-
-    async def _messages(self, request: JudgeRequest) -> tuple[list[dict[str, Any]], str]:
+    def _rendered(self, request: JudgeRequest) -> list[dict[str, Any]]:
         case = request.case
         image = case.image if case.image.kind != "none" else None
-        rendered = self.template.render_messages(case.question, request.response_a, request.response_b, image)
-        user_text = next(p["text"] for p in rendered[-1]["content"] if p["type"] == "text")
-        return await self.chat.api_messages(rendered), user_text
+        return self.template.render_messages(case.question, request.response_a, request.response_b, image)
 
     @staticmethod
     def _verdict_format() -> dict[str, Any]:
@@ -168,9 +123,6 @@ class ApiJudge(Judge):
             "json_schema": {"name": STRUCTURED_SCHEMA_NAME, "schema": verdict_json_schema(), "strict": True},
         }
 
-    def _request_body(self, messages: list[dict[str, Any]], structured: bool) -> dict[str, Any]:
-        return self.chat.request_body(messages, self._verdict_format() if structured else None)
-
     def _response_format(self) -> dict[str, Any] | None:
         """The ``response_format`` a request would carry now.
 
@@ -179,16 +131,11 @@ class ApiJudge(Judge):
         return self._verdict_format() if self.settings.structured and self.chat.structured_active else None
 
     async def _judge_one(self, request: JudgeRequest) -> JudgeResult:
-        started = time.perf_counter()
-        try:
-            messages, _user_text = await self._messages(request)
-        except Exception as exc:  # an unreadable image fails this request only
-            return JudgeResult.failed(
-                self._reason(f"could not prepare the request: {type(exc).__name__}: {exc}"),
-                latency_s=time.perf_counter() - started,
-            )
-        outcome = await self._call(messages)
-        return self._result(request, outcome, time.perf_counter() - started)
+        response_format = self._verdict_format() if self.settings.structured else None
+        done = await exchange(self.chat, lambda: self._rendered(request), response_format)
+        if done.outcome is None:
+            return JudgeResult.failed(done.failure or "could not prepare the request", latency_s=done.latency_s)
+        return self._result(request, done.outcome, done.latency_s)
 
     def _result(
         self,
@@ -242,7 +189,7 @@ class ApiJudge(Judge):
         Raises:
             Exception: the image cannot be read (a live request would fail with the same reason).
         """
-        messages, _user_text = await self._messages(request)
+        messages = await self.chat.api_messages(self._rendered(request))
         return self.chat.batch_request(custom_id, messages, self._response_format())
 
     def result_from_response(
@@ -265,10 +212,3 @@ class ApiJudge(Judge):
         """
         outcome = self.chat.read_response(status_code, body, structured=self._response_format() is not None)
         return self._result(request, outcome, None, extra)
-
-    async def _call(self, messages: list[dict[str, Any]]) -> CallOutcome:
-        """Send one request with retries; never raises except on cancellation."""
-        return await self.chat.call(messages, self._verdict_format() if self.settings.structured else None)
-
-    def _read_completion(self, payload: Any, outcome: CallOutcome) -> CallOutcome:
-        return self.chat.read_completion(payload, outcome)

@@ -13,8 +13,8 @@ import pytest
 
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.judges.api import ApiJudge, ProcessPoolApiJudge
-from medrewardbench.judges.options import ApiSettings, JudgeOptions, LocalSettings
 from medrewardbench.judges.registry import build_judge
+from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
 
 KEY_ENV = "MRB_FP_KEY"
 
@@ -86,14 +86,14 @@ def test_api_settings_reach_the_judge(api_env: None) -> None:
     )
     judge = build_judge("api:m", options)
     assert isinstance(judge, ApiJudge)
-    policy = judge.retry_policy
+    policy = judge.chat.retry_policy
     assert (policy.max_retries, policy.backoff_base_s, policy.backoff_max_s, policy.retry_after_max_s) == (
         4,
         0.2,
         2.0,
         3.0,
     )
-    assert judge.http_backend == "httpx"
+    assert judge.chat.http_backend == "httpx"
     metadata = judge.metadata()
     assert metadata["image_passthrough"] is False and metadata["timeout_s"] == 7.5
     assert metadata["structured_requested"] is True

@@ -1,6 +1,7 @@
-"""Judge options: the settings every backend shares, and one typed section per backend kind.
+"""Model options: the settings every model back end shares, and one typed section per back-end kind.
 
-:class:`JudgeOptions` holds what any judge may read (seed, template, concurrency, batch size,
+:class:`JudgeOptions` (the name the command line and sweep files have always used) holds what any
+judge or generator may read (seed, template, concurrency, batch size,
 sampling) and two sections: :class:`ApiSettings` for judges behind an OpenAI-compatible API
 (``api:``) and :class:`LocalSettings` for local models (``hf:``, ``rm:``, ``medrewardbench serve``).
 Each section is a frozen dataclass that checks its values when it is made and names the one that
@@ -8,7 +9,7 @@ is wrong; :meth:`ApiSettings.from_mapping` (and the others) read a plain mapping
 of a YAML file, and refuse keys they do not know, naming them.
 
 None of these settings is part of a judge's fingerprint by itself: each judge puts what can change
-its outputs into :meth:`~medrewardbench.judges.base.Judge.config` (retries, timeouts and client
+its outputs into :meth:`~medrewardbench.models.backend.Backend.config` (retries, timeouts and client
 processes change how requests are sent, never what comes back).
 """
 

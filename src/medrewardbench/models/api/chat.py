@@ -3,15 +3,15 @@
 :class:`ChatClient` holds what the API judge (:class:`~medrewardbench.judges.api.client.ApiJudge`)
 and the free-text generators of ``medrewardbench build`` both need, so that neither copies it:
 
-* the settings (:class:`~medrewardbench.judges.options.ApiSettings`: endpoint, key variable,
+* the settings (:class:`~medrewardbench.models.options.ApiSettings`: endpoint, key variable,
   timeout, retries, backoff, HTTP backend, image cache), checked when the client is made;
 * the key: read from its environment variable (a placeholder for a local server given by URL),
   registered with :func:`medrewardbench.secrets.register_secret` and scrubbed from every reason;
 * concurrency: at most ``concurrency`` HTTP attempts in flight, and twice that many requests being
   prepared, sent or waiting to retry (:meth:`ChatClient.admission`), per event loop;
 * images: ``image`` message parts holding an :class:`~medrewardbench.cases.ImageRef` become data
-  URLs, sent as they are where possible and cached by content (:mod:`~medrewardbench.judges.api.images`);
-* retries (:mod:`~medrewardbench.judges.api.retry`): HTTP 429, 408, 409 and 5xx, timeouts and
+  URLs, sent as they are where possible and cached by content (:mod:`~medrewardbench.models.api.images`);
+* retries (:mod:`~medrewardbench.models.api.retry`): HTTP 429, 408, 409 and 5xx, timeouts and
   connection errors, with ``Retry-After`` or full-jitter backoff; other 4xx and malformed answers
   fail at once;
 * structured output: a request may carry a ``response_format``; a server that answers 400/422
@@ -39,9 +39,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError, MissingExtraError
-from medrewardbench.judges.api.images import DataUrlCache, inline_data_url
-from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
-from medrewardbench.judges.options import HTTP_BACKENDS, JudgeOptions, check_api_settings
+from medrewardbench.models.api.images import DataUrlCache, inline_data_url
+from medrewardbench.models.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from medrewardbench.models.options import HTTP_BACKENDS, JudgeOptions, check_api_settings
 from medrewardbench.secrets import register_secret, scrub
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 A Batch API request line must carry the very body a live call sends, and an answer read from a
 batch output file must become the same result as the same answer received live: both go through
-:class:`~medrewardbench.judges.api.chat.ChatClient`.
+:class:`~medrewardbench.models.api.chat.ChatClient`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from helpers.cases import make_case
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.judges.api import ApiJudge
-from medrewardbench.judges.api.chat import CHAT_COMPLETIONS_URL
 from medrewardbench.judges.base import JudgeRequest
+from medrewardbench.models.api.chat import CHAT_COMPLETIONS_URL
 from medrewardbench.testing.openai_server import OpenAIServer
 
 
