@@ -6,6 +6,7 @@ Numbers are percentages with one decimal, intervals written ``71.2 [68.0, 74.3]`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import (
@@ -21,13 +22,11 @@ from medrewardbench.metrics.results import (
 from medrewardbench.report.format import (
     FEW_MARK,
     METRIC,
-    MISSING,
     STAND_IN_METHOD,
     cell_cases,
     coefficient,
     coefficient_estimate,
     detectable_sentence,
-    dollars,
     estimate,
     few_cases,
     p_value,
@@ -35,8 +34,8 @@ from medrewardbench.report.format import (
     points,
     ratio,
     small_sample_banner,
-    verdict,
 )
+from medrewardbench.report.tables import LEFT, MD, Column, Kind, ReportTables, Table, report_tables
 
 MAX_PAIRS_LISTED = 60
 
@@ -62,6 +61,29 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]], right: Seque
     ]
     lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
     return lines
+
+
+def _text(column: Column[Any], value: Any) -> str:
+    """One cell of a built table as Markdown: literal text escaped, baselines and the human row marked."""
+    if column.kind is Kind.JUDGE:
+        if value.human:
+            return f"*{_esc(value.label)}*"
+        return _esc(value.label) + (" *(baseline)*" if value.is_baseline else "")
+    if column.kind is Kind.TIERED:
+        return f"{estimate(value.estimate)} t{'' if value.tier is None else value.tier}"
+    shown = column.text(value)
+    if column.kind in (Kind.TEXT, Kind.REASONS):
+        shown = _esc(shown)
+    return f"**{shown}**" if column.strong else shown
+
+
+def _write(table: Table[Any], extra_rows: Sequence[Sequence[object]] = ()) -> list[str]:
+    """A built table as Markdown: its Markdown columns, numbers right-aligned; ``extra_rows`` as given."""
+    columns = table.shown(MD)
+    rows: list[Sequence[object]] = [
+        [_text(c, v) for c, v in zip(columns, values, strict=True)] for values in table.values(MD)
+    ]
+    return _table([c.header for c in columns], [*rows, *extra_rows], [c.kind not in LEFT for c in columns])
 
 
 def _points(table: ColumnTable[Estimate]) -> list[str]:
@@ -103,6 +125,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
     dataset = analysis.dataset
     board = analysis.leaderboard
     ordered = analysis.ranked_runs()
+    tables = report_tables(analysis)
     conf = round(100 * settings.confidence)
     out: list[str] = [f"# {title}", ""]
     name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
@@ -148,66 +171,9 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "## Leaderboard",
         "",
     ]
-    rows = []
     with_cost = any(row.has_cost for row in board)
     human = analysis.human
-    for row in board:
-        label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
-        rows.append(
-            [
-                row.rank,
-                row.tier or "–",
-                label,
-                estimate(row.score),
-                estimate(row.macro),
-                percent(row.answered_accuracy),
-                percent(row.failure_rate),
-                percent(row.consistency),
-                percent(row.first_position_rate),
-                *([dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []),
-                *(
-                    [estimate(row.vs_annotators), ratio(row.normalised), row.verdict or MISSING]
-                    if human is not None
-                    else []
-                ),
-            ]
-        )
-    if human is not None:
-        blank = ["–"] * (6 + (2 if with_cost else 0))
-        rows.append(["–", "not a judge", f"*{_esc(human.label)}*", *blank, estimate(human.human.pooled), "1.00", "–"])
-    out += _table(
-        [
-            "#",
-            "Tier",
-            "Judge",
-            f"Score [{conf} % CI]",
-            "Macro over organs",
-            "Answered",
-            "Failed",
-            "Consistent",
-            "1st pos.",
-            *(["Cost", "$ per 1,000 cases"] if with_cost else []),
-            *(
-                [f"Vs annotators [{conf} % CI]", "÷ human [CI]", "Stands in for an annotator?"]
-                if human is not None
-                else []
-            ),
-        ],
-        rows,
-        [
-            True,
-            True,
-            False,
-            True,
-            True,
-            True,
-            True,
-            True,
-            True,
-            *([True, True] if with_cost else []),
-            *([True, True, False] if human is not None else []),
-        ],
-    )
+    out += _write(tables.leaderboard)
     if human is not None:
         out += [
             "",
@@ -229,17 +195,13 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         ]
 
     out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
-    dimension_rows: list[list[object]] = [
-        [
-            _esc(r.label),
-            *[f"{estimate(r.accuracy[d])} t{'' if r.tiers is None else r.tiers[d]}" for d in DIMENSIONS],
-        ]
-        for r in ordered
-    ]
     sensitivity = analysis.sensitivity
-    if sensitivity is not None:
-        dimension_rows.append(["*detectable (from chance / between judges)*", *_detectable_cells(sensitivity)])
-    out += _table(["Judge", *[d.capitalize() for d in DIMENSIONS]], dimension_rows)
+    detectable_row = (
+        []
+        if sensitivity is None
+        else [["*detectable (from chance / between judges)*", *_detectable_cells(sensitivity)]]
+    )
+    out += _write(tables.dimensions, detectable_row)
     if sensitivity is not None:
         out += [
             "",
@@ -275,17 +237,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "1 = perfect.",
         "",
     ]
-    out += _table(
-        ["Judge", *[f"κ {d}" for d in DIMENSIONS], "AC1 overall"],
-        [
-            [
-                _esc(r.label),
-                *[coefficient(r.agreement.kappa[d].point) for d in DIMENSIONS],
-                coefficient(r.agreement.ac1["overall"].point),
-            ]
-            for r in ordered
-        ],
-    )
+    out += _write(tables.agreement)
 
     out += [
         "",
@@ -295,23 +247,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "(50 = no preference). Strict: right in both orders. All dimensions pooled.",
         "",
     ]
-    position_rows = []
-    for r in ordered:
-        by_order = r.by_order
-        position_rows.append(
-            [
-                _esc(r.label),
-                estimate(r.position.consistency.pooled),
-                estimate(r.position.first_position_rate.pooled),
-                estimate(r.strict_accuracy.pooled),
-                estimate(by_order["original"].pooled) if "original" in by_order else "not run",
-                estimate(by_order["swapped"].pooled) if "swapped" in by_order else "not run",
-            ]
-        )
-    out += _table(
-        ["Judge", "Consistent", "Picks first shown", "Strict agreement", "Original order", "Swapped order"],
-        position_rows,
-    )
+    out += _write(tables.position)
 
     out += [
         "",
@@ -322,23 +258,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "far more often when their winner is the longer answer.",
         "",
     ]
-    out += _table(
-        [
-            "Judge",
-            "Picks the longer",
-            "Overall agreement, labelled winner longer (n)",
-            "Overall agreement, labelled winner shorter (n)",
-        ],
-        [
-            [
-                _esc(r.label),
-                estimate(r.length.longer_preference.pooled),
-                _with_n(r.length.accuracy_expert_longer["overall"]),
-                _with_n(r.length.accuracy_expert_shorter["overall"]),
-            ]
-            for r in ordered
-        ],
-    )
+    out += _write(tables.length)
 
     pairs = analysis.pairwise.on_score()
     significant = sorted((c for c in pairs if c.significant), key=lambda c: -abs(number(c.diff) or 0.0))
@@ -378,23 +298,11 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
 
     if human is not None:
         out += _human_section(human, board, conf, sensitivity)
-        out += _stand_in_section(human, board, settings)
+        out += _stand_in_section(human, settings, tables)
 
-    failing = [r for r in ordered if r.failures]
-    if failing:
+    if tables.failures.rows:
         out += ["", "## Failures", ""]
-        out += _table(
-            ["Judge", "Failed", "Most frequent reasons (count)"],
-            [
-                [
-                    _esc(r.label),
-                    percent(r.failure_rate.pooled),
-                    "; ".join(f"{_esc(reason)} ({n})" for reason, n in list(r.failures.items())[:3]),
-                ]
-                for r in failing
-            ],
-            [False, True, False],
-        )
+        out += _write(tables.failures)
     out.append("")
     return "\n".join(out)
 
@@ -424,44 +332,21 @@ def _organ_notes(analysis: Analysis) -> list[str]:
     return [*out, ""]
 
 
-def _stand_in_section(human: HumanCeiling, board: Sequence[LeaderboardRow], settings: Settings) -> list[str]:
+def _stand_in_section(human: HumanCeiling, settings: Settings, tables: ReportTables) -> list[str]:
     """Can a judge stand in for an annotator? The method in two sentences, then every judge's verdicts."""
-    out = [
+    assert tables.stand_in is not None and tables.stand_in_dimensions is not None
+    return [
         "",
         "## Can a judge stand in for an annotator?",
         "",
         STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{settings.alpha:g}"),
         "",
+        *_write(tables.stand_in),
+        "",
+        "Per dimension (ω in brackets):",
+        "",
+        *_write(tables.stand_in_dimensions),
     ]
-    rows = []
-    for row in board:
-        found = human.verdict(row.label)
-        if found is None:
-            continue
-        pooled = found.tests.pooled
-        rows.append(
-            [
-                _esc(row.label) + (" *(baseline)*" if row.is_baseline else ""),
-                f"**{pooled.verdict}**",
-                coefficient(pooled.winning_rate),
-                coefficient(pooled.advantage),
-                _esc(pooled.reason),
-            ]
-        )
-    out += _table(
-        ["Judge", "All dimensions", "ω (winning rate)", "ρ (advantage)", "Why"], rows, [False, False, True, True, False]
-    )
-    out += ["", "Per dimension (ω in brackets):", ""]
-    out += _table(
-        ["Judge", *[d.capitalize() for d in DIMENSIONS]],
-        [
-            [_esc(v.label), *[verdict(v.tests[d]) for d in DIMENSIONS]]
-            for v in (human.verdict(row.label) for row in board)
-            if v is not None
-        ],
-        [False] * (1 + len(DIMENSIONS)),
-    )
-    return out
 
 
 def _human_section(
