@@ -40,7 +40,6 @@ from medrewardbench.report.format import (
     coefficient,
     coefficient_estimate,
     detectable_sentence,
-    dollars,
     estimate,
     few_cases,
     optional,
@@ -50,8 +49,8 @@ from medrewardbench.report.format import (
     ratio,
     signed_percent,
     small_sample_banner,
-    verdict,
 )
+from medrewardbench.report.tables import HTML, ReportTables, report_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
 IMAGE_MAX_SIDE = 1536
@@ -322,29 +321,17 @@ def _context(
     dataset = analysis.dataset
     provenance = dataset.labels
 
+    tables = report_tables(analysis)
     leaderboard = [
         {
-            "rank": row.rank,
-            "tier": row.tier,
+            **record,
             "label": row.label,
             "run_id": row.run_id,
             "is_baseline": row.is_baseline,
-            "score": estimate(row.score),
-            "macro": estimate(row.macro),
-            "answered": percent(row.answered_accuracy),
-            "failures": percent(row.failure_rate),
-            "consistency": percent(row.consistency),
-            "first": percent(row.first_position_rate),
-            "longer": percent(row.longer_preference),
             "band": (row.tier or 0) % 2 == 0,
             "orders": ", ".join(run.orders),
-            "cost": dollars(row.cost_usd),
-            "cost_per_1000": dollars(row.cost_per_1000_cases),
-            "vs_annotators": estimate(row.vs_annotators),
-            "normalised": ratio(row.normalised),
-            "verdict": row.verdict or "–",
         }
-        for row, run in zip(board, ordered, strict=True)
+        for record, row, run in zip(tables.leaderboard.records(HTML), board, ordered, strict=True)
     ]
     example = None
     if board and board[0].score.defined:
@@ -375,11 +362,11 @@ def _context(
             "label": r.label,
             "is_baseline": r.is_baseline,
             "cells": [
-                {"dim": d, "text": estimate(r.accuracy[d]), "tier": "" if r.tiers is None else r.tiers[d]}
-                for d in DIMENSIONS
+                {"dim": c.key, "text": c.text(v), "tier": "" if v.tier is None else v.tier}
+                for c, v in zip(tables.dimensions.shown(HTML)[1:], values[1:], strict=True)
             ],
         }
-        for r in ordered
+        for r, values in zip(tables.dimensions.rows, tables.dimensions.values(HTML), strict=True)
     ]
     dimension_bars = [
         {
@@ -405,7 +392,7 @@ def _context(
         organ = r.groups.get("organ_system")
         if not organ:
             continue
-        tables = [*organ.groups.values(), organ.micro, organ.macro]
+        organ_tables = [*organ.groups.values(), organ.micro, organ.macro]
         sizes = dataset.groups.get("organ_system", {})
         few = [
             [few_cases(min(sizes.get(name, 0), cell_cases(table[d], len(r.orders)))) for d in DIMENSIONS]
@@ -417,7 +404,7 @@ def _context(
                 "svg": plots.heatmap(
                     [*organ.groups, "all (pooled)", "macro (mean)"],
                     [SHORT[d] for d in DIMENSIONS],
-                    [[optional(table[d].point) for d in DIMENSIONS] for table in tables],
+                    [[optional(table[d].point) for d in DIMENSIONS] for table in organ_tables],
                     title=r.label,
                     caption_rows=("all (pooled)", "macro (mean)"),
                     counts=[[table[d].n for d in DIMENSIONS] for table in organ.groups.values()]
@@ -430,28 +417,8 @@ def _context(
             }
         )
 
-    agreement_rows = [
-        {
-            "label": r.label,
-            "kappa": [{"dim": d, "text": coefficient(r.agreement.kappa[d].point)} for d in DIMENSIONS],
-            "kappa_overall": coefficient_estimate(r.agreement.kappa["overall"]),
-            "ac1_overall": coefficient_estimate(r.agreement.ac1["overall"]),
-            "coherence": percent(r.coherence.get("accuracy")),
-        }
-        for r in ordered
-    ]
-
-    position_rows = [
-        {
-            "label": r.label,
-            "consistency": estimate(r.position.consistency.pooled),
-            "first": estimate(r.position.first_position_rate.pooled),
-            "strict": estimate(r.strict_accuracy.pooled),
-            "original": estimate(r.by_order["original"].pooled) if "original" in r.by_order else "not run",
-            "swapped": estimate(r.by_order["swapped"].pooled) if "swapped" in r.by_order else "not run",
-        }
-        for r in ordered
-    ]
+    agreement_rows = tables.agreement.records(HTML)
+    position_rows = tables.position.records(HTML)
     first_shown = [r.position.first_position_rate.pooled for r in ordered]
     position_plot = plots.forest(
         labels,
@@ -466,17 +433,7 @@ def _context(
         axis="picks of the response shown first, %",
     )
 
-    length_rows = [
-        {
-            "label": r.label,
-            "longer": estimate(r.length.longer_preference.pooled),
-            "acc_longer": percent(r.length.accuracy_expert_longer["overall"].point),
-            "n_longer": r.length.accuracy_expert_longer["overall"].n,
-            "acc_shorter": percent(r.length.accuracy_expert_shorter["overall"].point),
-            "n_shorter": r.length.accuracy_expert_shorter["overall"].n,
-        }
-        for r in ordered
-    ]
+    length_rows = tables.length.records(HTML)
     length_plot = plots.dumbbell(
         labels,
         [optional(r.length.accuracy_expert_longer["overall"].point) for r in ordered],
@@ -488,11 +445,7 @@ def _context(
         axis=f"{METRIC}, %",
     )
 
-    failures = [
-        {"label": r.label, "rate": percent(r.failure_rate.pooled), "reasons": list(r.failures.items())[:5]}
-        for r in ordered
-        if r.failures
-    ]
+    failures = tables.failures.records(HTML)
 
     sensitivity = analysis.sensitivity
     return {
@@ -538,7 +491,7 @@ def _context(
         "gallery": None if gallery is None else _gallery_context(gallery, labels),
         "human": None
         if analysis.human is None
-        else _human_context(analysis.human, board, settings.confidence, sensitivity, settings.alpha),
+        else _human_context(analysis.human, board, settings.confidence, tables, sensitivity, settings.alpha),
     }
 
 
@@ -581,26 +534,25 @@ def _sensitivity_notes(
     }
 
 
-def _stand_in_context(human: HumanCeiling, board: Sequence[LeaderboardRow], alpha: float) -> dict[str, Any]:
+def _stand_in_context(human: HumanCeiling, tables: ReportTables, alpha: float) -> dict[str, Any]:
     """The stand-in section: the method in two sentences and every judge's verdicts."""
     rows = []
-    for row in board:
-        found = human.verdict(row.label)
-        if found is None:
-            continue
-        pooled = found.tests.pooled
-        rows.append(
-            {
-                "label": row.label,
-                "is_baseline": row.is_baseline,
-                "verdict": pooled.verdict,
-                "cls": VERDICT_CLASSES.get(pooled.verdict, "unknown"),
-                "omega": coefficient(pooled.winning_rate),
-                "rho": coefficient(pooled.advantage),
-                "reason": pooled.reason,
-                "dims": [{"dim": d, "text": verdict(found.tests[d])} for d in DIMENSIONS],
-            }
-        )
+    if tables.stand_in is not None and tables.stand_in_dimensions is not None:
+        for record, found, dims in zip(
+            tables.stand_in.records(HTML),
+            tables.stand_in.rows,
+            tables.stand_in_dimensions.records(HTML),
+            strict=True,
+        ):
+            rows.append(
+                {
+                    **record,
+                    "label": found.row.label,
+                    "is_baseline": found.row.is_baseline,
+                    "cls": VERDICT_CLASSES.get(record["verdict"], "unknown"),
+                    "dims": [{"dim": d, "text": dims[d]} for d in DIMENSIONS],
+                }
+            )
     return {
         "method": STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{alpha:g}"),
         "epsilon": f"{human.epsilon:g}",
@@ -612,6 +564,7 @@ def _human_context(
     human: HumanCeiling,
     board: Sequence[LeaderboardRow],
     confidence: float,
+    tables: ReportTables,
     sensitivity: Sensitivity | None = None,
     alpha: float = 0.05,
 ) -> dict[str, Any]:
@@ -694,7 +647,7 @@ def _human_context(
         "group_rows": group_rows,
         "annotator_rows": annotator_rows,
         "plot": plot,
-        "stand_in": _stand_in_context(human, board, alpha),
+        "stand_in": _stand_in_context(human, tables, alpha),
     }
 
 

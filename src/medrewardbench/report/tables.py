@@ -137,7 +137,7 @@ class Column(Generic[R]):
         """A value of this column as Markdown and HTML print it (before Markdown's escaping)."""
         return self.blank if value is None else text(self.kind, value)
 
-    def keys(self) -> list[str]:
+    def cell_keys(self) -> list[str]:
         """The spreadsheet columns this column fills."""
         return [self.key, *(self.bounds or ()), *([self.count] if self.count else [])]
 
@@ -222,7 +222,7 @@ def cells(column: Column[Any], value: Any) -> list[Any]:
     kind = column.kind
     if kind in (Kind.ESTIMATE, Kind.POINT, Kind.RATIO, Kind.COUNTED, Kind.COEFFICIENT_ESTIMATE):
         if value is None:
-            return [None] * len(column.keys())
+            return [None] * len(column.cell_keys())
         out = [number(value.point)]
         if column.bounds:
             out += [number(value.low), number(value.high)]
@@ -231,18 +231,21 @@ def cells(column: Column[Any], value: Any) -> list[Any]:
         return out
     if kind is Kind.JUDGE:
         return [value.label]
+    if kind is Kind.TIER:
+        return [value if isinstance(value, int) else None]
     if kind in (Kind.PERCENT, Kind.COEFFICIENT, Kind.DOLLARS):
         return [None if value is None else number(value)]
     return [value]
 
 
-def number_format(column: Column[Any]) -> str | None:
-    """The spreadsheet's number format of a column's cells (None: the default)."""
+def number_formats(column: Column[Any]) -> list[str | None]:
+    """The spreadsheet's number format of each cell a column fills (None: the default; an n has none)."""
+    shown = None
     if column.kind in (Kind.ESTIMATE, Kind.POINT, Kind.PERCENT, Kind.COUNTED):
-        return PERCENT_FORMAT
-    if column.kind is Kind.RATIO:
-        return RATIO_FORMAT
-    return None
+        shown = PERCENT_FORMAT
+    elif column.kind is Kind.RATIO:
+        shown = RATIO_FORMAT
+    return [shown, *([shown] * len(column.bounds or ())), *([None] if column.count else [])]
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,6 +558,37 @@ def stand_in_dimensions_table(human: HumanCeiling, board: Sequence[LeaderboardRo
 
 
 @dataclass(frozen=True)
+class StandInTest:
+    """One alternative annotator test: a judge's verdict on one column."""
+
+    found: JudgeVerdict
+    column: str
+    test: AltTest
+
+
+def stand_in_tests_table(human: HumanCeiling) -> Table[StandInTest]:
+    """Every stand-in test, one row per judge and column, judges in the analysis' order."""
+    rows = [StandInTest(found, column, test) for found in human.verdicts for column, test in found.tests.columns()]
+    return Table(
+        "stand_in_tests",
+        (
+            Column("judge", "Judge", lambda r: r.found.label),
+            Column("run_id", "Run", lambda r: r.found.run_id),
+            Column("dimension", "Dimension", lambda r: r.column),
+            Column("verdict", "Verdict", lambda r: r.test.verdict),
+            Column("reason", "Why", lambda r: r.test.reason),
+            Column("winning_rate", "ω (winning rate)", lambda r: r.test.winning_rate, Kind.COEFFICIENT),
+            Column("advantage", "ρ (advantage)", lambda r: r.test.advantage, Kind.COEFFICIENT),
+            Column("n_annotators", "Annotators", lambda r: r.test.n_annotators, Kind.COUNT),
+            Column("n_cases", "Cases", lambda r: r.test.n_cases, Kind.COUNT),
+            Column("detectable_margin", "Detectable margin", lambda r: r.test.detectable_margin, Kind.COEFFICIENT),
+            Column("epsilon", "ε", lambda r: human.epsilon),
+        ),
+        tuple(rows),
+    )
+
+
+@dataclass(frozen=True)
 class ReportTables:
     """Every table of a report, built once from one analysis."""
 
@@ -563,10 +597,13 @@ class ReportTables:
     agreement: Table[RunAnalysis]
     position: Table[RunAnalysis]
     length: Table[RunAnalysis]
+    """the spreadsheet writes position and length side by side, on one sheet"""
     failures: Table[RunAnalysis]
     stand_in: Table[StandIn] | None
     """None without per-annotator labels"""
     stand_in_dimensions: Table[JudgeVerdict] | None
+    stand_in_tests: Table[StandInTest] | None
+    """every test in long format (the spreadsheet's ``stand_in`` sheet)"""
 
 
 def report_tables(analysis: Analysis) -> ReportTables:
@@ -589,4 +626,5 @@ def report_tables(analysis: Analysis) -> ReportTables:
         failures=failures_table(analysis),
         stand_in=None if human is None else stand_in_table(human, board),
         stand_in_dimensions=None if human is None else stand_in_dimensions_table(human, board),
+        stand_in_tests=None if human is None else stand_in_tests_table(human),
     )
