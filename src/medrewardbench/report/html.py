@@ -32,13 +32,12 @@ from medrewardbench.metrics.results import (
     Sensitivity,
 )
 from medrewardbench.report import plots
+from medrewardbench.report.columns import HTML
 from medrewardbench.report.format import (
     FEW_MARK,
     METRIC,
     STAND_IN_METHOD,
     cell_cases,
-    coefficient,
-    coefficient_estimate,
     detectable_sentence,
     estimate,
     few_cases,
@@ -46,11 +45,11 @@ from medrewardbench.report.format import (
     p_value,
     percent,
     points,
-    ratio,
     signed_percent,
     small_sample_banner,
 )
-from medrewardbench.report.tables import HTML, ReportTables, report_tables
+from medrewardbench.report.human import HumanTables
+from medrewardbench.report.tables import report_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
 IMAGE_MAX_SIDE = 1536
@@ -490,8 +489,8 @@ def _context(
         "failures": failures,
         "gallery": None if gallery is None else _gallery_context(gallery, labels),
         "human": None
-        if analysis.human is None
-        else _human_context(analysis.human, board, settings.confidence, tables, sensitivity, settings.alpha),
+        if analysis.human is None or tables.human is None
+        else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
     }
 
 
@@ -534,25 +533,20 @@ def _sensitivity_notes(
     }
 
 
-def _stand_in_context(human: HumanCeiling, tables: ReportTables, alpha: float) -> dict[str, Any]:
+def _stand_in_context(human: HumanCeiling, tables: HumanTables, alpha: float) -> dict[str, Any]:
     """The stand-in section: the method in two sentences and every judge's verdicts."""
-    rows = []
-    if tables.stand_in is not None and tables.stand_in_dimensions is not None:
+    rows = [
+        {
+            **record,
+            "label": found.row.label,
+            "is_baseline": found.row.is_baseline,
+            "cls": VERDICT_CLASSES.get(record["verdict"], "unknown"),
+            "dims": dims,
+        }
         for record, found, dims in zip(
-            tables.stand_in.records(HTML),
-            tables.stand_in.rows,
-            tables.stand_in_dimensions.records(HTML),
-            strict=True,
-        ):
-            rows.append(
-                {
-                    **record,
-                    "label": found.row.label,
-                    "is_baseline": found.row.is_baseline,
-                    "cls": VERDICT_CLASSES.get(record["verdict"], "unknown"),
-                    "dims": [{"dim": d, "text": dims[d]} for d in DIMENSIONS],
-                }
-            )
+            tables.stand_in.records(HTML), tables.stand_in.rows, tables.stand_in_dimensions.records(HTML), strict=True
+        )
+    ]
     return {
         "method": STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{alpha:g}"),
         "epsilon": f"{human.epsilon:g}",
@@ -564,8 +558,7 @@ def _human_context(
     human: HumanCeiling,
     board: Sequence[LeaderboardRow],
     confidence: float,
-    tables: ReportTables,
-    sensitivity: Sensitivity | None = None,
+    tables: HumanTables,
     alpha: float = 0.05,
 ) -> dict[str, Any]:
     """The human-ceiling section.
@@ -573,54 +566,20 @@ def _human_context(
     Judges and annotators against the leave-one-out majorities, and the agreement between
     annotators per dimension and organ system; and whether each judge can stand in for an annotator.
     """
-    judges = []
     entries: list[tuple[str, Estimate]] = [(human.label, human.human.pooled)]
     for row in board:
         judge = human.judge(row.label)
-        if judge is None:
-            continue
-        entries.append((("◆ " if row.is_baseline else "") + row.label, judge.agreement.pooled))
-        judges.append(
-            {
-                "label": row.label,
-                "is_baseline": row.is_baseline,
-                "all": estimate(judge.agreement.pooled),
-                "gap": estimate(judge.gap.pooled, signed=True),
-                "normalised": ratio(None if judge.normalised is None else judge.normalised.pooled),
-                "dims": [percent(e.point) for _, e in judge.agreement.dimensions.items()],
-            }
-        )
-    panel = human.agreement
-    dimension_rows = [
-        {
-            "name": "all (pooled)" if column == "all" else column,
-            "n": panel.percent_agreement[column].n,
-            "percent": estimate(panel.percent_agreement[column]),
-            "kappa": coefficient_estimate(panel.fleiss_kappa[column]),
-            "alpha": coefficient_estimate(panel.krippendorff_alpha[column]),
-        }
-        for column, _ in panel.percent_agreement.columns()
+        if judge is not None:
+            entries.append((("◆ " if row.is_baseline else "") + row.label, judge.agreement.pooled))
+    vs = tables.vs_annotators
+    human_row, *judge_rows = vs.records(HTML)
+    judges = [
+        {**record, "label": row.judge.label, "is_baseline": row.judge.is_baseline}
+        for record, row in zip(judge_rows, vs.rows[1:], strict=True)
     ]
     group_rows = [
-        {
-            "name": group,
-            "few": few_cases(agreement.n_cases),
-            "cases": agreement.n_cases,
-            "percent": estimate(agreement.percent_agreement.pooled),
-            "kappa": coefficient_estimate(agreement.fleiss_kappa.pooled),
-            "alpha": coefficient_estimate(agreement.krippendorff_alpha.pooled),
-            "kappa_dims": [coefficient(e.point) for _, e in agreement.fleiss_kappa.dimensions.items()],
-        }
-        for group, agreement in human.by_group.items()
-    ]
-    annotator_rows = [
-        {
-            "name": a.annotator,
-            "cases": a.n_cases,
-            "all": estimate(a.vs_others.pooled),
-            "dims": [percent(e.point) for _, e in a.vs_others.dimensions.items()],
-        }
-        for a in human.annotators_vs_others
+        {**record, "few": few_cases(row.panel.n_cases)}
+        for record, row in zip(tables.groups.records(HTML), tables.groups.rows, strict=True)
     ]
     ceiling = human.human.pooled
     plot = plots.forest(
@@ -639,13 +598,12 @@ def _human_context(
         "n_annotators": len(human.annotators),
         "n_cases": human.n_cases,
         "n_annotations": human.n_annotations,
-        "row": estimate(ceiling),
-        "row_dims": [percent(e.point) for _, e in human.human.dimensions.items()],
+        "row": human_row,
         "judges": judges,
-        "dimension_rows": dimension_rows,
+        "dimension_rows": tables.panel.records(HTML),
         "group_field": human.group_field.replace("_", " "),
         "group_rows": group_rows,
-        "annotator_rows": annotator_rows,
+        "annotator_rows": tables.annotators.records(HTML),
         "plot": plot,
         "stand_in": _stand_in_context(human, tables, alpha),
     }

@@ -14,28 +14,26 @@ from medrewardbench.metrics.results import (
     ColumnTable,
     Estimate,
     HumanCeiling,
-    LeaderboardRow,
     Sensitivity,
     Settings,
     number,
 )
+from medrewardbench.report.columns import LEFT, MD, Column, Kind, Table
 from medrewardbench.report.format import (
     FEW_MARK,
     METRIC,
     STAND_IN_METHOD,
     cell_cases,
-    coefficient,
-    coefficient_estimate,
     detectable_sentence,
     estimate,
     few_cases,
     p_value,
     percent,
     points,
-    ratio,
     small_sample_banner,
 )
-from medrewardbench.report.tables import LEFT, MD, Column, Kind, ReportTables, Table, report_tables
+from medrewardbench.report.human import HumanTables
+from medrewardbench.report.tables import report_tables
 
 MAX_PAIRS_LISTED = 60
 
@@ -69,6 +67,8 @@ def _text(column: Column[Any], value: Any) -> str:
         if value.human:
             return f"*{_esc(value.label)}*"
         return _esc(value.label) + (" *(baseline)*" if value.is_baseline else "")
+    if column.kind is Kind.GROUP:
+        return _esc(value.name) + (f" ({FEW_MARK})" if value.few else "")
     if column.kind is Kind.TIERED:
         return f"{estimate(value.estimate)} t{'' if value.tier is None else value.tier}"
     shown = column.text(value)
@@ -296,9 +296,9 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         else ""
     )
 
-    if human is not None:
-        out += _human_section(human, board, conf, sensitivity)
-        out += _stand_in_section(human, settings, tables)
+    if human is not None and tables.human is not None:
+        out += _human_section(human, tables.human, sensitivity)
+        out += _stand_in_section(human, settings, tables.human)
 
     if tables.failures.rows:
         out += ["", "## Failures", ""]
@@ -332,9 +332,8 @@ def _organ_notes(analysis: Analysis) -> list[str]:
     return [*out, ""]
 
 
-def _stand_in_section(human: HumanCeiling, settings: Settings, tables: ReportTables) -> list[str]:
+def _stand_in_section(human: HumanCeiling, settings: Settings, tables: HumanTables) -> list[str]:
     """Can a judge stand in for an annotator? The method in two sentences, then every judge's verdicts."""
-    assert tables.stand_in is not None and tables.stand_in_dimensions is not None
     return [
         "",
         "## Can a judge stand in for an annotator?",
@@ -349,9 +348,7 @@ def _stand_in_section(human: HumanCeiling, settings: Settings, tables: ReportTab
     ]
 
 
-def _human_section(
-    human: HumanCeiling, board: Sequence[LeaderboardRow], conf: int, sensitivity: Sensitivity | None = None
-) -> list[str]:
+def _human_section(human: HumanCeiling, built: HumanTables, sensitivity: Sensitivity | None = None) -> list[str]:
     """The human-ceiling section.
 
     Judges and annotators against the leave-one-out majorities, and the agreement between
@@ -372,39 +369,7 @@ def _human_section(
         "(1.00 = as often as an annotator).",
         "",
     ]
-    rows = [
-        [
-            f"*{_esc(human.label)}*",
-            estimate(human.human.pooled),
-            "",
-            "1.00",
-            *[percent(e.point) for _, e in human.human.dimensions.items()],
-        ]
-    ]
-    for row in board:
-        judge = human.judge(row.label)
-        if judge is None:
-            continue
-        label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
-        rows.append(
-            [
-                label,
-                estimate(judge.agreement.pooled),
-                estimate(judge.gap.pooled, signed=True),
-                ratio(None if judge.normalised is None else judge.normalised.pooled),
-                *[percent(e.point) for _, e in judge.agreement.dimensions.items()],
-            ]
-        )
-    out += _table(
-        [
-            "Against the leave-one-out majorities",
-            f"All dimensions [{conf} % CI]",
-            "Gap to human (points)",
-            "÷ human [CI]",
-            *[d.capitalize() for d in DIMENSIONS],
-        ],
-        rows,
-    )
+    out += _write(built.vs_annotators)
     if sensitivity is not None and sensitivity.vs_human is not None:
         per_dimension = ", ".join(f"{d} {points(sensitivity.vs_human[d])}" for d in DIMENSIONS)
         out += [
@@ -414,7 +379,6 @@ def _human_section(
             f"two-sided 5 %); per dimension: {per_dimension}.",
         ]
 
-    panel = human.agreement
     out += [
         "",
         "### Agreement between annotators",
@@ -424,19 +388,7 @@ def _human_section(
         "(case, dimension) items).",
         "",
     ]
-    dimension_rows = [
-        [
-            "all (pooled)" if column == "all" else column,
-            panel.percent_agreement[column].n,
-            estimate(panel.percent_agreement[column]),
-            coefficient_estimate(panel.fleiss_kappa[column]),
-            coefficient_estimate(panel.krippendorff_alpha[column]),
-        ]
-        for column, _ in panel.percent_agreement.columns()
-    ]
-    out += _table(
-        ["Dimension", "n", f"Pairwise agreement [{conf} % CI]", "Fleiss' κ", "Krippendorff's α"], dimension_rows
-    )
+    out += _write(built.panel)
 
     field = human.group_field.replace("_", " ")
     out += [
@@ -447,33 +399,8 @@ def _human_section(
         "compared.",
     ]
     out.append("")
-    group_rows = [
-        [
-            _esc(group) + (f" ({FEW_MARK})" if few_cases(agreement.n_cases) else ""),
-            agreement.n_cases,
-            estimate(agreement.percent_agreement.pooled),
-            coefficient_estimate(agreement.fleiss_kappa.pooled),
-            coefficient_estimate(agreement.krippendorff_alpha.pooled),
-            *[coefficient(e.point) for _, e in agreement.fleiss_kappa.dimensions.items()],
-        ]
-        for group, agreement in human.by_group.items()
-    ]
-    out += _table(
-        [field, "cases", "Pairwise agreement", "Fleiss' κ", "Krippendorff's α", *[f"κ {d}" for d in DIMENSIONS]],
-        group_rows,
-    )
+    out += _write(built.groups)
 
     out += ["", "### Each annotator against the others", ""]
-    out += _table(
-        ["Annotator", "cases", f"All dimensions [{conf} % CI]", *[d.capitalize() for d in DIMENSIONS]],
-        [
-            [
-                _esc(a.annotator),
-                a.n_cases,
-                estimate(a.vs_others.pooled),
-                *[percent(e.point) for _, e in a.vs_others.dimensions.items()],
-            ]
-            for a in human.annotators_vs_others
-        ],
-    )
+    out += _write(built.annotators)
     return out

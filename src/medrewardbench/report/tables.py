@@ -1,261 +1,43 @@
 """The report's tables, built once from declarative column lists; each format only writes them.
 
-A :class:`Column` says what one column of a table shows: its machine name (``key``: the
-spreadsheet's header and the HTML template's field), the header Markdown and HTML print, how to
-get the value from a row (``value``), what kind of value it is (``kind``: decides how each format
-writes it: text with an interval in Markdown and HTML, the number and its bounds in the
-spreadsheet) and in which formats it appears (``shown_in``). :func:`report_tables` walks the
-analysis once and returns every :class:`Table`; :mod:`~medrewardbench.report.markdown`,
-:mod:`~medrewardbench.report.html` and :mod:`~medrewardbench.report.xlsx` only write them.
+Each table below is a list of :class:`~medrewardbench.report.columns.Column` over one kind of row
+(a leaderboard row, a run, a stand-in test). :func:`report_tables` walks the analysis once and
+returns every :class:`~medrewardbench.report.columns.Table`;
+:mod:`~medrewardbench.report.markdown`, :mod:`~medrewardbench.report.html` and
+:mod:`~medrewardbench.report.xlsx` only write them.
 
-Adding a metric to a table is one :class:`Column` in that table's list below (and, for the HTML,
-one cell in the template that names the column's ``key``).
+Adding a metric to a table is one :class:`~medrewardbench.report.columns.Column` in that table's
+list (and, for the HTML, one cell in the template naming the column's ``key``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import (
-    AltTest,
     Analysis,
     Estimate,
-    HumanCeiling,
-    JudgeVerdict,
     LeaderboardRow,
     RunAnalysis,
-    number,
 )
-from medrewardbench.report.format import (
-    MISSING,
-    coefficient,
-    coefficient_estimate,
-    dollars,
-    estimate,
-    percent,
-    ratio,
-    verdict,
+from medrewardbench.report.columns import (
+    EVERYWHERE,
+    HTML,
+    MD,
+    PAGES,
+    SHEET,
+    Column,
+    Judge,
+    Kind,
+    Table,
+    Tiered,
+    per_dimension,
 )
-
-R = TypeVar("R")
-
-MD = "md"
-HTML = "html"
-XLSX = "xlsx"
-EVERYWHERE: frozenset[str] = frozenset({MD, HTML, XLSX})
-PAGES: frozenset[str] = frozenset({MD, HTML})
-"""Markdown and HTML: the formats that print text."""
-SHEET: frozenset[str] = frozenset({XLSX})
-PERCENT_FORMAT = "0.0%"
-RATIO_FORMAT = "0.00"
-
-
-class Kind(Enum):
-    """What a column holds; each format writes each kind its own way."""
-
-    TEXT = "text"
-    """text (Markdown escapes it; left-aligned)"""
-    JUDGE = "judge"
-    """a :class:`Judge` (Markdown marks baselines and the human row)"""
-    COUNT = "count"
-    """an integer"""
-    TIER = "tier"
-    """a tier number, or None (printed ``–``)"""
-    FLAG = "flag"
-    """a bool (spreadsheet only)"""
-    PERCENT = "percent"
-    """a fraction, printed in percent"""
-    ESTIMATE = "estimate"
-    """an :class:`Estimate` or None, printed in percent with its interval"""
-    POINT = "point"
-    """an :class:`Estimate` or None, printed in percent without its interval"""
-    COUNTED = "counted"
-    """an :class:`Estimate`, printed ``"61.8 (34)"``: point in percent, then n"""
-    TIERED = "tiered"
-    """a :class:`Tiered` estimate: an interval and the tier on that dimension"""
-    COEFFICIENT = "coefficient"
-    """a coefficient (two decimals), a float or an :class:`Estimate`'s point"""
-    COEFFICIENT_ESTIMATE = "coefficient_estimate"
-    """an :class:`Estimate` of a coefficient, printed with its interval"""
-    RATIO = "ratio"
-    """an :class:`Estimate` of a ratio (two decimals) or None"""
-    DOLLARS = "dollars"
-    """dollars, or NaN when unknown"""
-    VERDICT = "verdict"
-    """an :class:`AltTest`: the verdict with its winning rate"""
-    REASONS = "reasons"
-    """(reason, count) pairs, most frequent first"""
-
-
-LEFT: frozenset[Kind] = frozenset({Kind.TEXT, Kind.JUDGE, Kind.VERDICT, Kind.REASONS})
-"""Kinds aligned left in Markdown; every other kind is a number, aligned right."""
-
-
-@dataclass(frozen=True)
-class Judge:
-    """A judge's name in a table: baselines and the human row are marked by each format."""
-
-    label: str
-    is_baseline: bool = False
-    human: bool = False
-
-
-@dataclass(frozen=True)
-class Tiered:
-    """An estimate and the judge's tier on that dimension (None without tiers)."""
-
-    estimate: Estimate
-    tier: int | None
-
-
-@dataclass(frozen=True)
-class Column(Generic[R]):
-    """One column of a table.
-
-    ``bounds`` names the spreadsheet columns that hold an estimate's interval (``key`` holds its
-    point); ``count`` names the one that holds a :attr:`Kind.COUNTED` estimate's n.
-    """
-
-    key: str
-    header: str
-    value: Callable[[R], Any]
-    kind: Kind = Kind.TEXT
-    shown_in: frozenset[str] = EVERYWHERE
-    bounds: tuple[str, str] | None = None
-    count: str | None = None
-    blank: str = MISSING
-    """what Markdown and HTML print for a missing value"""
-    strong: bool = False
-    """Markdown prints the value in bold"""
-
-    def text(self, value: Any) -> str:
-        """A value of this column as Markdown and HTML print it (before Markdown's escaping)."""
-        return self.blank if value is None else text(self.kind, value)
-
-    def cell_keys(self) -> list[str]:
-        """The spreadsheet columns this column fills."""
-        return [self.key, *(self.bounds or ()), *([self.count] if self.count else [])]
-
-
-@dataclass(frozen=True)
-class Table(Generic[R]):
-    """Rows and the columns that show them; ``footer`` holds rows given as key -> value (the human row)."""
-
-    name: str
-    columns: tuple[Column[R], ...]
-    rows: tuple[R, ...]
-    footer: tuple[dict[str, Any], ...] = ()
-
-    def shown(self, where: str) -> list[Column[R]]:
-        """The columns one format shows, in order."""
-        return [c for c in self.columns if where in c.shown_in]
-
-    def values(self, where: str) -> list[list[Any]]:
-        """The values of every row, then of the footer rows (None where a footer row has none)."""
-        columns = self.shown(where)
-        rows = [[c.value(row) for c in columns] for row in self.rows]
-        return rows + [[extra.get(c.key) for c in columns] for extra in self.footer]
-
-    def records(self, where: str = HTML) -> list[dict[str, str]]:
-        """Every row as key -> text (the HTML template's fields)."""
-        columns = self.shown(where)
-        return [{c.key: c.text(c.value(row)) for c in columns} for row in self.rows]
-
-
-# --------------------------------------------------------------------------------------------
-# How each kind reads
-# --------------------------------------------------------------------------------------------
-
-
-def text(kind: Kind, value: Any) -> str:
-    """A value as Markdown and HTML print it (before Markdown's escaping).
-
-    Args:
-        kind: the column's kind.
-        value: the value its getter returned (None prints ``–`` for numbers).
-
-    Returns:
-        The text.
-    """
-    if kind in (Kind.ESTIMATE, Kind.TIERED):
-        return estimate(value.estimate if isinstance(value, Tiered) else value)
-    if kind is Kind.PERCENT:
-        return percent(value)
-    if kind is Kind.POINT:
-        return MISSING if value is None else percent(value.point)
-    if kind is Kind.COUNTED:
-        return f"{percent(value.point)} ({value.n})"
-    if kind is Kind.COEFFICIENT:
-        return coefficient(value.point if isinstance(value, Estimate) else value)
-    if kind is Kind.COEFFICIENT_ESTIMATE:
-        return MISSING if value is None else coefficient_estimate(value)
-    if kind is Kind.RATIO:
-        return ratio(value)
-    if kind is Kind.DOLLARS:
-        return dollars(value)
-    if kind is Kind.TIER:
-        return str(value) if value else MISSING
-    if kind is Kind.VERDICT:
-        return verdict(value)
-    if kind is Kind.JUDGE:
-        return str(value.label)
-    if kind is Kind.REASONS:
-        return "; ".join(f"{reason} ({n})" for reason, n in value)
-    return MISSING if value is None else str(value)
-
-
-def cells(column: Column[Any], value: Any) -> list[Any]:
-    """A value as the spreadsheet writes it: one cell, or the point and its bounds or its n.
-
-    Args:
-        column: the column.
-        value: the value its getter returned.
-
-    Returns:
-        The cells (numbers rounded as the files write them; None for missing).
-    """
-    kind = column.kind
-    if kind in (Kind.ESTIMATE, Kind.POINT, Kind.RATIO, Kind.COUNTED, Kind.COEFFICIENT_ESTIMATE):
-        if value is None:
-            return [None] * len(column.cell_keys())
-        out = [number(value.point)]
-        if column.bounds:
-            out += [number(value.low), number(value.high)]
-        if column.count:
-            out.append(value.n)
-        return out
-    if kind is Kind.JUDGE:
-        return [value.label]
-    if kind is Kind.TIER:
-        return [value if isinstance(value, int) else None]
-    if kind in (Kind.PERCENT, Kind.COEFFICIENT, Kind.DOLLARS):
-        return [None if value is None else number(value)]
-    return [value]
-
-
-def number_formats(column: Column[Any]) -> list[str | None]:
-    """The spreadsheet's number format of each cell a column fills (None: the default; an n has none)."""
-    shown = None
-    if column.kind in (Kind.ESTIMATE, Kind.POINT, Kind.PERCENT, Kind.COUNTED):
-        shown = PERCENT_FORMAT
-    elif column.kind is Kind.RATIO:
-        shown = RATIO_FORMAT
-    return [shown, *([shown] * len(column.bounds or ())), *([None] if column.count else [])]
-
-
-# --------------------------------------------------------------------------------------------
-# The tables
-# --------------------------------------------------------------------------------------------
-
-
-def per_dimension(get: Callable[[R, str], Any], dimension: str) -> Callable[[R], Any]:
-    """A column's getter for one dimension: ``get(row, dimension)``."""
-    return lambda row: get(row, dimension)
+from medrewardbench.report.human import HumanTables, human_tables
 
 
 def _tier(row: LeaderboardRow, dimension: str) -> int | None:
@@ -272,10 +54,6 @@ def _tiered(run: RunAnalysis, dimension: str) -> Tiered:
 
 def _kappa(run: RunAnalysis, dimension: str) -> Estimate:
     return run.agreement.kappa[dimension]
-
-
-def _test(found: JudgeVerdict, dimension: str) -> AltTest:
-    return found.tests[dimension]
 
 
 def _judge(row: LeaderboardRow | RunAnalysis) -> Judge:
@@ -513,82 +291,6 @@ def failures_table(analysis: Analysis) -> Table[RunAnalysis]:
 
 
 @dataclass(frozen=True)
-class StandIn:
-    """A judge's row of the stand-in table: its leaderboard row and its alternative annotator tests."""
-
-    row: LeaderboardRow
-    found: JudgeVerdict
-
-
-def stand_in_table(human: HumanCeiling, board: Sequence[LeaderboardRow]) -> Table[StandIn]:
-    """Can a judge stand in for an annotator? The verdict on all dimensions, then per dimension."""
-    rows = []
-    for row in board:
-        found = human.verdict(row.label)
-        if found is not None:
-            rows.append(StandIn(row, found))
-
-    def pooled(r: StandIn) -> AltTest:
-        return r.found.tests.pooled
-
-    return Table(
-        "stand_in",
-        (
-            Column("judge", "Judge", lambda r: _judge(r.row), Kind.JUDGE),
-            Column("verdict", "All dimensions", lambda r: pooled(r).verdict, strong=True),
-            Column("omega", "ω (winning rate)", lambda r: pooled(r).winning_rate, Kind.COEFFICIENT),
-            Column("rho", "ρ (advantage)", lambda r: pooled(r).advantage, Kind.COEFFICIENT),
-            Column("reason", "Why", lambda r: pooled(r).reason),
-        ),
-        tuple(rows),
-    )
-
-
-def stand_in_dimensions_table(human: HumanCeiling, board: Sequence[LeaderboardRow]) -> Table[JudgeVerdict]:
-    """Each judge's stand-in verdict per dimension, with its winning rate."""
-    found = (human.verdict(row.label) for row in board)
-    return Table(
-        "stand_in_dimensions",
-        (
-            Column("judge", "Judge", lambda v: v.label),
-            *[Column(d, d.capitalize(), per_dimension(_test, d), Kind.VERDICT) for d in DIMENSIONS],
-        ),
-        tuple(v for v in found if v is not None),
-    )
-
-
-@dataclass(frozen=True)
-class StandInTest:
-    """One alternative annotator test: a judge's verdict on one column."""
-
-    found: JudgeVerdict
-    column: str
-    test: AltTest
-
-
-def stand_in_tests_table(human: HumanCeiling) -> Table[StandInTest]:
-    """Every stand-in test, one row per judge and column, judges in the analysis' order."""
-    rows = [StandInTest(found, column, test) for found in human.verdicts for column, test in found.tests.columns()]
-    return Table(
-        "stand_in_tests",
-        (
-            Column("judge", "Judge", lambda r: r.found.label),
-            Column("run_id", "Run", lambda r: r.found.run_id),
-            Column("dimension", "Dimension", lambda r: r.column),
-            Column("verdict", "Verdict", lambda r: r.test.verdict),
-            Column("reason", "Why", lambda r: r.test.reason),
-            Column("winning_rate", "ω (winning rate)", lambda r: r.test.winning_rate, Kind.COEFFICIENT),
-            Column("advantage", "ρ (advantage)", lambda r: r.test.advantage, Kind.COEFFICIENT),
-            Column("n_annotators", "Annotators", lambda r: r.test.n_annotators, Kind.COUNT),
-            Column("n_cases", "Cases", lambda r: r.test.n_cases, Kind.COUNT),
-            Column("detectable_margin", "Detectable margin", lambda r: r.test.detectable_margin, Kind.COEFFICIENT),
-            Column("epsilon", "ε", lambda r: human.epsilon),
-        ),
-        tuple(rows),
-    )
-
-
-@dataclass(frozen=True)
 class ReportTables:
     """Every table of a report, built once from one analysis."""
 
@@ -599,11 +301,9 @@ class ReportTables:
     length: Table[RunAnalysis]
     """the spreadsheet writes position and length side by side, on one sheet"""
     failures: Table[RunAnalysis]
-    stand_in: Table[StandIn] | None
-    """None without per-annotator labels"""
-    stand_in_dimensions: Table[JudgeVerdict] | None
-    stand_in_tests: Table[StandInTest] | None
-    """every test in long format (the spreadsheet's ``stand_in`` sheet)"""
+    human: HumanTables | None
+    """the human ceiling's and the stand-in test's tables (:mod:`~medrewardbench.report.human`); None without
+    per-annotator labels"""
 
 
 def report_tables(analysis: Analysis) -> ReportTables:
@@ -624,7 +324,5 @@ def report_tables(analysis: Analysis) -> ReportTables:
         position=position_table(analysis),
         length=length_table(analysis),
         failures=failures_table(analysis),
-        stand_in=None if human is None else stand_in_table(human, board),
-        stand_in_dimensions=None if human is None else stand_in_dimensions_table(human, board),
-        stand_in_tests=None if human is None else stand_in_tests_table(human),
+        human=None if human is None else human_tables(human, board, analysis.settings.confidence),
     )

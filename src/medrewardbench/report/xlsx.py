@@ -23,9 +23,10 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
+from medrewardbench.report.columns import XLSX, Table, cells, number_formats
 from medrewardbench.report.format import METRIC, STAND_IN_METHOD, detectable_sentence, small_sample_banner
 from medrewardbench.report.human import human_long_rows
-from medrewardbench.report.tables import XLSX, Table, cells, number_formats, report_tables
+from medrewardbench.report.tables import report_tables
 
 SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "stand_in", "about")
 HUMAN_COLUMNS: tuple[str, ...] = (
@@ -203,9 +204,9 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         for record in human_long_rows(human):
             human_sheet.append([record[c] for c in HUMAN_COLUMNS])
         _style_header(human_sheet, bold, [34, 30, 30, 18, 14, 22, 10, 10, 10, 8])
-    if tables.stand_in_tests is not None:
+    if tables.human is not None:
         stand_in = workbook.create_sheet("stand_in")
-        _write_table(stand_in, tables.stand_in_tests)
+        _write_table(stand_in, tables.human.stand_in_tests)
         _style_header(stand_in, bold, [34, 30, 18, 28, 80, 12, 12, 12, 10, 16, 9])
     about = workbook.create_sheet("about")
     sensitivity = analysis.sensitivity
