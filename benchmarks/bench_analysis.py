@@ -45,9 +45,9 @@ from medrewardbench.dimensions import DIMENSIONS, ORGAN_SYSTEMS, Order, Winner
 from medrewardbench.metrics.analysis import analyze, select_wrong_cases
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.results import Analysis
+from medrewardbench.report.gallery import gallery_from_parts
 from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
-from medrewardbench.report.render import gallery_from_parts
 from medrewardbench.report.xlsx import write_xlsx
 from medrewardbench.store import StoredJudgment
 

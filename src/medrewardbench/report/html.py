@@ -2,23 +2,18 @@
 
 The page is rendered from an :func:`~medrewardbench.metrics.analysis.analyze` result with a
 jinja2 template (autoescaping on: judge outputs and case texts are always escaped) and, when
-given, a :class:`CaseGallery` of cases that judges got wrong, with every judge's picks on them.
+given, a :class:`~medrewardbench.report.gallery.CaseGallery` of cases that judges got wrong, with every judge's picks on them.
 A few lines of inline JavaScript filter the page by organ system, judge and dimension and open
 images full size; without JavaScript everything is shown and the page reads (and prints) the same.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.images import dicom_display, is_dicom, load_image
 from medrewardbench.metrics.results import (
     CAN_STAND_IN,
     CANNOT,
@@ -48,16 +43,11 @@ from medrewardbench.report.format import (
     signed_percent,
     small_sample_banner,
 )
+from medrewardbench.report.gallery import CaseGallery, gallery_context
 from medrewardbench.report.human import HumanTables
 from medrewardbench.report.tables import report_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
-IMAGE_MAX_SIDE = 1536
-"""Longest side of an embedded image: shown as a thumbnail, opened at this size (images are never enlarged)."""
-RAW_OUTPUT_LIMIT = 6000
-"""Characters of a judge's raw output shown per request; the rest is cut with a note."""
-RATIONALE_LIMIT = 400
-"""Characters of a judge's stated reason shown beside its verdict."""
 SMALL_N = 20
 """Heatmap cells counting fewer judgments than this (10 cases in both orders) are muted."""
 VERDICT_CLASSES = {CAN_STAND_IN: "pass", CANNOT: "fail", TOO_FEW: "unknown"}
@@ -73,170 +63,6 @@ SHORT = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Cases shown in the report
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OrderOutcome:
-    """What a judge answered for a case in one presentation order (verdicts in source order)."""
-
-    order: str
-    verdicts: Mapping[str, int | None]
-    """dimension -> 1 or 2, None where the judge gave no verdict."""
-    raw_output: str | None
-    failure: str | None
-    rationale: str | None = None
-    """the judge's own reason for its verdict, when its answer gave one"""
-
-
-@dataclass(frozen=True)
-class JudgePicks:
-    """One judge's picks on a case, in every order it was judged in."""
-
-    judge: str
-    outcomes: tuple[OrderOutcome, ...]
-    wrong: bool = True
-    """whether the judge missed the labelled winner (on the gallery's dimension) in at least one order"""
-
-
-@dataclass(frozen=True)
-class ImageView:
-    """A case's image as the report embeds it: one JPEG, shown small, opened full size."""
-
-    uri: str
-    width: int
-    height: int
-    caption: str
-    """what the image is: modality, DICOM window, size in pixels"""
-
-
-@dataclass(frozen=True)
-class DoctorsView:
-    """What the annotators and adjudicators said about a case, as its card shows it."""
-
-    votes: Mapping[str, tuple[int, int]]
-    """dimension -> (votes for response 1, votes for response 2), for the dimensions anyone labelled."""
-    sources: Mapping[str, str]
-    """dimension -> where its label came from: ``majority``, ``adjudication`` or ``given``."""
-    undecided: tuple[str, ...]
-    """dimensions with votes but neither a strict majority nor an adjudication (unlabelled)."""
-    notes: tuple[tuple[str, str, str], ...] = ()
-    """(who, what, text): ``comment``, ``cannot judge`` (the reason) or ``adjudicated DIM: response N`` (the note)."""
-
-    @classmethod
-    def of(cls, case: Case) -> DoctorsView | None:
-        """The view of a case's annotations and adjudications, or None when it has neither.
-
-        Args:
-            case: the case as loaded from its data source.
-
-        Returns:
-            The view.
-        """
-        if not case.annotations and not case.adjudications:
-            return None
-        votes: dict[str, tuple[int, int]] = {}
-        for dim in DIMENSIONS:
-            picks = [a.labels[dim] for a in case.annotations if dim in a.labels]
-            if picks:
-                votes[dim] = (picks.count(1), picks.count(2))
-        undecided = tuple(
-            dim for dim, (one, two) in votes.items() if dim not in case.labels and 2 * max(one, two) <= one + two
-        )
-        notes: list[tuple[str, str, str]] = []
-        for annotation in case.annotations:
-            if annotation.cannot_judge:
-                notes.append(
-                    (annotation.annotator, "cannot judge", annotation.cannot_judge_reason or "(no reason given)")
-                )
-            if annotation.comment:
-                notes.append((annotation.annotator, "comment", annotation.comment))
-        for adjudication in case.adjudications:
-            what = f"adjudicated {adjudication.dimension}: response {adjudication.label}"
-            notes.append((adjudication.by, what, adjudication.note or ""))
-        sources = {dim: case.label_source(dim) or "given" for dim in case.labels}
-        return cls(votes, sources, undecided, tuple(notes))
-
-
-@dataclass(frozen=True)
-class CaseView:
-    """A case as the report shows it; texts and image are None when the source is unavailable."""
-
-    case_id: str
-    organ_system: str
-    labels: Mapping[str, int]
-    question: str | None = None
-    response_1: str | None = None
-    response_2: str | None = None
-    image: ImageView | None = None
-    notes: tuple[str, ...] = ()
-    picks: tuple[JudgePicks, ...] = ()
-    """every judge's picks, the ones that missed the case marked ``wrong``"""
-    doctors: DoctorsView | None = None
-    """how the annotators voted, their notes and the adjudications; None when the data has none"""
-
-
-@dataclass(frozen=True)
-class CaseGallery:
-    """The cases judges got wrong, each case once, with an index per judge."""
-
-    cases: tuple[CaseView, ...]
-    by_judge: Mapping[str, Sequence[str]]
-    """judge label -> the case ids it got wrong that are shown (in display order)."""
-    dimension: str = "overall"
-    per_judge: int = 50
-    notes: tuple[str, ...] = field(default=())
-
-
-def case_image(image: ImageRef, *, modality: str | None = None, max_side: int = IMAGE_MAX_SIDE) -> ImageView:
-    """Embed a case's image: a JPEG ``data:`` URI at up to ``max_side`` pixels, and what it is.
-
-    DICOM is rendered as the loaders render it (modality LUT, then the file's VOI window); the
-    caption names the DICOM modality and that window, in Hounsfield units for CT.
-
-    Args:
-        image: the image reference.
-        modality: the case's modality (metadata), for images that do not carry one.
-        max_side: the longest side in pixels after shrinking.
-
-    Returns:
-        The embedded image with its caption.
-
-    Raises:
-        ImageError: the image cannot be decoded.
-    """
-    picture = load_image(image)
-    width, height = picture.size
-    facts = []
-    if is_dicom(image):
-        display = dicom_display(image)
-        facts.append(f"DICOM {display.modality or 'image'}")
-        if display.monochrome:
-            units = f" {display.units}" if display.units else ""
-            facts.append(f"window centre {display.center:g}, width {display.width:g}{units}")
-    elif modality:
-        facts.append(modality)
-    facts.append(f"{width} × {height} px")
-    picture.thumbnail((max_side, max_side))
-    buffer = io.BytesIO()
-    picture.convert("RGB").save(buffer, format="JPEG", quality=85, optimize=True)
-    uri = "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-    return ImageView(uri, picture.size[0], picture.size[1], " · ".join(facts))
-
-
-# --------------------------------------------------------------------------------------------
-# Formatting
-# --------------------------------------------------------------------------------------------
-
-
-def _clip(text: str | None, limit: int = RAW_OUTPUT_LIMIT) -> tuple[str | None, int]:
-    if text is None or len(text) <= limit:
-        return text, 0
-    return text[:limit], len(text) - limit
-
-
 def _diverging(value: float, scale: float) -> str:
     """Blue (positive) to orange (negative) through white, colour-blind safe (PuOr-like)."""
     t = max(-1.0, min(1.0, value / scale)) if scale else 0.0
@@ -249,10 +75,6 @@ def _diverging(value: float, scale: float) -> str:
 # --------------------------------------------------------------------------------------------
 # Context
 # --------------------------------------------------------------------------------------------
-
-
-def _words(text: str | None) -> int | None:
-    return None if text is None else len(text.split())
 
 
 def _sampling(config: Mapping[str, Any]) -> str:
@@ -487,7 +309,7 @@ def _context(
         "labels_longer": percent(dataset.expert_longer_rate["overall"]),
         "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
-        "gallery": None if gallery is None else _gallery_context(gallery, labels),
+        "gallery": None if gallery is None else gallery_context(gallery, labels),
         "human": None
         if analysis.human is None or tables.human is None
         else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
@@ -662,137 +484,6 @@ def _pairwise_matrix(analysis: Analysis, board: Sequence[LeaderboardRow]) -> dic
         "n_pairs": len(analysis.pairwise.on_score()),
         "n_significant": sum(1 for c in analysis.pairwise.on_score() if c.significant),
     }
-
-
-def _verdict_cell(case_label: int | None, outcomes: Sequence[OrderOutcome], dim: str) -> dict[str, Any]:
-    """One dimension of one judge: its pick per order, each marked right or wrong."""
-    parts = []
-    wrong = False
-    for outcome in outcomes:
-        verdict = outcome.verdicts.get(dim)
-        if verdict is None:
-            parts.append({"text": "—", "cls": "fail", "title": f"{outcome.order}: no verdict"})
-            wrong = True
-        elif case_label is None:
-            parts.append({"text": str(verdict), "cls": "nolabel", "title": f"{outcome.order}: response {verdict}"})
-        elif verdict == case_label:
-            parts.append({"text": f"{verdict}✓", "cls": "ok", "title": f"{outcome.order}: response {verdict}, right"})
-        else:
-            parts.append({"text": f"{verdict}✗", "cls": "bad", "title": f"{outcome.order}: response {verdict}, wrong"})
-            wrong = True
-    return {"dim": dim, "parts": parts, "wrong": wrong}
-
-
-def _doctors_cell(doctors: DoctorsView, dim: str, label: int | None) -> dict[str, Any]:
-    """How the annotators voted on one dimension: ``2–1`` (for the labelled winner first), and what decided it."""
-    if dim not in doctors.votes:
-        return {"text": "–", "cls": "none", "title": "nobody labelled this dimension"}
-    one, two = doctors.votes[dim]
-    source = doctors.sources.get(dim)
-    if label is None:
-        return {
-            "text": f"{one}–{two} undecided",
-            "cls": "undecided",
-            "title": f"{one} for response 1, {two} for response 2: no strict majority and no adjudication; unlabelled",
-        }
-    mine, other = (one, two) if label == 1 else (two, one)
-    if source == "adjudication":
-        return {
-            "text": f"{mine}–{other} adjudicated",
-            "cls": "adjudicated",
-            "title": f"{one} for response 1, {two} for response 2; an adjudicator chose response {label}",
-        }
-    return {
-        "text": f"{mine}–{other}",
-        "cls": "majority" if source == "majority" else "given",
-        "title": f"{one} for response 1, {two} for response 2",
-    }
-
-
-def _anchor(case_id: str) -> str:
-    return "case-" + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in case_id)
-
-
-def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, Any]:
-    rank = {label: i for i, label in enumerate(labels)}
-    cases = []
-    for case in gallery.cases:
-        rows = []
-        raws = []
-        for picks in sorted(case.picks, key=lambda m: rank.get(m.judge, len(rank))):
-            reasons = [
-                {"order": o.order, "text": _clip(o.rationale, RATIONALE_LIMIT)[0]}
-                for o in picks.outcomes
-                if o.rationale
-            ]
-            rows.append(
-                {
-                    "judge": picks.judge,
-                    "wrong": picks.wrong,
-                    "cells": [_verdict_cell(case.labels.get(d), picks.outcomes, d) for d in DIMENSIONS],
-                    "reasons": reasons,
-                }
-            )
-            if not picks.wrong:
-                continue  # raw outputs of the judges that missed the case; the others' picks are in the table
-            for outcome in picks.outcomes:
-                if outcome.raw_output is None and outcome.failure is None:
-                    continue  # rule-based judges produce no text
-                raw, cut = _clip(outcome.raw_output)
-                raws.append(
-                    {"judge": picks.judge, "order": outcome.order, "raw": raw, "cut": cut, "failure": outcome.failure}
-                )
-        missed_by = [p.judge for p in case.picks if p.wrong]
-        doctors = None
-        if case.doctors is not None:
-            doctors = {
-                "cells": [_doctors_cell(case.doctors, d, case.labels.get(d)) for d in DIMENSIONS],
-                "notes": [{"who": who, "what": what, "text": text} for who, what, text in case.doctors.notes],
-                "undecided": list(case.doctors.undecided),
-            }
-        cases.append(
-            {
-                "id": case.case_id,
-                "anchor": _anchor(case.case_id),
-                "organ": case.organ_system,
-                "missed_by": missed_by,
-                "labels": [case.labels.get(d) for d in DIMENSIONS],
-                "question": case.question,
-                "response_1": case.response_1,
-                "response_2": case.response_2,
-                "words_1": _words(case.response_1),
-                "words_2": _words(case.response_2),
-                "image": case.image,
-                "notes": case.notes,
-                "rows": rows,
-                "has_reasons": any(row["reasons"] for row in rows),
-                "raws": raws,
-                "n_raw_judges": len({r["judge"] for r in raws}),
-                "doctors": doctors,
-                "sources": [case.doctors.sources.get(d) if case.doctors else None for d in DIMENSIONS],
-            }
-        )
-    anchors = {c["id"]: c["anchor"] for c in cases}
-    index = [
-        {
-            "label": label,
-            "cases": [{"id": cid, "anchor": anchors[cid]} for cid in gallery.by_judge.get(label, []) if cid in anchors],
-        }
-        for label in labels
-    ]
-    return {
-        "cases": cases,
-        "index": index,
-        "organs": sorted({c["organ"] for c in cases}),
-        "dimension": gallery.dimension,
-        "per_judge": gallery.per_judge,
-        "notes": gallery.notes,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# Rendering
-# --------------------------------------------------------------------------------------------
 
 
 def render_html(

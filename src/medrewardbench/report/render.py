@@ -18,19 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case
-from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.metrics.analysis import (
     DataSet,
     LoadedRun,
-    case_difficulty_order,
-    judge_labels,
     resolve_group_fields,
-    select_wrong_cases,
 )
-from medrewardbench.metrics.core import RunData
-from medrewardbench.metrics.loading import analyze_dataset, different_data_error, find_datasets, load_judged_cases
+from medrewardbench.metrics.loading import analyze_dataset, different_data_error, find_datasets
 from medrewardbench.metrics.results import (
     DEFAULT_EPSILON,
     PAIRWISE_COLUMNS,
@@ -42,9 +35,8 @@ from medrewardbench.metrics.results import (
     Sensitivity,
     number,
 )
-from medrewardbench.report.html import CaseGallery, CaseView, DoctorsView, JudgePicks, OrderOutcome, case_image
+from medrewardbench.report.gallery import build_case_gallery
 from medrewardbench.report.human import human_long_rows
-from medrewardbench.store import StoredJudgment
 
 FORMATS: tuple[str, ...] = ("md", "csv", "json", "xlsx", "html")
 FILE_NAMES: dict[str, str] = {
@@ -219,173 +211,6 @@ def write_analysis_csv(analysis: Analysis, path: str | Path) -> Path:
 def write_pairwise_csv(analysis: Analysis, path: str | Path) -> Path:
     """Write every pairwise comparison (one row per pair and column) as CSV. Returns the path."""
     return _write_csv([c.to_json() for c in analysis.pairwise.comparisons], PAIRWISE_COLUMNS, Path(path))
-
-
-# --------------------------------------------------------------------------------------------
-# Cases judged wrong
-# --------------------------------------------------------------------------------------------
-
-
-def _rationale(stored: StoredJudgment | None, quoted: Sequence[str]) -> str | None:
-    """The judge's own reason for its verdict, when its answer gave one (the templates ask for one)."""
-    if stored is None:
-        return None
-    reason = stored.extra.get("reason") if isinstance(stored.extra, Mapping) else None
-    if isinstance(reason, str) and reason.strip():
-        return reason.strip()
-    if not stored.raw_output:
-        return None
-    from medrewardbench.parsing import parse_verdicts
-
-    parsed = parse_verdicts(stored.raw_output, quoted=quoted)
-    return parsed.reason.strip() if parsed.reason and parsed.reason.strip() else None
-
-
-def gallery_from_parts(
-    runs: Sequence[RunData],
-    judgments: Mapping[str, Mapping[tuple[str, str], StoredJudgment]],
-    cases: Mapping[str, Case] | None,
-    *,
-    case_hashes: Mapping[str, str] | None = None,
-    notes: Sequence[str] = (),
-    per_judge: int = 50,
-    dimension: str = "overall",
-) -> CaseGallery:
-    """Assemble the gallery of cases judges got wrong, with every judge's picks on each of them.
-
-    Args:
-        runs: runs on one data set (their labels decide right and wrong).
-        judgments: run id -> (case id, order) -> stored judgment (for raw outputs, failures and
-            the judges' reasons).
-        cases: case id -> the case as loaded from the data source, or None when the source could
-            not be loaded (texts and images are then left out, and ``notes`` should say why).
-        case_hashes: case id -> content hash recorded at judging time; a case whose loaded
-            content hashes differently gets a note.
-        notes: notes about the whole section.
-        per_judge: at most this many wrongly judged cases per judge select a case for the gallery.
-        dimension: the dimension that decides right and wrong.
-
-    Returns:
-        The gallery: cases in the order "missed by most judges first", each with every judge's
-        picks in both orders (``JudgePicks.wrong`` marks the judges that missed it).
-    """
-    labels = judge_labels(runs)
-    selection = select_wrong_cases(runs, per_judge=per_judge, dimension=dimension)
-    if not runs:
-        return CaseGallery((), {}, dimension, per_judge, tuple(notes))
-    first = runs[0]
-    chosen = {i for indices in selection.values() for i in indices}
-    order = [i for i in case_difficulty_order(runs, dimension) if i in chosen]
-    by_judge = {
-        label: [first.case_ids[i] for i in selection[run.run_id]] for label, run in zip(labels, runs, strict=True)
-    }
-    wrong_sets = {run.run_id: set(selection[run.run_id]) for run in runs}
-    organ = first.groups.get("organ_system", ("unknown",) * first.n_cases)
-    views = []
-    for i in order:
-        case_id = first.case_ids[i]
-        case = cases.get(case_id) if cases is not None else None
-        quoted = [case.question, case.response_1, case.response_2] if case is not None else []
-        case_labels = {d: int(first.labels[i, j]) for j, d in enumerate(DIMENSIONS) if first.labels[i, j] > 0}
-        picks = []
-        for label, run in zip(labels, runs, strict=True):
-            outcomes = []
-            for order_ in run.orders:
-                stored = judgments.get(run.run_id, {}).get((case_id, order_.value))
-                verdict_row = run.verdicts[i, 0 if order_.value == "original" else 1]
-                verdicts = {
-                    d: (int(v) if v > 0 else None) for d, v in zip(DIMENSIONS, verdict_row.tolist(), strict=True)
-                }
-                outcomes.append(
-                    OrderOutcome(
-                        order=order_.value,
-                        verdicts=verdicts,
-                        raw_output=None if stored is None else stored.raw_output,
-                        failure=None if stored is None else stored.failure,
-                        rationale=_rationale(stored, quoted),
-                    )
-                )
-            picks.append(JudgePicks(label, tuple(outcomes), wrong=i in wrong_sets[run.run_id]))
-        views.append(_case_view(case_id, organ[i], case_labels, cases, case_hashes, tuple(picks)))
-    return CaseGallery(tuple(views), by_judge, dimension, per_judge, tuple(notes))
-
-
-def _case_view(
-    case_id: str,
-    organ: str,
-    labels: dict[str, int],
-    cases: Mapping[str, Case] | None,
-    case_hashes: Mapping[str, str] | None,
-    picks: tuple[JudgePicks, ...],
-) -> CaseView:
-    if cases is None:
-        return CaseView(case_id, organ, labels, picks=picks)
-    case = cases.get(case_id)
-    if case is None:
-        return CaseView(case_id, organ, labels, notes=("This case is no longer in the data source.",), picks=picks)
-    notes: list[str] = []
-    image = None
-    if case.image.kind == "none":
-        notes.append("This case has no image.")
-    else:
-        try:
-            image = case_image(case.image, modality=case.modality)
-        except (MedRewardBenchError, OSError, ValueError) as exc:
-            notes.append(f"The image could not be loaded: {exc}")
-    if case_hashes is not None and case_id in case_hashes:
-        try:
-            changed = case.content_hash() != case_hashes[case_id]
-        except (MedRewardBenchError, OSError):
-            changed = False
-        if changed:
-            notes.append(
-                "Warning: this case has changed in the data source since it was judged; "
-                "the text and image shown are the current ones."
-            )
-    return CaseView(
-        case_id,
-        organ,
-        labels,
-        case.question,
-        case.response_1,
-        case.response_2,
-        image,
-        tuple(notes),
-        picks,
-        DoctorsView.of(case),
-    )
-
-
-def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dimension: str = "overall") -> CaseGallery:
-    """The cases judges got wrong, with raw outputs, texts and images.
-
-    Raw outputs come from the stores; texts and images are re-loaded from the runs' data source
-    (``RunRecord.dataset_source``).
-
-    If the source cannot be loaded (moved, in-memory, offline Hub), the cases are shown without
-    question, answers and image, and the section says why.
-
-    Args:
-        bundles: loaded runs on one data set (a pooled run reads each of its parts' stores).
-        per_judge: at most this many wrongly judged cases per judge select a case.
-        dimension: the dimension that decides right and wrong.
-
-    Returns:
-        The gallery.
-    """
-    runs = [b.data for b in bundles]
-    selection = select_wrong_cases(runs, per_judge=per_judge, dimension=dimension)
-    wanted = {runs[0].case_ids[i] for indices in selection.values() for i in indices} if runs else set()
-    loaded = load_judged_cases(bundles, wanted)
-    return gallery_from_parts(
-        runs,
-        loaded.judgments,
-        loaded.cases,
-        case_hashes=loaded.case_hashes,
-        notes=loaded.notes,
-        per_judge=per_judge,
-        dimension=dimension,
-    )
 
 
 # --------------------------------------------------------------------------------------------
