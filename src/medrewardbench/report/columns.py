@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
-from medrewardbench.metrics.results import Estimate, number
+from medrewardbench.metrics.results import Estimate, number, p_number
 from medrewardbench.report.format import (
     MISSING,
     coefficient,
     coefficient_estimate,
     dollars,
     estimate,
+    p_value,
     percent,
     ratio,
     verdict,
@@ -74,6 +75,8 @@ class Kind(Enum):
     """an :class:`Estimate` of a coefficient, printed with its interval"""
     RATIO = "ratio"
     """an :class:`Estimate` of a ratio (two decimals) or None"""
+    P_VALUE = "p_value"
+    """a :class:`PValue`: three decimals, or below the floor its resamples can resolve"""
     DOLLARS = "dollars"
     """dollars, or NaN when unknown"""
     VERDICT = "verdict"
@@ -101,6 +104,14 @@ class Group:
 
     name: str
     few: bool = False
+
+
+@dataclass(frozen=True)
+class PValue:
+    """A p-value and the bootstrap resamples behind it (None: from an exact distribution)."""
+
+    p: float
+    resamples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +209,8 @@ def text(kind: Kind, value: Any) -> str:
         return ratio(value)
     if kind is Kind.DOLLARS:
         return dollars(value)
+    if kind is Kind.P_VALUE:
+        return p_value(value.p, resamples=value.resamples)
     if kind is Kind.TIER:
         return str(value) if value else MISSING
     if kind is Kind.VERDICT:
@@ -237,6 +250,8 @@ def cells(column: Column[Any], value: Any) -> list[Any]:
         return [value.name]
     if kind is Kind.TIER:
         return [value if isinstance(value, int) else None]
+    if kind is Kind.P_VALUE:
+        return [p_number(value.p)]
     if kind in (Kind.PERCENT, Kind.COEFFICIENT, Kind.DOLLARS):
         return [None if value is None else number(value)]
     return [value]

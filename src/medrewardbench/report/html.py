@@ -2,7 +2,8 @@
 
 The page is rendered from an :func:`~medrewardbench.metrics.analysis.analyze` result with a
 jinja2 template (autoescaping on: judge outputs and case texts are always escaped) and, when
-given, a :class:`~medrewardbench.report.gallery.CaseGallery` of cases that judges got wrong, with every judge's picks on them.
+given, a :class:`~medrewardbench.report.gallery.CaseGallery` of cases that judges got wrong,
+with every judge's picks on them.
 A few lines of inline JavaScript filter the page by organ system, judge and dimension and open
 images full size; without JavaScript everything is shown and the page reads (and prints) the same.
 """

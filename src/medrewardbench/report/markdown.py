@@ -6,6 +6,7 @@ Numbers are percentages with one decimal, intervals written ``71.2 [68.0, 74.3]`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
@@ -16,7 +17,6 @@ from medrewardbench.metrics.results import (
     HumanCeiling,
     Sensitivity,
     Settings,
-    number,
 )
 from medrewardbench.report.columns import LEFT, MD, Column, Kind, Table
 from medrewardbench.report.format import (
@@ -27,7 +27,6 @@ from medrewardbench.report.format import (
     detectable_sentence,
     estimate,
     few_cases,
-    p_value,
     percent,
     points,
     small_sample_banner,
@@ -260,34 +259,20 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
     ]
     out += _write(tables.length)
 
-    pairs = analysis.pairwise.on_score()
-    significant = sorted((c for c in pairs if c.significant), key=lambda c: -abs(number(c.diff) or 0.0))
+    significant = tables.pairwise.rows
     out += [
         "",
         "## Pairwise differences",
         "",
-        f"{len(significant)} of {len(pairs)} pairs differ significantly on the score (paired bootstrap, Holm). "
-        "Both tests resample or permute whole cases; every dimension is in the CSV, JSON and spreadsheet outputs.",
+        f"{len(significant)} of {len(analysis.pairwise.on_score())} pairs differ significantly on the score (paired "
+        "bootstrap, Holm). Both tests resample or permute whole cases; every dimension is in the CSV, JSON and "
+        "spreadsheet outputs.",
         "",
     ]
     if significant:
-        listed = significant[:MAX_PAIRS_LISTED]
-        out += _table(
-            ["Judge A", "Judge B", "A − B (points)", "Holm p (bootstrap)", "Holm p (case test)"],
-            [
-                [
-                    _esc(c.a),
-                    _esc(c.b),
-                    estimate(c.difference, signed=True),
-                    p_value(c.p_bootstrap_holm, resamples=settings.n_resamples),
-                    p_value(c.p_case_holm),
-                ]
-                for c in listed
-            ],
-            [False, False, True, True, True],
-        )
-        if len(significant) > len(listed):
-            out.append(f"\n…and {len(significant) - len(listed)} more.")
+        out += _write(replace(tables.pairwise, rows=significant[:MAX_PAIRS_LISTED]))
+        if len(significant) > MAX_PAIRS_LISTED:
+            out.append(f"\n…and {len(significant) - MAX_PAIRS_LISTED} more.")
 
     out += _note(
         f"With {sensitivity.n_cases.pooled} cases, score differences under {points(sensitivity.between_judges.pooled)} "

@@ -22,7 +22,9 @@ from medrewardbench.metrics.results import (
     Analysis,
     Estimate,
     LeaderboardRow,
+    PairwiseComparison,
     RunAnalysis,
+    number,
 )
 from medrewardbench.report.columns import (
     EVERYWHERE,
@@ -33,6 +35,7 @@ from medrewardbench.report.columns import (
     Column,
     Judge,
     Kind,
+    PValue,
     Table,
     Tiered,
     per_dimension,
@@ -290,6 +293,35 @@ def failures_table(analysis: Analysis) -> Table[RunAnalysis]:
     )
 
 
+def pairwise_table(analysis: Analysis) -> Table[PairwiseComparison]:
+    """The pairs of judges that differ significantly on the score, largest differences first.
+
+    Markdown lists them; the HTML draws every pair as a matrix and the spreadsheet, CSV and JSON
+    hold every pair on every column (:data:`~medrewardbench.metrics.results.PAIRWISE_COLUMNS`).
+    """
+    pairs = analysis.pairwise.on_score()
+    significant = sorted((c for c in pairs if c.significant), key=lambda c: -abs(number(c.diff) or 0.0))
+    resamples = analysis.settings.n_resamples
+    only_md = frozenset({MD})
+    return Table(
+        "pairwise",
+        (
+            Column("a", "Judge A", lambda c: c.a, shown_in=only_md),
+            Column("b", "Judge B", lambda c: c.b, shown_in=only_md),
+            Column("diff", "A − B (points)", lambda c: c.difference, Kind.SIGNED, only_md),
+            Column(
+                "p_bootstrap_holm",
+                "Holm p (bootstrap)",
+                lambda c: PValue(c.p_bootstrap_holm, resamples),
+                Kind.P_VALUE,
+                only_md,
+            ),
+            Column("p_case_holm", "Holm p (case test)", lambda c: PValue(c.p_case_holm), Kind.P_VALUE, only_md),
+        ),
+        tuple(significant),
+    )
+
+
 @dataclass(frozen=True)
 class ReportTables:
     """Every table of a report, built once from one analysis."""
@@ -301,6 +333,8 @@ class ReportTables:
     length: Table[RunAnalysis]
     """the spreadsheet writes position and length side by side, on one sheet"""
     failures: Table[RunAnalysis]
+    pairwise: Table[PairwiseComparison]
+    """the significant differences on the score"""
     human: HumanTables | None
     """the human ceiling's and the stand-in test's tables (:mod:`~medrewardbench.report.human`); None without
     per-annotator labels"""
@@ -324,5 +358,6 @@ def report_tables(analysis: Analysis) -> ReportTables:
         position=position_table(analysis),
         length=length_table(analysis),
         failures=failures_table(analysis),
+        pairwise=pairwise_table(analysis),
         human=None if human is None else human_tables(human, board, analysis.settings.confidence),
     )
