@@ -166,6 +166,79 @@ def _context(
             "high": percent(top.score.high),
             "has_interval": top.score.has_interval,
         }
+    dimension_rows = [
+        {
+            "label": r.label,
+            "is_baseline": r.is_baseline,
+            "cells": [
+                {"dim": c.key, "text": c.text(v), "tier": "" if v.tier is None else v.tier}
+                for c, v in zip(tables.dimensions.shown(HTML)[1:], values[1:], strict=True)
+            ],
+        }
+        for r, values in zip(tables.dimensions.rows, tables.dimensions.values(HTML), strict=True)
+    ]
+    organ_tokens = {name: f"o{i}" for i, name in enumerate(sorted(dataset.groups.get("organ_system", {})))}
+    charts = _charts(analysis, organ_tokens)
+    agreement_rows = tables.agreement.records(HTML)
+    position_rows = tables.position.records(HTML)
+    length_rows = tables.length.records(HTML)
+    failures = tables.failures.records(HTML)
+
+    sensitivity = analysis.sensitivity
+    return {
+        "small_sample_banner": small_sample_banner(sensitivity),
+        "notes": _sensitivity_notes(sensitivity, analysis.human is not None, dataset.groups.get("organ_system", {})),
+        "few_mark": FEW_MARK,
+        "title": title,
+        "schema": analysis.schema,
+        "dataset": dataset,
+        "labels_banner": provenance.banner(),
+        "labels_text": provenance.text(),
+        "labels_by_experts": provenance.by_experts,
+        "metric": METRIC,
+        "example": example,
+        "settings": settings,
+        "confidence_pct": round(100 * settings.confidence),
+        "n_judges": len(board),
+        "dimensions": DIMENSIONS,
+        "short": SHORT,
+        "leaderboard": leaderboard,
+        "configuration": _configuration_rows(ordered, run_dates),
+        "with_cost": any(row.has_cost for row in board),
+        "forest": charts["forest"],
+        "dimension_rows": dimension_rows,
+        "dimension_bars": charts["dimension_bars"],
+        "heatmaps": charts["heatmaps"],
+        "small_n": SMALL_N,
+        "colour_scale": plots.colour_scale(),
+        "organ_sizes": dataset.groups.get("organ_system", {}),
+        "judge_labels": labels,
+        # filter tokens: labels and organ names may hold spaces, the data-* lists may not
+        "judge_tokens": {label: f"j{i}" for i, label in enumerate(labels)},
+        "organ_tokens": organ_tokens,
+        "agreement_rows": agreement_rows,
+        "labels_coherence": percent(dataset.expert_coherence.get("accuracy")),
+        "position_rows": position_rows,
+        "position_plot": charts["position_plot"],
+        "length_rows": length_rows,
+        "length_plot": charts["length_plot"],
+        "labels_longer": percent(dataset.expert_longer_rate["overall"]),
+        "pairwise": _pairwise_matrix(analysis, board),
+        "failures": failures,
+        "gallery": None if gallery is None else gallery_context(gallery, labels),
+        "human": None
+        if analysis.human is None or tables.human is None
+        else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
+    }
+
+
+def _charts(analysis: Analysis, organ_tokens: Mapping[str, str]) -> dict[str, Any]:
+    """The report's SVG charts: score forest, per-dimension bars, organ heatmaps, position and length plots."""
+    board = analysis.leaderboard
+    ordered = analysis.ranked_runs()
+    labels = [r.label for r in ordered]
+    settings = analysis.settings
+    dataset = analysis.dataset
     forest = plots.forest(
         [("◆ " if r.is_baseline else "") + r.label for r in board],
         [optional(r.score.point) for r in board],
@@ -179,17 +252,6 @@ def _context(
         axis=f"{METRIC}, %",
     )
 
-    dimension_rows = [
-        {
-            "label": r.label,
-            "is_baseline": r.is_baseline,
-            "cells": [
-                {"dim": c.key, "text": c.text(v), "tier": "" if v.tier is None else v.tier}
-                for c, v in zip(tables.dimensions.shown(HTML)[1:], values[1:], strict=True)
-            ],
-        }
-        for r, values in zip(tables.dimensions.rows, tables.dimensions.values(HTML), strict=True)
-    ]
     dimension_bars = [
         {
             "dim": d,
@@ -208,7 +270,6 @@ def _context(
         for d in DIMENSIONS
     ]
 
-    organ_tokens = {name: f"o{i}" for i, name in enumerate(sorted(dataset.groups.get("organ_system", {})))}
     heatmaps = []
     for r in ordered:
         organ = r.groups.get("organ_system")
@@ -239,8 +300,6 @@ def _context(
             }
         )
 
-    agreement_rows = tables.agreement.records(HTML)
-    position_rows = tables.position.records(HTML)
     first_shown = [r.position.first_position_rate.pooled for r in ordered]
     position_plot = plots.forest(
         labels,
@@ -255,7 +314,6 @@ def _context(
         axis="picks of the response shown first, %",
     )
 
-    length_rows = tables.length.records(HTML)
     length_plot = plots.dumbbell(
         labels,
         [optional(r.length.accuracy_expert_longer["overall"].point) for r in ordered],
@@ -267,53 +325,12 @@ def _context(
         axis=f"{METRIC}, %",
     )
 
-    failures = tables.failures.records(HTML)
-
-    sensitivity = analysis.sensitivity
     return {
-        "small_sample_banner": small_sample_banner(sensitivity),
-        "notes": _sensitivity_notes(sensitivity, analysis.human is not None, dataset.groups.get("organ_system", {})),
-        "few_mark": FEW_MARK,
-        "title": title,
-        "schema": analysis.schema,
-        "dataset": dataset,
-        "labels_banner": provenance.banner(),
-        "labels_text": provenance.text(),
-        "labels_by_experts": provenance.by_experts,
-        "metric": METRIC,
-        "example": example,
-        "settings": settings,
-        "confidence_pct": round(100 * settings.confidence),
-        "n_judges": len(board),
-        "dimensions": DIMENSIONS,
-        "short": SHORT,
-        "leaderboard": leaderboard,
-        "configuration": _configuration_rows(ordered, run_dates),
-        "with_cost": any(row.has_cost for row in board),
         "forest": forest,
-        "dimension_rows": dimension_rows,
         "dimension_bars": dimension_bars,
         "heatmaps": heatmaps,
-        "small_n": SMALL_N,
-        "colour_scale": plots.colour_scale(),
-        "organ_sizes": dataset.groups.get("organ_system", {}),
-        "judge_labels": labels,
-        # filter tokens: labels and organ names may hold spaces, the data-* lists may not
-        "judge_tokens": {label: f"j{i}" for i, label in enumerate(labels)},
-        "organ_tokens": organ_tokens,
-        "agreement_rows": agreement_rows,
-        "labels_coherence": percent(dataset.expert_coherence.get("accuracy")),
-        "position_rows": position_rows,
         "position_plot": position_plot,
-        "length_rows": length_rows,
         "length_plot": length_plot,
-        "labels_longer": percent(dataset.expert_longer_rate["overall"]),
-        "pairwise": _pairwise_matrix(analysis, board),
-        "failures": failures,
-        "gallery": None if gallery is None else gallery_context(gallery, labels),
-        "human": None
-        if analysis.human is None or tables.human is None
-        else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
     }
 
 

@@ -32,7 +32,7 @@ from medrewardbench.report.format import (
     small_sample_banner,
 )
 from medrewardbench.report.human import HumanTables
-from medrewardbench.report.tables import report_tables
+from medrewardbench.report.tables import ReportTables, report_tables
 
 MAX_PAIRS_LISTED = 60
 
@@ -122,77 +122,11 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
     """
     settings = analysis.settings
     dataset = analysis.dataset
-    board = analysis.leaderboard
-    ordered = analysis.ranked_runs()
     tables = report_tables(analysis)
     conf = round(100 * settings.confidence)
-    out: list[str] = [f"# {title}", ""]
-    name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
-    out.append(
-        f"{name}{dataset.n_cases} cases · {len(board)} judges · data fingerprint `{dataset.data_hash[:12]}` · "
-        f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
-    )
-    out += ["", f"> **{_esc(dataset.labels.banner())}**", ""]
-    banner = small_sample_banner(analysis.sensitivity)
-    if banner:
-        out += [f"> **⚠ {banner}**", ""]
-    if board and board[0].score.defined:
-        top = board[0]
-        if top.score.has_interval:
-            example = (
-                f"- `{estimate(top.score)}`, the score of {_esc(top.label)} (first row below), reads: "
-                f"{percent(top.score.point)} % of its judgments agree with the labels, with a {conf} % interval from "
-                f"{percent(top.score.low)} to {percent(top.score.high)} (cases resampled within organ systems). "
-                "50 % is chance."
-            )
-        else:
-            example = (
-                f"- `{estimate(top.score)}`, the score of {_esc(top.label)} (first row below), reads: "
-                f"{percent(top.score.point)} % of its judgments agree with the labels. 50 % is chance."
-            )
-    else:
-        example = "- 50 % is chance."
-    out += [
-        "## How to read",
-        "",
-        f"- Numbers are the {METRIC}: the share (%) of judgments that name the answer the labels prefer "
-        f"(labels: {_esc(dataset.labels.text())}). Each case is judged in both presentation orders and both count; "
-        "a failed judgment (error, unparseable) counts as wrong.",
-        example,
-        "- **Score** pools all six dimensions (equal to their mean when every case is labelled on all six); "
-        "**macro** weights every organ system equally. Consistent and 1st pos. pool the six dimensions too. "
-        '"Accuracy" is one of the six dimensions, never the score.',
-        f"- **Tier**: tier 1 is the leader plus every judge not significantly different from it (paired bootstrap, "
-        f"Holm-corrected, α = {settings.alpha}); the rule repeats on the rest. Members of one tier may still "
-        "differ from each other.",
-        "- Judges marked *(baseline)* are simple rules; a useful judge beats them.",
-        "",
-        "## Leaderboard",
-        "",
-    ]
-    with_cost = any(row.has_cost for row in board)
     human = analysis.human
-    out += _write(tables.leaderboard)
-    if human is not None:
-        out += [
-            "",
-            f"*{_esc(human.label)}* is not a judge and is not ranked: it is each annotator against the majority of the "
-            "other annotators. **Vs annotators** puts every judge against exactly those majorities; a judge that "
-            f"reaches the *{_esc(human.label)}* row agrees with the annotators as often as one of them does "
-            "(see [Human ceiling](#human-ceiling)). **÷ human** divides the two (1.00 = as often as an annotator). "
-            "**Stands in for an annotator?** is the alternative annotator test on all dimensions "
-            f"(ε = {human.epsilon:g}; see [Can a judge stand in for an annotator?]"
-            "(#can-a-judge-stand-in-for-an-annotator)).",
-        ]
-    out += _note(detectable_sentence(analysis.sensitivity, human=human is not None))
-    if with_cost:
-        out += [
-            "",
-            "Cost: what the run's stored judgments cost at the prices the sweep was given (dollars per million "
-            "input and output tokens; Batch API answers at batch prices); a jury costs what its members cost. "
-            "Per 1,000 cases: per case judged in every order.",
-        ]
-
+    out = _introduction(analysis, title)
+    out += _leaderboard_section(analysis, tables)
     out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
     sensitivity = analysis.sensitivity
     detectable_row = (
@@ -208,25 +142,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             "two-sided 5 %); judges closer than that to chance or to each other on a dimension cannot be told apart.",
         ]
 
-    out += ["", "## Organ systems × dimensions", ""]
-    for field_name in settings.group_fields:
-        for r in ordered:
-            grouped = r.groups.get(field_name)
-            if not grouped:
-                continue
-            sizes = dataset.groups.get(field_name, {})
-            out += [f"### {_esc(r.label)} — by {field_name.replace('_', ' ')}", ""]
-            n_orders = len(r.orders)
-            table_rows = [
-                [_esc(group), sizes.get(group, ""), *_marked_points(est, n_orders, sizes.get(group, 0))]
-                for group, est in grouped.groups.items()
-            ]
-            table_rows.append(["all (pooled)", dataset.n_cases, *_points(grouped.micro)])
-            table_rows.append(["macro (mean)", "", *_points(grouped.macro)])
-            out += _table(
-                [field_name.replace("_", " "), "cases", *[d.capitalize() for d in DIMENSIONS], "All"], table_rows
-            )
-            out.append("")
+    out += _organ_tables(analysis)
     out += _organ_notes(analysis)
 
     out += [
@@ -290,6 +206,115 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         out += _write(tables.failures)
     out.append("")
     return "\n".join(out)
+
+
+def _introduction(analysis: Analysis, title: str) -> list[str]:
+    """The title, the data set, the banners and how to read the numbers (one example from the first row)."""
+    settings = analysis.settings
+    dataset = analysis.dataset
+    board = analysis.leaderboard
+    conf = round(100 * settings.confidence)
+    out: list[str] = [f"# {title}", ""]
+    name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
+    out.append(
+        f"{name}{dataset.n_cases} cases · {len(board)} judges · data fingerprint `{dataset.data_hash[:12]}` · "
+        f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
+    )
+    out += ["", f"> **{_esc(dataset.labels.banner())}**", ""]
+    banner = small_sample_banner(analysis.sensitivity)
+    if banner:
+        out += [f"> **⚠ {banner}**", ""]
+    if board and board[0].score.defined:
+        top = board[0]
+        if top.score.has_interval:
+            example = (
+                f"- `{estimate(top.score)}`, the score of {_esc(top.label)} (first row below), reads: "
+                f"{percent(top.score.point)} % of its judgments agree with the labels, with a {conf} % interval from "
+                f"{percent(top.score.low)} to {percent(top.score.high)} (cases resampled within organ systems). "
+                "50 % is chance."
+            )
+        else:
+            example = (
+                f"- `{estimate(top.score)}`, the score of {_esc(top.label)} (first row below), reads: "
+                f"{percent(top.score.point)} % of its judgments agree with the labels. 50 % is chance."
+            )
+    else:
+        example = "- 50 % is chance."
+    out += [
+        "## How to read",
+        "",
+        f"- Numbers are the {METRIC}: the share (%) of judgments that name the answer the labels prefer "
+        f"(labels: {_esc(dataset.labels.text())}). Each case is judged in both presentation orders and both count; "
+        "a failed judgment (error, unparseable) counts as wrong.",
+        example,
+        "- **Score** pools all six dimensions (equal to their mean when every case is labelled on all six); "
+        "**macro** weights every organ system equally. Consistent and 1st pos. pool the six dimensions too. "
+        '"Accuracy" is one of the six dimensions, never the score.',
+        f"- **Tier**: tier 1 is the leader plus every judge not significantly different from it (paired bootstrap, "
+        f"Holm-corrected, α = {settings.alpha}); the rule repeats on the rest. Members of one tier may still "
+        "differ from each other.",
+        "- Judges marked *(baseline)* are simple rules; a useful judge beats them.",
+        "",
+        "## Leaderboard",
+        "",
+    ]
+    return out
+
+
+def _leaderboard_section(analysis: Analysis, tables: ReportTables) -> list[str]:
+    """The leaderboard table and what its columns mean."""
+    board = analysis.leaderboard
+    out: list[str] = []
+    with_cost = any(row.has_cost for row in board)
+    human = analysis.human
+    out += _write(tables.leaderboard)
+    if human is not None:
+        out += [
+            "",
+            f"*{_esc(human.label)}* is not a judge and is not ranked: it is each annotator against the majority of the "
+            "other annotators. **Vs annotators** puts every judge against exactly those majorities; a judge that "
+            f"reaches the *{_esc(human.label)}* row agrees with the annotators as often as one of them does "
+            "(see [Human ceiling](#human-ceiling)). **÷ human** divides the two (1.00 = as often as an annotator). "
+            "**Stands in for an annotator?** is the alternative annotator test on all dimensions "
+            f"(ε = {human.epsilon:g}; see [Can a judge stand in for an annotator?]"
+            "(#can-a-judge-stand-in-for-an-annotator)).",
+        ]
+    out += _note(detectable_sentence(analysis.sensitivity, human=human is not None))
+    if with_cost:
+        out += [
+            "",
+            "Cost: what the run's stored judgments cost at the prices the sweep was given (dollars per million "
+            "input and output tokens; Batch API answers at batch prices); a jury costs what its members cost. "
+            "Per 1,000 cases: per case judged in every order.",
+        ]
+
+    return out
+
+
+def _organ_tables(analysis: Analysis) -> list[str]:
+    """One table per judge and grouping field: groups x dimensions, cells on 1-3 cases marked."""
+    dataset = analysis.dataset
+    out: list[str] = []
+    out += ["", "## Organ systems × dimensions", ""]
+    for field_name in analysis.settings.group_fields:
+        for r in analysis.ranked_runs():
+            grouped = r.groups.get(field_name)
+            if not grouped:
+                continue
+            sizes = dataset.groups.get(field_name, {})
+            out += [f"### {_esc(r.label)} — by {field_name.replace('_', ' ')}", ""]
+            n_orders = len(r.orders)
+            table_rows = [
+                [_esc(group), sizes.get(group, ""), *_marked_points(est, n_orders, sizes.get(group, 0))]
+                for group, est in grouped.groups.items()
+            ]
+            table_rows.append(["all (pooled)", dataset.n_cases, *_points(grouped.micro)])
+            table_rows.append(["macro (mean)", "", *_points(grouped.macro)])
+            out += _table(
+                [field_name.replace("_", " "), "cases", *[d.capitalize() for d in DIMENSIONS], "All"], table_rows
+            )
+            out.append("")
+    return out
 
 
 def _detectable_cells(sensitivity: Sensitivity) -> list[str]:
