@@ -45,9 +45,9 @@ from medrewardbench.dimensions import DIMENSIONS, ORGAN_SYSTEMS, Order, Winner
 from medrewardbench.metrics.analysis import analyze, select_wrong_cases
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.results import Analysis
+from medrewardbench.report.gallery import gallery_from_parts
 from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
-from medrewardbench.report.render import gallery_from_parts
 from medrewardbench.report.xlsx import write_xlsx
 from medrewardbench.store import StoredJudgment
 
@@ -286,11 +286,12 @@ def write_store(root: Path, n_judges: int, n_cases: int) -> Path:
 
 REPORT_CHILD = r"""
 import json, resource, sys, time
-from medrewardbench.report.render import render_report
+from medrewardbench.report.render import ReportSettings, render_report
 
 run_dir, out, resamples = sys.argv[1], sys.argv[2], int(sys.argv[3])
 start = time.perf_counter()
-written = render_report([run_dir], out, n_resamples=resamples, group_fields=("organ_system", "department"))
+settings = ReportSettings(n_resamples=resamples, group_fields=("organ_system", "department"))
+written = render_report([run_dir], out, settings=settings)
 wall = time.perf_counter() - start
 peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 sizes = {kind: path.stat().st_size for kind, path in written.items()}

@@ -17,7 +17,7 @@ from medrewardbench.errors import StoreError
 from medrewardbench.evaluation import evaluate
 from medrewardbench.metrics.analysis import load_run_bundles
 from medrewardbench.metrics.heldout import CV_FILE, is_cv_folder, load_cv_bundles
-from medrewardbench.report.render import render_reports
+from medrewardbench.report.render import ReportSettings, render_reports
 from medrewardbench.train.folds import split_fold
 
 K = 3
@@ -72,7 +72,7 @@ def test_the_folds_pool_into_one_run_on_the_held_out_cases(cv_folder: Path, tmp_
 
 
 def test_report_renders_a_cv_folder_as_one_pooled_held_out_report(cv_folder: Path, tmp_path: Path) -> None:
-    (report,) = render_reports([cv_folder], tmp_path, n_resamples=200)
+    (report,) = render_reports([cv_folder], tmp_path, settings=ReportSettings(n_resamples=200))
     assert set(report.files) == {"md", "csv", "pairwise_csv", "json", "xlsx", "html"}
     labels = [run.label for run in report.analysis.runs]
     assert labels == ["rm: fold reward models", "baseline:random", "baseline:longer"]

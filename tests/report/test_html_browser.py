@@ -20,7 +20,7 @@ import pytest
 from helpers.runs import RunsFixture
 
 from medrewardbench.metrics.results import CANNOT, VERDICTS
-from medrewardbench.report.render import render_report
+from medrewardbench.report.render import ReportSettings, render_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -69,7 +69,7 @@ def served_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     root = tmp_path_factory.mktemp("browser-demo")
     evaluate(load_benchmark("demo"), [f"baseline:{name}" for name in BASELINE_NAMES], root / "results")
-    render_report([root / "results"], root / "report", formats=("html",), n_resamples=200)
+    render_report([root / "results"], root / "report", formats=("html",), settings=ReportSettings(n_resamples=200))
     yield from _serve(root / "report")
 
 

@@ -21,7 +21,7 @@ from medrewardbench.dimensions import DIMENSIONS, Winner
 from medrewardbench.evaluation import evaluate
 from medrewardbench.metrics.results import HUMAN_LABEL, TOO_FEW, Analysis
 from medrewardbench.report.format import estimate, points, ratio
-from medrewardbench.report.render import render_report
+from medrewardbench.report.render import ReportSettings, render_report
 from medrewardbench.report.terminal import leaderboard_table
 from medrewardbench.report.xlsx import HUMAN_COLUMNS, STAND_IN_COLUMNS
 
@@ -48,7 +48,7 @@ def evaluated(root: Path, annotated: bool) -> dict[str, Any]:
     cases = [with_panel(c, i) if annotated else c for i, c in enumerate(make_cases(18))]
     data = write_canonical(cases, root / "cases.jsonl", embed_images=True)
     result = evaluate(load_benchmark(str(data)), JUDGES, root / "results")
-    written = render_report([root / "results"], root / "report", n_resamples=N_RESAMPLES)
+    written = render_report([root / "results"], root / "report", settings=ReportSettings(n_resamples=N_RESAMPLES))
     return {"result": result, "written": written, "results": root / "results"}
 
 

@@ -18,11 +18,12 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
 from medrewardbench.judges import build_judge
 from medrewardbench.metrics.analysis import analyze
+from medrewardbench.metrics.loading import analyze_paths
 from medrewardbench.metrics.results import Analysis
 from medrewardbench.report.format import METRIC, estimate
 from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
-from medrewardbench.report.render import CSV_COLUMNS, FILE_NAMES, analyze_paths, read_analysis_json, render_report
+from medrewardbench.report.render import CSV_COLUMNS, FILE_NAMES, ReportSettings, read_analysis_json, render_report
 from medrewardbench.report.xlsx import SUMMARY_SHEETS, sheet_names
 from medrewardbench.runner import run_judge
 from medrewardbench.store import Store
@@ -33,7 +34,7 @@ N_RESAMPLES = 300
 @pytest.fixture(scope="module")
 def report(runs_fixture: RunsFixture, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("report")
-    written = render_report([runs_fixture.run_dir], out, n_resamples=N_RESAMPLES)
+    written = render_report([runs_fixture.run_dir], out, settings=ReportSettings(n_resamples=N_RESAMPLES))
     return {"out": out, "written": written, "analysis": read_analysis_json(written["json"])}
 
 
@@ -55,7 +56,10 @@ def test_json_is_the_analysis(report: dict[str, Any], runs_fixture: RunsFixture)
 
 def test_reports_are_reproducible(runs_fixture: RunsFixture, report: dict[str, Any], tmp_path: Path) -> None:
     again = render_report(
-        [runs_fixture.run_dir], tmp_path, formats=("md", "json", "csv", "html"), n_resamples=N_RESAMPLES
+        [runs_fixture.run_dir],
+        tmp_path,
+        formats=("md", "json", "csv", "html"),
+        settings=ReportSettings(n_resamples=N_RESAMPLES),
     )
     for key, path in again.items():
         assert path.read_bytes() == report["written"][key].read_bytes(), key
@@ -176,7 +180,9 @@ def test_html_without_a_loadable_source_says_so(tmp_path: Path) -> None:
     benchmark = Benchmark(name="in-memory", source="memory:in-memory", cases=tuple(make_cases(6)))
     with Store.in_dir(tmp_path / "runs") as store:
         run_judge(build_judge("baseline:first"), benchmark, store)
-    written = render_report([tmp_path / "runs"], tmp_path / "out", formats=("html",), n_resamples=50)
+    written = render_report(
+        [tmp_path / "runs"], tmp_path / "out", formats=("html",), settings=ReportSettings(n_resamples=50)
+    )
     html = written["html"].read_text("utf-8")
     assert "could not be loaded" in html and "memory:in-memory" in html
     assert "data:image" not in html
@@ -190,7 +196,10 @@ def test_html_notes_a_case_that_changed_since_it_was_judged(runs_fixture: RunsFi
     try:
         data_file.write_text(original.replace("What does image 3 show?", "What does image 3 REALLY show?"), "utf-8")
         written = render_report(
-            [runs_fixture.run_dir], tmp_path, formats=("html",), n_resamples=50, judges=["test:broken"]
+            [runs_fixture.run_dir],
+            tmp_path,
+            formats=("html",),
+            settings=ReportSettings(n_resamples=50, judges=["test:broken"]),
         )
     finally:
         data_file.write_text(original, "utf-8")
@@ -240,12 +249,15 @@ def test_csv_long_format(report: dict[str, Any]) -> None:
 
 def test_selecting_judges_and_bad_requests(runs_fixture: RunsFixture, tmp_path: Path) -> None:
     written = render_report(
-        [runs_fixture.run_dir], tmp_path, formats=("json",), n_resamples=50, judges=["baseline:first", "test:oracle"]
+        [runs_fixture.run_dir],
+        tmp_path,
+        formats=("json",),
+        settings=ReportSettings(n_resamples=50, judges=["baseline:first", "test:oracle"]),
     )
     analysis = read_analysis_json(written["json"])
     assert [r.label for r in analysis.leaderboard] == ["test:oracle", "baseline:first"]
     with pytest.raises(StoreError, match="no run of 'nope:model'"):
-        render_report([runs_fixture.run_dir], tmp_path, judges=["nope:model"])
+        render_report([runs_fixture.run_dir], tmp_path, settings=ReportSettings(judges=["nope:model"]))
     with pytest.raises(ValueError, match="unknown report format"):
         render_report([runs_fixture.run_dir], tmp_path, formats=("pdf",))
     with pytest.raises(StoreError, match="data fingerprints differ"):
@@ -332,7 +344,9 @@ def test_html_shows_word_counts_images_full_size_and_the_judge_s_reason(report: 
 
 
 def test_html_heatmap_cells_carry_n_and_small_groups_are_muted(runs_fixture: RunsFixture, tmp_path: Path) -> None:
-    written = render_report([runs_fixture.run_dir], tmp_path, formats=("html",), n_resamples=50)
+    written = render_report(
+        [runs_fixture.run_dir], tmp_path, formats=("html",), settings=ReportSettings(n_resamples=50)
+    )
     html = written["html"].read_text("utf-8")
     heatmap = html[html.index('id="organs"') : html.index('id="agreement"')]
     assert "n 16" in heatmap  # 8 cases per organ system x 2 orders

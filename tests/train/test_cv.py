@@ -294,9 +294,9 @@ def test_cv_command_end_to_end_on_the_demo_set(tiny_qwen2_vl: Path, tmp_path: Pa
     assert f"[{100 * overall['low']:.1f}, {100 * overall['high']:.1f}]" in text
     assert "p case" in text and "case-level sign-flip test" in text and "Folds" in text
     # report renders the folder: one pooled held-out report beside the base and the floor, HTML included
-    from medrewardbench.report.render import render_reports
+    from medrewardbench.report.render import ReportSettings, render_reports
 
-    (rendered,) = render_reports([out], tmp_path / "report", n_resamples=200)
+    (rendered,) = render_reports([out], tmp_path / "report", settings=ReportSettings(n_resamples=200))
     assert {r.judge for r in rendered.analysis.runs} == {"rm: fold reward models", f"hf:{tiny}", "baseline:longer"}
     assert rendered.analysis.run("rm: fold reward models").score.point == pytest.approx(report["tuned"]["all"]["point"])
     assert "rm: fold reward models" in rendered.files["html"].read_text()

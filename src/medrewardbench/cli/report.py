@@ -94,7 +94,7 @@ def report_command(
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
 ) -> None:
     """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
-    from medrewardbench.report.render import render_reports
+    from medrewardbench.report.render import ReportSettings, render_reports
     from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner, sensitivity_banner
 
     out_dir = out or (runs[0] if runs[0].is_dir() else runs[0].parent)
@@ -103,14 +103,16 @@ def report_command(
             runs,
             out_dir,
             [f for f in _split([formats])],
-            judges=_split(judge) or None,
-            data=data,
-            confidence=ci,
-            n_resamples=bootstrap,
-            seed=seed,
-            group_fields=_split(by),
-            cases_per_judge=cases_per_judge,
-            epsilon=epsilon,
+            ReportSettings(
+                judges=_split(judge) or None,
+                data=data,
+                confidence=ci,
+                n_resamples=bootstrap,
+                seed=seed,
+                group_fields=_split(by),
+                cases_per_judge=cases_per_judge,
+                epsilon=epsilon,
+            ),
         )
     except (MedRewardBenchError, ValueError) as exc:
         raise _fail(str(exc)) from exc
@@ -143,7 +145,7 @@ def leaderboard_command(
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
 ) -> None:
     """Rank every run found, with intervals and tiers, baseline rows included: one table per data set."""
-    from medrewardbench.report.render import analyze_dataset, find_datasets
+    from medrewardbench.metrics.loading import analyze_dataset, find_datasets
     from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner, sensitivity_banner
 
     try:
@@ -181,7 +183,7 @@ def compare_command(
     ids: name one by its run id.
     """
     from medrewardbench.metrics.analysis import DataSet, judge_labels
-    from medrewardbench.report.render import analyze_dataset, analyze_paths, find_datasets
+    from medrewardbench.metrics.loading import analyze_dataset, analyze_paths, find_datasets
     from medrewardbench.report.terminal import comparison_table, labels_banner, sensitivity_banner, verdict_table
 
     try:

@@ -1,11 +1,13 @@
 """The typed results of medrewardbench, built and read by ``eval``, ``report``, ``leaderboard``, ``compare``, ``cv``.
 
-Every record is a frozen dataclass; the ones written to files have one ``to_json()`` and one
-``from_json()``. In memory an undefined value is NaN; in files it is null. Fractions are rounded
-to six decimals (:func:`number`; a p-value below 0.001 keeps four significant digits instead,
-:func:`p_number`), once, when a record is built (:func:`fixed`), so ``from_json(to_json())``
-gives back an equal record and reports render the same text from a fresh analysis and from its
-file.
+Every record is a frozen dataclass; the ones written to files derive from
+:class:`~medrewardbench.metrics.codec.JsonRecord`, whose ``to_json()`` and ``from_json()`` are one
+codec driven by the fields' type hints and metadata (:mod:`medrewardbench.metrics.codec`: JSON
+keys that differ from field names, p-values, what older files lack). In memory an undefined value
+is NaN; in files it is null. Fractions are rounded to six decimals (:func:`number`; a p-value below
+0.001 keeps four significant digits instead, :func:`p_number`), once, when a record is built
+(:func:`fixed`), so ``from_json(to_json())`` gives back an equal record and reports render the
+same text from a fresh analysis and from its file.
 
 Tables have one value per dimension (:class:`DimensionTable`, ``table["overall"]``) or, for
 accuracy-like measures, the six dimensions plus the **pooled** column (:class:`ColumnTable`,
@@ -20,18 +22,34 @@ Two documents are written from these records:
   ceiling (:class:`HumanCeiling`) when the data has per-annotator labels.
 * ``metrics.json`` (:data:`METRICS_SCHEMA`, written by ``eval``): per run the counts behind the
   point estimates (:class:`RunMetrics`) and the leaderboard (:class:`LeaderboardRow`).
+
+This module is longer than most (about 950 lines, half of them docstrings): it is the schema of
+both documents, every record with what each field means, kept in one file so that a reader of a
+file finds every key here; the writing and reading are the codec's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import ResultsFormatError
+from medrewardbench.metrics.codec import (
+    ORDER_BY_COUNT,
+    ORDER_BY_DIMENSION,
+    ORDER_BY_NAME,
+    JsonRecord,
+    decode_record,
+    spec,
+)
+from medrewardbench.metrics.codec import P_DIGITS_BELOW as P_DIGITS_BELOW
+from medrewardbench.metrics.codec import number as number
+from medrewardbench.metrics.codec import p_number as p_number
+from medrewardbench.metrics.codec import real as real
 
 SCHEMA = "medrewardbench.analysis/3"
 """Schema of ``analysis.json`` (:class:`Analysis`). Version 2 added the human ceiling
@@ -62,8 +80,6 @@ POOLED = "all"
 COLUMNS: tuple[str, ...] = (*DIMENSIONS, POOLED)
 """Columns of an accuracy-like table in files: the six dimensions, then the pooled column."""
 STRATA = "organ_system"
-P_DIGITS_BELOW = 0.001
-"""p-values below this are written with four significant digits instead of six decimals."""
 """The case field that stratifies the bootstrap and defines macro averages."""
 
 T = TypeVar("T")
@@ -75,61 +91,6 @@ _DIMENSION_INDEX = {name: i for i, name in enumerate(DIMENSIONS)}
 # --------------------------------------------------------------------------------------------
 # Numbers at the JSON boundary
 # --------------------------------------------------------------------------------------------
-
-
-def real(value: Any) -> float:
-    """A float for in-memory records.
-
-    None and NaN become :data:`math.nan` (one object, so that records holding undefined values
-    still compare equal), numpy scalars plain floats.
-
-    Args:
-        value: a number, None or NaN.
-
-    Returns:
-        The value as a Python float.
-    """
-    if value is None:
-        return math.nan
-    number_ = float(value)
-    return math.nan if number_ != number_ else number_
-
-
-def number(value: float) -> float | None:
-    """A float as written to files: NaN as None (JSON has no NaN), otherwise rounded to 6 decimals.
-
-    The rounding is numpy's (``np.round(value, 6)``: half to even on ``value * 1e6``), so files
-    written from arrays and from records agree to the last digit.
-
-    Args:
-        value: the number.
-
-    Returns:
-        The rounded number, or None for NaN.
-    """
-    if value != value:
-        return None
-    rounded = round(value * 1e6) / 1e6
-    return math.copysign(rounded, value) if rounded == 0 else rounded
-
-
-def p_number(value: float) -> float | None:
-    """A p-value as written to files.
-
-    Like :func:`number` from 0.001 up; below that, four significant digits, so that small p-values
-    (an exact test's p can be 1e-70) keep their size.
-
-    Args:
-        value: the p-value.
-
-    Returns:
-        The rounded p-value, or None for NaN.
-    """
-    if value != value:
-        return None
-    if 0 < value < P_DIGITS_BELOW:
-        return float(f"{value:.4g}")
-    return number(value)
 
 
 def fixed(value: Any) -> float:
@@ -159,24 +120,6 @@ def fixed_p(value: Any) -> float:
     """
     rounded = p_number(real(value))
     return math.nan if rounded is None else rounded
-
-
-def _numbers(values: Iterable[float]) -> list[float | None]:
-    return [number(v) for v in values]
-
-
-def _mapping_numbers(values: Mapping[str, float]) -> dict[str, float | None]:
-    return {k: number(v) for k, v in values.items()}
-
-
-def _by_dimension(data: Mapping[str, Any]) -> dict[str, float]:
-    """The dimensions present in ``data``, in dimension order, as floats."""
-    return {d: real(data[d]) for d in DIMENSIONS if d in data}
-
-
-def _failures_in_order(failures: Mapping[str, Any]) -> dict[str, int]:
-    """Failure reasons, most frequent first (ties by reason), as every reader expects them."""
-    return dict(sorted(((str(k), int(v)) for k, v in failures.items()), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _require(data: Mapping[str, Any], expected: str, what: str, also: Sequence[str] = ()) -> None:
@@ -303,133 +246,58 @@ class ColumnTable(Generic[T]):
         return ColumnTable(DimensionTable.from_json(data, decode), decode(data[POOLED]))
 
 
-def _estimates_to_json(table: ColumnTable[Estimate]) -> dict[str, Any]:
-    return table.to_json(Estimate.to_json)
-
-
-def _estimates_from_json(data: Mapping[str, Any]) -> ColumnTable[Estimate]:
-    return ColumnTable.from_json(data, Estimate.from_json)
-
-
 # --------------------------------------------------------------------------------------------
 # One run, analysed
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class RequestCounts:
+class RequestCounts(JsonRecord):
     """Requests judged (run, with or without a verdict) and failed on every dimension."""
 
     judged: int
     failed: int
 
-    def to_json(self) -> dict[str, int]:
-        """``{"judged", "failed"}``."""
-        return {"judged": self.judged, "failed": self.failed}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RequestCounts:
-        """Read :meth:`to_json` output."""
-        return cls(int(data["judged"]), int(data["failed"]))
-
 
 @dataclass(frozen=True)
-class Agreement:
+class Agreement(JsonRecord):
     """Chance-corrected agreement with the labels per dimension, over answered requests."""
 
     kappa: DimensionTable[Estimate]
     ac1: DimensionTable[Estimate]
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"kappa": {dimension: estimate}, "ac1": {...}}``."""
-        return {"kappa": self.kappa.to_json(Estimate.to_json), "ac1": self.ac1.to_json(Estimate.to_json)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Agreement:
-        """Read :meth:`to_json` output."""
-        return cls(
-            DimensionTable.from_json(data["kappa"], Estimate.from_json),
-            DimensionTable.from_json(data["ac1"], Estimate.from_json),
-        )
-
 
 @dataclass(frozen=True)
-class PositionBias:
+class PositionBias(JsonRecord):
     """Same winner in both orders, and the share of picks of the response shown first."""
 
     consistency: ColumnTable[Estimate]
     first_position_rate: ColumnTable[Estimate]
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"consistency": table, "first_position_rate": table}``."""
-        return {
-            "consistency": _estimates_to_json(self.consistency),
-            "first_position_rate": _estimates_to_json(self.first_position_rate),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PositionBias:
-        """Read :meth:`to_json` output."""
-        return cls(_estimates_from_json(data["consistency"]), _estimates_from_json(data["first_position_rate"]))
-
 
 @dataclass(frozen=True)
-class LengthBias:
+class LengthBias(JsonRecord):
     """How often the longer response is picked, and accuracy split by the labels' length choice."""
 
     longer_preference: ColumnTable[Estimate]
-    accuracy_expert_longer: DimensionTable[Estimate]
+    accuracy_expert_longer: DimensionTable[Estimate] = field(metadata=spec(point_only=True))
     """accuracy on cases whose labelled winner is the longer response (point and n only)"""
-    accuracy_expert_shorter: DimensionTable[Estimate]
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"longer_preference": table, "accuracy_expert_longer": ..., "accuracy_expert_shorter": ...}``."""
-        return {
-            "longer_preference": _estimates_to_json(self.longer_preference),
-            "accuracy_expert_longer": self.accuracy_expert_longer.to_json(Estimate.point_to_json),
-            "accuracy_expert_shorter": self.accuracy_expert_shorter.to_json(Estimate.point_to_json),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> LengthBias:
-        """Read :meth:`to_json` output."""
-        return cls(
-            _estimates_from_json(data["longer_preference"]),
-            DimensionTable.from_json(data["accuracy_expert_longer"], Estimate.from_json),
-            DimensionTable.from_json(data["accuracy_expert_shorter"], Estimate.from_json),
-        )
+    accuracy_expert_shorter: DimensionTable[Estimate] = field(metadata=spec(point_only=True))
 
 
 @dataclass(frozen=True)
-class GroupBreakdown:
+class GroupBreakdown(JsonRecord):
     """Accuracy per group of one case field, with the pooled (micro) and mean-of-groups (macro) rows."""
 
-    groups: Mapping[str, ColumnTable[Estimate]]
+    groups: Mapping[str, ColumnTable[Estimate]] = field(metadata=spec(order=ORDER_BY_NAME))
     """group name -> accuracy, groups sorted by name"""
     micro: ColumnTable[Estimate]
     macro: ColumnTable[Estimate]
     """``n`` is the number of groups averaged"""
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"groups": {name: table}, "micro": table, "macro": table}``."""
-        return {
-            "groups": {name: _estimates_to_json(table) for name, table in self.groups.items()},
-            "micro": _estimates_to_json(self.micro),
-            "macro": _estimates_to_json(self.macro),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GroupBreakdown:
-        """Read :meth:`to_json` output."""
-        return cls(
-            {str(name): _estimates_from_json(table) for name, table in sorted(data["groups"].items())},
-            _estimates_from_json(data["micro"]),
-            _estimates_from_json(data["macro"]),
-        )
-
 
 @dataclass(frozen=True)
-class RunAnalysis:
+class RunAnalysis(JsonRecord):
     """Everything a report shows about one run; fractions in [0, 1], failures counted wrong."""
 
     label: str
@@ -444,19 +312,19 @@ class RunAnalysis:
     usage: Mapping[str, Any]
     """token counts summed over the run"""
     requests: RequestCounts
-    failures: Mapping[str, int]
+    failures: Mapping[str, int] = field(metadata=spec(order=ORDER_BY_COUNT))
     """failure reason -> count, most frequent first"""
     accuracy: ColumnTable[Estimate]
     answered_accuracy: ColumnTable[Estimate]
     failure_rate: ColumnTable[float]
     n_counted: ColumnTable[int]
-    by_order: Mapping[str, ColumnTable[Estimate]]
+    by_order: Mapping[str, ColumnTable[Estimate]] = field(metadata=spec(order_by="orders"))
     """order name -> accuracy in that order, for the orders run"""
     strict_accuracy: ColumnTable[Estimate]
     agreement: Agreement
     position: PositionBias
     length: LengthBias
-    coherence: Mapping[str, float]
+    coherence: Mapping[str, float] = field(metadata=spec(order=ORDER_BY_DIMENSION))
     """dimension -> how often its winner equals the overall winner (every dimension but overall)"""
     groups: Mapping[str, GroupBreakdown]
     """case field -> accuracy per group, fields in the analysis' order"""
@@ -468,66 +336,18 @@ class RunAnalysis:
         """The leaderboard score: accuracy pooled over the six dimensions."""
         return self.accuracy.pooled
 
-    def to_json(self) -> dict[str, Any]:
-        """The run as written to ``analysis.json`` (``score`` repeats the pooled accuracy)."""
-        return {
-            "label": self.label,
-            "judge": self.judge,
-            "run_id": self.run_id,
-            "is_baseline": self.is_baseline,
-            "orders": list(self.orders),
-            "n_cases": self.n_cases,
-            "config": dict(self.config),
-            "metadata": dict(self.metadata),
-            "usage": dict(self.usage),
-            "requests": self.requests.to_json(),
-            "failures": dict(self.failures),
-            "score": self.score.to_json(),
-            "accuracy": _estimates_to_json(self.accuracy),
-            "answered_accuracy": _estimates_to_json(self.answered_accuracy),
-            "failure_rate": self.failure_rate.to_json(number),
-            "n_counted": self.n_counted.to_json(int),
-            "by_order": {order: _estimates_to_json(table) for order, table in self.by_order.items()},
-            "strict_accuracy": _estimates_to_json(self.strict_accuracy),
-            "agreement": self.agreement.to_json(),
-            "position": self.position.to_json(),
-            "length": self.length.to_json(),
-            "coherence": _mapping_numbers(self.coherence),
-            "groups": {name: grouped.to_json() for name, grouped in self.groups.items()},
-            "tiers": None if self.tiers is None else self.tiers.to_json(int),
-        }
+    def _json_extra(self) -> dict[str, Any]:
+        return {"score": self.score.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], group_fields: Sequence[str] = ()) -> RunAnalysis:
         """Read :meth:`to_json` output; ``group_fields`` restores the order of the groups."""
-        orders = tuple(str(o) for o in data["orders"])
-        fields = [f for f in group_fields if f in data["groups"]] + sorted(set(data["groups"]) - set(group_fields))
-        tiers = data.get("tiers")
-        return cls(
-            label=str(data["label"]),
-            judge=str(data["judge"]),
-            run_id=str(data["run_id"]),
-            is_baseline=bool(data["is_baseline"]),
-            orders=orders,
-            n_cases=int(data["n_cases"]),
-            config=dict(data["config"]),
-            metadata=dict(data["metadata"]),
-            usage=dict(data["usage"]),
-            requests=RequestCounts.from_json(data["requests"]),
-            failures=_failures_in_order(data["failures"]),
-            accuracy=_estimates_from_json(data["accuracy"]),
-            answered_accuracy=_estimates_from_json(data["answered_accuracy"]),
-            failure_rate=ColumnTable.from_json(data["failure_rate"], real),
-            n_counted=ColumnTable.from_json(data["n_counted"], int),
-            by_order={o: _estimates_from_json(data["by_order"][o]) for o in orders if o in data["by_order"]},
-            strict_accuracy=_estimates_from_json(data["strict_accuracy"]),
-            agreement=Agreement.from_json(data["agreement"]),
-            position=PositionBias.from_json(data["position"]),
-            length=LengthBias.from_json(data["length"]),
-            coherence=_by_dimension(data["coherence"]),
-            groups={f: GroupBreakdown.from_json(data["groups"][f]) for f in fields},
-            tiers=None if tiers is None else ColumnTable.from_json(tiers, int),
-        )
+        return decode_record(cls, data).in_group_order(group_fields)
+
+    def in_group_order(self, group_fields: Sequence[str]) -> RunAnalysis:
+        """The run with its groups in the order of ``group_fields`` (others after, by name)."""
+        fields = [f for f in group_fields if f in self.groups] + sorted(set(self.groups) - set(group_fields))
+        return replace(self, groups={f: self.groups[f] for f in fields})
 
 
 # --------------------------------------------------------------------------------------------
@@ -536,7 +356,7 @@ class RunAnalysis:
 
 
 @dataclass(frozen=True)
-class LeaderboardRow:
+class LeaderboardRow(JsonRecord):
     """One judge on the leaderboard, ranked by :attr:`score` (the pooled accuracy)."""
 
     rank: int
@@ -575,60 +395,6 @@ class LeaderboardRow:
         """Whether a cost was recorded for the run."""
         return not math.isnan(self.cost_usd)
 
-    def to_json(self) -> dict[str, Any]:
-        """The row as written to ``analysis.json``."""
-        return {
-            "rank": self.rank,
-            "label": self.label,
-            "judge": self.judge,
-            "run_id": self.run_id,
-            "is_baseline": self.is_baseline,
-            "tier": self.tier,
-            "score": self.score.to_json(),
-            "macro": None if self.macro is None else self.macro.to_json(),
-            "accuracy": self.accuracy.to_json(Estimate.to_json),
-            "tiers": None if self.tiers is None else self.tiers.to_json(int),
-            "answered_accuracy": number(self.answered_accuracy),
-            "failure_rate": number(self.failure_rate),
-            "consistency": number(self.consistency),
-            "first_position_rate": number(self.first_position_rate),
-            "longer_preference": number(self.longer_preference),
-            "kappa_overall": number(self.kappa_overall),
-            "cost_usd": number(self.cost_usd),
-            "cost_per_1000_cases": number(self.cost_per_1000_cases),
-            "vs_annotators": None if self.vs_annotators is None else self.vs_annotators.to_json(),
-            "normalised": None if self.normalised is None else self.normalised.to_json(),
-            "verdict": self.verdict,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> LeaderboardRow:
-        """Read :meth:`to_json` output."""
-        tiers = data.get("tiers")
-        return cls(
-            rank=int(data["rank"]),
-            label=str(data["label"]),
-            judge=str(data["judge"]),
-            run_id=str(data["run_id"]),
-            is_baseline=bool(data["is_baseline"]),
-            tier=None if data.get("tier") is None else int(data["tier"]),
-            score=Estimate.from_json(data["score"]),
-            macro=None if data.get("macro") is None else Estimate.from_json(data["macro"]),
-            accuracy=DimensionTable.from_json(data["accuracy"], Estimate.from_json),
-            tiers=None if tiers is None else DimensionTable.from_json(tiers, int),
-            answered_accuracy=real(data["answered_accuracy"]),
-            failure_rate=real(data["failure_rate"]),
-            consistency=real(data["consistency"]),
-            first_position_rate=real(data["first_position_rate"]),
-            longer_preference=real(data["longer_preference"]),
-            kappa_overall=real(data["kappa_overall"]),
-            cost_usd=real(data.get("cost_usd")),
-            cost_per_1000_cases=real(data.get("cost_per_1000_cases")),
-            vs_annotators=None if data.get("vs_annotators") is None else Estimate.from_json(data["vs_annotators"]),
-            normalised=None if data.get("normalised") is None else Estimate.from_json(data["normalised"]),
-            verdict=None if data.get("verdict") is None else str(data["verdict"]),
-        )
-
 
 PAIRWISE_COLUMNS: tuple[str, ...] = (
     "a",
@@ -652,12 +418,12 @@ PAIRWISE_COLUMNS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class PairwiseComparison:
+class PairwiseComparison(JsonRecord):
     """Judge ``a`` against judge ``b`` on one column, on the labelled requests both were run on."""
 
     a: str
     b: str
-    column: str
+    column: str = field(metadata=spec("dimension"))
     """a dimension, or :data:`POOLED`"""
     acc_a: float
     acc_b: float
@@ -665,18 +431,18 @@ class PairwiseComparison:
     """acc_a - acc_b"""
     low: float
     high: float
-    p_bootstrap: float
+    p_bootstrap: float = field(metadata=spec(p_value=True))
     """paired case bootstrap, two-sided"""
-    p_bootstrap_holm: float
+    p_bootstrap_holm: float = field(metadata=spec(p_value=True))
     significant: bool
     """Holm-adjusted bootstrap p-value below the analysis' alpha"""
-    cases_a_better: int
+    cases_a_better: int = field(metadata=spec(missing=0))
     """cases on which ``a`` got more of the column's requests right than ``b``"""
-    cases_b_better: int
+    cases_b_better: int = field(metadata=spec(missing=0))
     """cases on which ``b`` got more of them right"""
-    p_case: float
+    p_case: float = field(metadata=spec(p_value=True, missing=math.nan))
     """case-level sign-flip test of the difference (the case is the unit): two-sided mid-p of its exact distribution"""
-    p_case_holm: float
+    p_case_holm: float = field(metadata=spec(p_value=True, missing=math.nan))
     n_pairs: int
     """requests both judges were run on (counted, labelled)"""
 
@@ -711,54 +477,9 @@ class PairwiseComparison:
             n_pairs=self.n_pairs,
         )
 
-    def to_json(self) -> dict[str, Any]:
-        """The fields of :data:`PAIRWISE_COLUMNS` (the column under ``"dimension"``)."""
-        return {
-            "a": self.a,
-            "b": self.b,
-            "dimension": self.column,
-            "acc_a": number(self.acc_a),
-            "acc_b": number(self.acc_b),
-            "diff": number(self.diff),
-            "low": number(self.low),
-            "high": number(self.high),
-            "p_bootstrap": p_number(self.p_bootstrap),
-            "p_bootstrap_holm": p_number(self.p_bootstrap_holm),
-            "significant": self.significant,
-            "cases_a_better": self.cases_a_better,
-            "cases_b_better": self.cases_b_better,
-            "p_case": p_number(self.p_case),
-            "p_case_holm": p_number(self.p_case_holm),
-            "n_pairs": self.n_pairs,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PairwiseComparison:
-        """Read :meth:`to_json` output."""
-        return cls(
-            a=str(data["a"]),
-            b=str(data["b"]),
-            column=str(data["dimension"]),
-            acc_a=real(data["acc_a"]),
-            acc_b=real(data["acc_b"]),
-            diff=real(data["diff"]),
-            low=real(data["low"]),
-            high=real(data["high"]),
-            p_bootstrap=real(data["p_bootstrap"]),
-            p_bootstrap_holm=real(data["p_bootstrap_holm"]),
-            significant=bool(data["significant"]),
-            # files written before the case-level test (analysis schema 1-2, cv version 3) hold a
-            # per-request McNemar test instead: it is not read back as the case-level test
-            cases_a_better=int(data.get("cases_a_better", 0)),
-            cases_b_better=int(data.get("cases_b_better", 0)),
-            p_case=real(data.get("p_case")),
-            p_case_holm=real(data.get("p_case_holm")),
-            n_pairs=int(data["n_pairs"]),
-        )
-
 
 @dataclass(frozen=True)
-class PairwiseTests:
+class PairwiseTests(JsonRecord):
     """Every pair of judges on every column: paired case bootstrap and case sign-flip test, Holm-adjusted per column."""
 
     judges: tuple[str, ...]
@@ -788,25 +509,8 @@ class PairwiseTests:
                 out.append(c.flipped())
         return out
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"judges", "columns", "test", "adjustment", "comparisons"}``."""
-        return {
-            "judges": list(self.judges),
-            "columns": list(COLUMNS),
-            "test": self.test,
-            "adjustment": self.adjustment,
-            "comparisons": [c.to_json() for c in self.comparisons],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PairwiseTests:
-        """Read :meth:`to_json` output."""
-        return cls(
-            judges=tuple(str(j) for j in data["judges"]),
-            comparisons=tuple(PairwiseComparison.from_json(c) for c in data["comparisons"]),
-            test=str(data["test"]),
-            adjustment=str(data["adjustment"]),
-        )
+    def _json_extra(self) -> dict[str, Any]:
+        return {"columns": list(COLUMNS)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -843,7 +547,7 @@ ALT_TEST_MIN_CASES = 30
 
 
 @dataclass(frozen=True)
-class AnnotatorComparison:
+class AnnotatorComparison(JsonRecord):
     """The alt-test against one left-out annotator: who represents the others better, judge or annotator."""
 
     annotator: str
@@ -853,7 +557,7 @@ class AnnotatorComparison:
     """the judge's winning rate against this annotator (rho_j; ties count as a win for both)"""
     annotator_wins: float
     """this annotator's winning rate against the judge"""
-    p_value: float
+    p_value: float = field(metadata=spec(p_value=True))
     """one-sided t-test of H0: judge_wins <= annotator_wins - epsilon (NaN: not tested)"""
     judge_beats: bool
     """H0 rejected after Benjamini-Yekutieli over the tested annotators"""
@@ -862,36 +566,9 @@ class AnnotatorComparison:
     judge_worse: bool = False
     """the mirror test rejected: the judge wins less often than this annotator by more than epsilon"""
 
-    def to_json(self) -> dict[str, Any]:
-        """Every field; p-values keep their size below 0.001."""
-        return {
-            "annotator": self.annotator,
-            "n_cases": self.n_cases,
-            "judge_wins": number(self.judge_wins),
-            "annotator_wins": number(self.annotator_wins),
-            "p_value": p_number(self.p_value),
-            "judge_beats": self.judge_beats,
-            "judge_worse": self.judge_worse,
-            "detectable_margin": number(self.detectable_margin),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AnnotatorComparison:
-        """Read :meth:`to_json` output."""
-        return cls(
-            annotator=str(data["annotator"]),
-            n_cases=int(data["n_cases"]),
-            judge_wins=real(data["judge_wins"]),
-            annotator_wins=real(data["annotator_wins"]),
-            p_value=real(data["p_value"]),
-            judge_beats=bool(data["judge_beats"]),
-            detectable_margin=real(data["detectable_margin"]),
-            judge_worse=bool(data.get("judge_worse", False)),
-        )
-
 
 @dataclass(frozen=True)
-class AltTest:
+class AltTest(JsonRecord):
     """Whether a judge can stand in for an annotator on one column (a dimension, or the six pooled).
 
     ``verdict`` is one of :data:`VERDICTS`, in the words every report prints; ``reason`` says why in
@@ -919,36 +596,9 @@ class AltTest:
         """Whether the judge can stand in for an annotator."""
         return self.verdict == CAN_STAND_IN
 
-    def to_json(self) -> dict[str, Any]:
-        """Every field, with the annotators."""
-        return {
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "winning_rate": number(self.winning_rate),
-            "advantage": number(self.advantage),
-            "n_annotators": self.n_annotators,
-            "n_cases": self.n_cases,
-            "detectable_margin": number(self.detectable_margin),
-            "annotators": [a.to_json() for a in self.annotators],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AltTest:
-        """Read :meth:`to_json` output."""
-        return cls(
-            verdict=str(data["verdict"]),
-            reason=str(data["reason"]),
-            winning_rate=real(data["winning_rate"]),
-            advantage=real(data["advantage"]),
-            n_annotators=int(data["n_annotators"]),
-            n_cases=int(data["n_cases"]),
-            detectable_margin=real(data["detectable_margin"]),
-            annotators=tuple(AnnotatorComparison.from_json(a) for a in data.get("annotators", ())),
-        )
-
 
 @dataclass(frozen=True)
-class JudgeVerdict:
+class JudgeVerdict(JsonRecord):
     """One judge's alt-test per dimension and pooled: can it stand in for one of the annotators?"""
 
     label: str
@@ -961,29 +611,12 @@ class JudgeVerdict:
         """The verdict on the six dimensions pooled (the leaderboard's column)."""
         return self.tests.pooled.verdict
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"label", "run_id", "is_baseline", "verdict", "tests"}`` (``verdict`` repeats the pooled one)."""
-        return {
-            "label": self.label,
-            "run_id": self.run_id,
-            "is_baseline": self.is_baseline,
-            "verdict": self.verdict,
-            "tests": self.tests.to_json(AltTest.to_json),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JudgeVerdict:
-        """Read :meth:`to_json` output."""
-        return cls(
-            label=str(data["label"]),
-            run_id=str(data["run_id"]),
-            is_baseline=bool(data["is_baseline"]),
-            tests=ColumnTable.from_json(data["tests"], AltTest.from_json),
-        )
+    def _json_extra(self) -> dict[str, Any]:
+        return {"verdict": self.verdict}
 
 
 @dataclass(frozen=True)
-class PanelAgreement:
+class PanelAgreement(JsonRecord):
     """Agreement between the annotators on one set of cases, per dimension and pooled.
 
     Every estimate's ``n`` is the number of items with at least two ratings (cases, or
@@ -999,28 +632,9 @@ class PanelAgreement:
     krippendorff_alpha: ColumnTable[Estimate]
     """nominal, missing ratings allowed"""
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"n_cases", "percent_agreement", "fleiss_kappa", "krippendorff_alpha"}``."""
-        return {
-            "n_cases": self.n_cases,
-            "percent_agreement": _estimates_to_json(self.percent_agreement),
-            "fleiss_kappa": _estimates_to_json(self.fleiss_kappa),
-            "krippendorff_alpha": _estimates_to_json(self.krippendorff_alpha),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PanelAgreement:
-        """Read :meth:`to_json` output."""
-        return cls(
-            n_cases=int(data["n_cases"]),
-            percent_agreement=_estimates_from_json(data["percent_agreement"]),
-            fleiss_kappa=_estimates_from_json(data["fleiss_kappa"]),
-            krippendorff_alpha=_estimates_from_json(data["krippendorff_alpha"]),
-        )
-
 
 @dataclass(frozen=True)
-class AnnotatorAgreement:
+class AnnotatorAgreement(JsonRecord):
     """One annotator against the leave-one-out majority of the other annotators."""
 
     annotator: str
@@ -1028,18 +642,9 @@ class AnnotatorAgreement:
     """cases this annotator labelled"""
     vs_others: ColumnTable[Estimate]
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"annotator", "n_cases", "vs_others"}``."""
-        return {"annotator": self.annotator, "n_cases": self.n_cases, "vs_others": _estimates_to_json(self.vs_others)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AnnotatorAgreement:
-        """Read :meth:`to_json` output."""
-        return cls(str(data["annotator"]), int(data["n_cases"]), _estimates_from_json(data["vs_others"]))
-
 
 @dataclass(frozen=True)
-class JudgeVsAnnotators:
+class JudgeVsAnnotators(JsonRecord):
     """One judge against the same leave-one-out majorities the annotators are measured against."""
 
     label: str
@@ -1054,32 +659,9 @@ class JudgeVsAnnotators:
     """``agreement`` divided by the :data:`HUMAN_LABEL` row (1.0 = as often as an annotator), interval
     from the same resamples; None in files written before it existed"""
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"label", "run_id", "is_baseline", "agreement", "gap", "normalised"}``."""
-        return {
-            "label": self.label,
-            "run_id": self.run_id,
-            "is_baseline": self.is_baseline,
-            "agreement": _estimates_to_json(self.agreement),
-            "gap": _estimates_to_json(self.gap),
-            "normalised": None if self.normalised is None else _estimates_to_json(self.normalised),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JudgeVsAnnotators:
-        """Read :meth:`to_json` output."""
-        return cls(
-            label=str(data["label"]),
-            run_id=str(data["run_id"]),
-            is_baseline=bool(data["is_baseline"]),
-            agreement=_estimates_from_json(data["agreement"]),
-            gap=_estimates_from_json(data["gap"]),
-            normalised=None if data.get("normalised") is None else _estimates_from_json(data["normalised"]),
-        )
-
 
 @dataclass(frozen=True)
-class HumanCeiling:
+class HumanCeiling(JsonRecord):
     """How well the annotators agree with each other, and every judge measured the same way.
 
     Present in an :class:`Analysis` whenever the cases carry per-annotator labels. ``human`` is
@@ -1097,7 +679,7 @@ class HumanCeiling:
     """(case, annotator) pairs"""
     agreement: PanelAgreement
     """between the annotators, over every case"""
-    by_group: Mapping[str, PanelAgreement]
+    by_group: Mapping[str, PanelAgreement] = field(metadata=spec(order=ORDER_BY_NAME))
     """group of :attr:`group_field` -> agreement between the annotators on its cases, groups sorted"""
     human: ColumnTable[Estimate]
     """the :data:`HUMAN_LABEL` row"""
@@ -1107,12 +689,15 @@ class HumanCeiling:
     group_field: str = STRATA
     label: str = HUMAN_LABEL
     targets: str = LOO_DEFINITION
-    verdicts: tuple[JudgeVerdict, ...] = ()
+    verdicts: tuple[JudgeVerdict, ...] = field(default=(), metadata=spec(("alt_test", "verdicts")))
     """per judge (the analysis' order), the alt-test: can it stand in for an annotator? (empty in files
     written before it existed)"""
-    epsilon: float = DEFAULT_EPSILON
+    epsilon: float = field(default=DEFAULT_EPSILON, metadata=spec(("alt_test", "epsilon"), exact=True))
     """the alt-test's cost-benefit margin"""
-    alt_test: str = ALT_TEST_DEFINITION
+    alt_test: str = field(default=ALT_TEST_DEFINITION, metadata=spec(("alt_test", "method")))
+
+    def _json_extra(self) -> dict[str, Any]:
+        return {"alt_test": {"min_annotators": ALT_TEST_MIN_ANNOTATORS, "min_cases": ALT_TEST_MIN_CASES}}
 
     def judge(self, label: str) -> JudgeVsAnnotators | None:
         """The judge with this label, or None."""
@@ -1122,101 +707,25 @@ class HumanCeiling:
         """The alt-test of the judge with this label, or None."""
         return next((v for v in self.verdicts if v.label == label), None)
 
-    def to_json(self) -> dict[str, Any]:
-        """The ``human`` section of ``analysis.json``."""
-        return {
-            "label": self.label,
-            "targets": self.targets,
-            "annotators": list(self.annotators),
-            "n_cases": self.n_cases,
-            "n_annotations": self.n_annotations,
-            "agreement": self.agreement.to_json(),
-            "group_field": self.group_field,
-            "by_group": {name: panel.to_json() for name, panel in self.by_group.items()},
-            "human": _estimates_to_json(self.human),
-            "annotators_vs_others": [a.to_json() for a in self.annotators_vs_others],
-            "judges": [j.to_json() for j in self.judges],
-            "alt_test": {
-                "method": self.alt_test,
-                "epsilon": self.epsilon,
-                "min_annotators": ALT_TEST_MIN_ANNOTATORS,
-                "min_cases": ALT_TEST_MIN_CASES,
-                "verdicts": [v.to_json() for v in self.verdicts],
-            },
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> HumanCeiling:
-        """Read :meth:`to_json` output."""
-        alt_test = data.get("alt_test") or {}
-        return cls(
-            annotators=tuple(str(a) for a in data["annotators"]),
-            n_cases=int(data["n_cases"]),
-            n_annotations=int(data["n_annotations"]),
-            agreement=PanelAgreement.from_json(data["agreement"]),
-            by_group={str(g): PanelAgreement.from_json(p) for g, p in sorted(data["by_group"].items())},
-            human=_estimates_from_json(data["human"]),
-            annotators_vs_others=tuple(AnnotatorAgreement.from_json(a) for a in data["annotators_vs_others"]),
-            judges=tuple(JudgeVsAnnotators.from_json(j) for j in data["judges"]),
-            group_field=str(data["group_field"]),
-            label=str(data["label"]),
-            targets=str(data["targets"]),
-            verdicts=tuple(JudgeVerdict.from_json(v) for v in alt_test.get("verdicts", ())),
-            epsilon=float(alt_test.get("epsilon", DEFAULT_EPSILON)),
-            alt_test=str(alt_test.get("method", ALT_TEST_DEFINITION)),
-        )
-
 
 @dataclass(frozen=True)
-class DatasetSummary:
+class DatasetSummary(JsonRecord):
     """The data every run of an analysis was made on."""
 
     name: str | None
     data_hash: str
     n_cases: int
     n_labelled: DimensionTable[int]
-    groups: Mapping[str, Mapping[str, int]]
+    groups: Mapping[str, Mapping[str, int]] = field(metadata=spec(order=ORDER_BY_NAME))
     """case field -> group -> number of cases"""
     expert_longer_rate: DimensionTable[float]
     """how often the labelled winner is the longer response (length ties left out)"""
-    expert_coherence: Mapping[str, float]
+    expert_coherence: Mapping[str, float] = field(metadata=spec(order=ORDER_BY_DIMENSION))
     """dimension -> how often the labels' winner equals their overall winner"""
     mean_length: tuple[float, float]
     """mean characters of response_1 and response_2"""
     labels: LabelProvenance = UNKNOWN_LABELS
     """where the labels come from (every report states it in a banner)"""
-
-    def to_json(self) -> dict[str, Any]:
-        """The dataset section of ``analysis.json``."""
-        return {
-            "name": self.name,
-            "data_hash": self.data_hash,
-            "labels": self.labels.to_json(),
-            "n_cases": self.n_cases,
-            "n_labelled": self.n_labelled.to_json(int),
-            "groups": {name: dict(sizes) for name, sizes in self.groups.items()},
-            "expert_longer_rate": self.expert_longer_rate.to_json(number),
-            "expert_coherence": _mapping_numbers(self.expert_coherence),
-            "mean_length": _numbers(self.mean_length),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DatasetSummary:
-        """Read :meth:`to_json` output."""
-        first, second = data["mean_length"]
-        return cls(
-            name=data.get("name"),
-            data_hash=str(data["data_hash"]),
-            n_cases=int(data["n_cases"]),
-            n_labelled=DimensionTable.from_json(data["n_labelled"], int),
-            groups={
-                str(name): {str(g): int(n) for g, n in sorted(sizes.items())} for name, sizes in data["groups"].items()
-            },
-            expert_longer_rate=DimensionTable.from_json(data["expert_longer_rate"], real),
-            expert_coherence=_by_dimension(data["expert_coherence"]),
-            mean_length=(real(first), real(second)),
-            labels=LabelProvenance.from_json(data.get("labels")),
-        )
 
 
 MDE_DEFINITION = (
@@ -1235,7 +744,7 @@ TOO_SMALL_TO_RANK = 0.10
 
 
 @dataclass(frozen=True)
-class Sensitivity:
+class Sensitivity(JsonRecord):
     """The smallest differences an analysis can detect, per column (fractions).
 
     Says when the analysis' n cannot separate a judge from chance, from another judge or from the
@@ -1249,10 +758,10 @@ class Sensitivity:
     between_judges: ColumnTable[float]
     vs_human: ColumnTable[float] | None
     """None without per-annotator labels"""
-    by_group: Mapping[str, float] = field(default_factory=dict)
+    by_group: Mapping[str, float] = field(default_factory=dict, metadata=spec(order=ORDER_BY_NAME))
     """group of :attr:`group_field` -> detectable difference from chance, all dimensions pooled"""
     group_field: str = STRATA
-    threshold: float = TOO_SMALL_TO_RANK
+    threshold: float = field(default=TOO_SMALL_TO_RANK, metadata=spec(exact=True))
     method: str = MDE_DEFINITION
 
     @property
@@ -1269,68 +778,28 @@ class Sensitivity:
         """Whether the whole data set is too small to rank judges or to set them beside the annotators."""
         return not math.isnan(self.largest) and self.largest > self.threshold
 
-    def to_json(self) -> dict[str, Any]:
-        """The ``sensitivity`` section of ``analysis.json``."""
-        return {
-            "n_cases": self.n_cases.to_json(int),
-            "vs_chance": self.vs_chance.to_json(number),
-            "between_judges": self.between_judges.to_json(number),
-            "vs_human": None if self.vs_human is None else self.vs_human.to_json(number),
-            "group_field": self.group_field,
-            "by_group": _mapping_numbers(self.by_group),
-            "largest": number(self.largest),
-            "threshold": self.threshold,
-            "too_small_to_rank": self.too_small_to_rank,
-            "method": self.method,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Sensitivity:
-        """Read :meth:`to_json` output."""
-        return cls(
-            n_cases=ColumnTable.from_json(data["n_cases"], int),
-            vs_chance=ColumnTable.from_json(data["vs_chance"], real),
-            between_judges=ColumnTable.from_json(data["between_judges"], real),
-            vs_human=None if data.get("vs_human") is None else ColumnTable.from_json(data["vs_human"], real),
-            by_group={str(g): real(v) for g, v in sorted(data.get("by_group", {}).items())},
-            group_field=str(data.get("group_field", STRATA)),
-            threshold=float(data.get("threshold", TOO_SMALL_TO_RANK)),
-            method=str(data.get("method", MDE_DEFINITION)),
-        )
+    def _json_extra(self) -> dict[str, Any]:
+        return {"largest": number(self.largest), "too_small_to_rank": self.too_small_to_rank}
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(JsonRecord):
     """How an analysis was computed."""
 
-    confidence: float
+    confidence: float = field(metadata=spec(exact=True))
     n_resamples: int
     """bootstrap resamples; 0 = point estimates only (no intervals, tests or tiers)"""
     seed: int
-    alpha: float
+    alpha: float = field(metadata=spec(exact=True))
     group_fields: tuple[str, ...]
     strata: str = STRATA
     interval: str = "case bootstrap, percentile"
     failures: str = "counted as wrong (accuracy); excluded from answered accuracy and agreement"
-    epsilon: float = DEFAULT_EPSILON
+    epsilon: float = field(default=DEFAULT_EPSILON, metadata=spec(exact=True))
     """the alt-test's cost-benefit margin (the stand-in verdicts of the human ceiling)"""
 
-    def to_json(self) -> dict[str, Any]:
-        """The settings section of ``analysis.json`` (with the dimension and column names)."""
-        return {
-            "confidence": self.confidence,
-            "n_resamples": self.n_resamples,
-            "seed": self.seed,
-            "alpha": self.alpha,
-            "group_fields": list(self.group_fields),
-            "strata": self.strata,
-            "dimensions": list(DIMENSIONS),
-            "columns": list(COLUMNS),
-            "score": POOLED,
-            "interval": self.interval,
-            "failures": self.failures,
-            "epsilon": self.epsilon,
-        }
+    def _json_extra(self) -> dict[str, Any]:
+        return {"dimensions": list(DIMENSIONS), "columns": list(COLUMNS), "score": POOLED}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Settings:
@@ -1344,21 +813,11 @@ class Settings:
                 f"analysis settings name dimensions {data.get('dimensions')} and score {data.get('score')!r}; "
                 f"this version reads {list(DIMENSIONS)} and {POOLED!r}"
             )
-        return cls(
-            confidence=float(data["confidence"]),
-            n_resamples=int(data["n_resamples"]),
-            seed=int(data["seed"]),
-            alpha=float(data["alpha"]),
-            group_fields=tuple(str(f) for f in data["group_fields"]),
-            strata=str(data.get("strata", STRATA)),
-            interval=str(data["interval"]),
-            failures=str(data["failures"]),
-            epsilon=float(data.get("epsilon", DEFAULT_EPSILON)),
-        )
+        return decode_record(cls, data)
 
 
 @dataclass(frozen=True)
-class Analysis:
+class Analysis(JsonRecord):
     """Runs of one dataset analysed together: every table of a report (schema :data:`SCHEMA`)."""
 
     settings: Settings
@@ -1370,7 +829,8 @@ class Analysis:
     pairwise: PairwiseTests
     human: HumanCeiling | None = None
     """the human ceiling, when the data has per-annotator labels"""
-    schema: str = field(default=SCHEMA)
+    schema: str = field(default=SCHEMA, metadata=spec(read=False))
+    """the schema this version writes (a file of an older readable schema reads as this one)"""
     sensitivity: Sensitivity | None = None
     """the smallest differences this data can detect (None in files written before it existed)"""
 
@@ -1397,37 +857,17 @@ class Analysis:
         by_label = {run.label: run for run in self.runs}
         return [by_label[row.label] for row in self.leaderboard]
 
-    def to_json(self) -> dict[str, Any]:
-        """The whole analysis as written to ``analysis.json``: fractions in [0, 1], NaN as null."""
-        return {
-            "schema": self.schema,
-            "settings": self.settings.to_json(),
-            "dataset": self.dataset.to_json(),
-            "runs": [run.to_json() for run in self.runs],
-            "leaderboard": [row.to_json() for row in self.leaderboard],
-            "pairwise": self.pairwise.to_json(),
-            "human": None if self.human is None else self.human.to_json(),
-            "sensitivity": None if self.sensitivity is None else self.sensitivity.to_json(),
-        }
-
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Analysis:
-        """Read ``analysis.json`` content.
+        """Read ``analysis.json`` content (schemas :data:`READABLE_SCHEMAS`).
 
         Raises:
-            ResultsFormatError: the document is not an analysis of this schema.
+            ResultsFormatError: the document is not an analysis of a readable schema.
         """
         _require(data, SCHEMA, "analysis", also=READABLE_SCHEMAS)
-        settings = Settings.from_json(data["settings"])
-        return cls(
-            settings=settings,
-            dataset=DatasetSummary.from_json(data["dataset"]),
-            runs=tuple(RunAnalysis.from_json(run, settings.group_fields) for run in data["runs"]),
-            leaderboard=tuple(LeaderboardRow.from_json(row) for row in data["leaderboard"]),
-            pairwise=PairwiseTests.from_json(data["pairwise"]),
-            human=None if data.get("human") is None else HumanCeiling.from_json(data["human"]),
-            sensitivity=None if data.get("sensitivity") is None else Sensitivity.from_json(data["sensitivity"]),
-        )
+        analysis = decode_record(cls, data)
+        fields = analysis.settings.group_fields
+        return replace(analysis, runs=tuple(run.in_group_order(fields) for run in analysis.runs))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1436,7 +876,7 @@ class Analysis:
 
 
 @dataclass(frozen=True)
-class AccuracyCell:
+class AccuracyCell(JsonRecord):
     """Accuracy of one column over one set of requests, as counts."""
 
     n: int
@@ -1459,25 +899,17 @@ class AccuracyCell:
         """Failed over counted requests. NaN when nothing is counted."""
         return (self.n - self.answered) / self.n if self.n else math.nan
 
-    def to_json(self) -> dict[str, Any]:
-        """Counts and the three ratios."""
+    def _json_extra(self) -> dict[str, Any]:
+        # the three ratios are written for readers of the file; reading recomputes them from the counts
         return {
-            "n": self.n,
-            "correct": self.correct,
-            "answered": self.answered,
             "accuracy": number(self.accuracy),
             "answered_accuracy": number(self.answered_accuracy),
             "failure_rate": number(self.failure_rate),
         }
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AccuracyCell:
-        """Read :meth:`to_json` output (the ratios are recomputed from the counts)."""
-        return cls(int(data["n"]), int(data["correct"]), int(data["answered"]))
-
 
 @dataclass(frozen=True)
-class PositionCell:
+class PositionCell(JsonRecord):
     """Position measures of one column as counts."""
 
     both_answered: int
@@ -1499,83 +931,30 @@ class PositionCell:
         """Picks of the response shown first, over answered requests. NaN when none."""
         return self.picked_first / self.answered if self.answered else math.nan
 
-    def to_json(self) -> dict[str, Any]:
-        """Counts and the two ratios."""
-        return {
-            "both_answered": self.both_answered,
-            "consistent": self.consistent,
-            "consistency": number(self.consistency),
-            "answered": self.answered,
-            "picked_first": self.picked_first,
-            "first_position_rate": number(self.first_position_rate),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PositionCell:
-        """Read :meth:`to_json` output."""
-        counts = (data["both_answered"], data["consistent"], data["answered"], data["picked_first"])
-        return cls(*(int(c) for c in counts))
-
-
-def _cells_to_json(table: ColumnTable[AccuracyCell]) -> dict[str, Any]:
-    return table.to_json(AccuracyCell.to_json)
-
-
-def _cells_from_json(data: Mapping[str, Any]) -> ColumnTable[AccuracyCell]:
-    return ColumnTable.from_json(data, AccuracyCell.from_json)
+    def _json_extra(self) -> dict[str, Any]:
+        return {"consistency": number(self.consistency), "first_position_rate": number(self.first_position_rate)}
 
 
 @dataclass(frozen=True)
-class RunMetrics:
+class RunMetrics(JsonRecord):
     """One run's point estimates with the counts behind them (eval's ``metrics.json``)."""
 
     n_cases: int
     orders: tuple[str, ...]
-    accuracy: ColumnTable[AccuracyCell]
-    by_order: Mapping[str, ColumnTable[AccuracyCell]]
-    by: Mapping[str, Mapping[str, ColumnTable[AccuracyCell]]]
+    accuracy: ColumnTable[AccuracyCell] = field(metadata=spec("dimensions"))
+    by_order: Mapping[str, ColumnTable[AccuracyCell]] = field(metadata=spec(order_by="orders"))
+    by: Mapping[str, Mapping[str, ColumnTable[AccuracyCell]]] = field(metadata=spec(order=ORDER_BY_NAME))
     """case field -> group -> accuracy, groups sorted by name"""
-    macro: ColumnTable[float] | None
+    macro: ColumnTable[float] | None = field(metadata=spec(empty_as_none=True))
     """mean over organ systems (None when not grouped by organ system)"""
     position: ColumnTable[PositionCell]
     requests: RequestCounts
-    failures: Mapping[str, int]
+    failures: Mapping[str, int] = field(metadata=spec(order=ORDER_BY_COUNT))
 
     @property
     def score(self) -> float:
         """The leaderboard score: accuracy pooled over the six dimensions."""
         return self.accuracy.pooled.accuracy
 
-    def to_json(self) -> dict[str, Any]:
-        """The run's ``metrics`` block of ``metrics.json`` (the accuracy table under ``dimensions``)."""
-        return {
-            "n_cases": self.n_cases,
-            "orders": list(self.orders),
-            "score": number(self.score),
-            "dimensions": _cells_to_json(self.accuracy),
-            "by_order": {order: _cells_to_json(table) for order, table in self.by_order.items()},
-            "by": {f: {g: _cells_to_json(table) for g, table in groups.items()} for f, groups in self.by.items()},
-            "macro": {} if self.macro is None else self.macro.to_json(number),
-            "position": self.position.to_json(PositionCell.to_json),
-            "requests": self.requests.to_json(),
-            "failures": dict(self.failures),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunMetrics:
-        """Read :meth:`to_json` output."""
-        orders = tuple(str(o) for o in data["orders"])
-        return cls(
-            n_cases=int(data["n_cases"]),
-            orders=orders,
-            accuracy=_cells_from_json(data["dimensions"]),
-            by_order={o: _cells_from_json(data["by_order"][o]) for o in orders if o in data["by_order"]},
-            by={
-                str(f): {str(g): _cells_from_json(t) for g, t in sorted(groups.items())}
-                for f, groups in data["by"].items()
-            },
-            macro=ColumnTable.from_json(data["macro"], real) if data["macro"] else None,
-            position=ColumnTable.from_json(data["position"], PositionCell.from_json),
-            requests=RequestCounts.from_json(data["requests"]),
-            failures=_failures_in_order(data["failures"]),
-        )
+    def _json_extra(self) -> dict[str, Any]:
+        return {"score": number(self.score)}

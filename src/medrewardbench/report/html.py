@@ -2,23 +2,19 @@
 
 The page is rendered from an :func:`~medrewardbench.metrics.analysis.analyze` result with a
 jinja2 template (autoescaping on: judge outputs and case texts are always escaped) and, when
-given, a :class:`CaseGallery` of cases that judges got wrong, with every judge's picks on them.
+given, a :class:`~medrewardbench.report.gallery.CaseGallery` of cases that judges got wrong,
+with every judge's picks on them.
 A few lines of inline JavaScript filter the page by organ system, judge and dimension and open
 images full size; without JavaScript everything is shown and the page reads (and prints) the same.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.images import dicom_display, is_dicom, load_image
 from medrewardbench.metrics.results import (
     CAN_STAND_IN,
     CANNOT,
@@ -32,34 +28,27 @@ from medrewardbench.metrics.results import (
     Sensitivity,
 )
 from medrewardbench.report import plots
+from medrewardbench.report.columns import HTML
 from medrewardbench.report.format import (
     FEW_MARK,
     METRIC,
     STAND_IN_METHOD,
     cell_cases,
-    coefficient,
-    coefficient_estimate,
     detectable_sentence,
-    dollars,
     estimate,
     few_cases,
     optional,
     p_value,
     percent,
     points,
-    ratio,
     signed_percent,
     small_sample_banner,
-    verdict,
 )
+from medrewardbench.report.gallery import CaseGallery, gallery_context
+from medrewardbench.report.human import HumanTables
+from medrewardbench.report.tables import report_tables
 
 TEMPLATES = Path(__file__).parent / "templates"
-IMAGE_MAX_SIDE = 1536
-"""Longest side of an embedded image: shown as a thumbnail, opened at this size (images are never enlarged)."""
-RAW_OUTPUT_LIMIT = 6000
-"""Characters of a judge's raw output shown per request; the rest is cut with a note."""
-RATIONALE_LIMIT = 400
-"""Characters of a judge's stated reason shown beside its verdict."""
 SMALL_N = 20
 """Heatmap cells counting fewer judgments than this (10 cases in both orders) are muted."""
 VERDICT_CLASSES = {CAN_STAND_IN: "pass", CANNOT: "fail", TOO_FEW: "unknown"}
@@ -75,170 +64,6 @@ SHORT = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Cases shown in the report
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OrderOutcome:
-    """What a judge answered for a case in one presentation order (verdicts in source order)."""
-
-    order: str
-    verdicts: Mapping[str, int | None]
-    """dimension -> 1 or 2, None where the judge gave no verdict."""
-    raw_output: str | None
-    failure: str | None
-    rationale: str | None = None
-    """the judge's own reason for its verdict, when its answer gave one"""
-
-
-@dataclass(frozen=True)
-class JudgePicks:
-    """One judge's picks on a case, in every order it was judged in."""
-
-    judge: str
-    outcomes: tuple[OrderOutcome, ...]
-    wrong: bool = True
-    """whether the judge missed the labelled winner (on the gallery's dimension) in at least one order"""
-
-
-@dataclass(frozen=True)
-class ImageView:
-    """A case's image as the report embeds it: one JPEG, shown small, opened full size."""
-
-    uri: str
-    width: int
-    height: int
-    caption: str
-    """what the image is: modality, DICOM window, size in pixels"""
-
-
-@dataclass(frozen=True)
-class DoctorsView:
-    """What the annotators and adjudicators said about a case, as its card shows it."""
-
-    votes: Mapping[str, tuple[int, int]]
-    """dimension -> (votes for response 1, votes for response 2), for the dimensions anyone labelled."""
-    sources: Mapping[str, str]
-    """dimension -> where its label came from: ``majority``, ``adjudication`` or ``given``."""
-    undecided: tuple[str, ...]
-    """dimensions with votes but neither a strict majority nor an adjudication (unlabelled)."""
-    notes: tuple[tuple[str, str, str], ...] = ()
-    """(who, what, text): ``comment``, ``cannot judge`` (the reason) or ``adjudicated DIM: response N`` (the note)."""
-
-    @classmethod
-    def of(cls, case: Case) -> DoctorsView | None:
-        """The view of a case's annotations and adjudications, or None when it has neither.
-
-        Args:
-            case: the case as loaded from its data source.
-
-        Returns:
-            The view.
-        """
-        if not case.annotations and not case.adjudications:
-            return None
-        votes: dict[str, tuple[int, int]] = {}
-        for dim in DIMENSIONS:
-            picks = [a.labels[dim] for a in case.annotations if dim in a.labels]
-            if picks:
-                votes[dim] = (picks.count(1), picks.count(2))
-        undecided = tuple(
-            dim for dim, (one, two) in votes.items() if dim not in case.labels and 2 * max(one, two) <= one + two
-        )
-        notes: list[tuple[str, str, str]] = []
-        for annotation in case.annotations:
-            if annotation.cannot_judge:
-                notes.append(
-                    (annotation.annotator, "cannot judge", annotation.cannot_judge_reason or "(no reason given)")
-                )
-            if annotation.comment:
-                notes.append((annotation.annotator, "comment", annotation.comment))
-        for adjudication in case.adjudications:
-            what = f"adjudicated {adjudication.dimension}: response {adjudication.label}"
-            notes.append((adjudication.by, what, adjudication.note or ""))
-        sources = {dim: case.label_source(dim) or "given" for dim in case.labels}
-        return cls(votes, sources, undecided, tuple(notes))
-
-
-@dataclass(frozen=True)
-class CaseView:
-    """A case as the report shows it; texts and image are None when the source is unavailable."""
-
-    case_id: str
-    organ_system: str
-    labels: Mapping[str, int]
-    question: str | None = None
-    response_1: str | None = None
-    response_2: str | None = None
-    image: ImageView | None = None
-    notes: tuple[str, ...] = ()
-    picks: tuple[JudgePicks, ...] = ()
-    """every judge's picks, the ones that missed the case marked ``wrong``"""
-    doctors: DoctorsView | None = None
-    """how the annotators voted, their notes and the adjudications; None when the data has none"""
-
-
-@dataclass(frozen=True)
-class CaseGallery:
-    """The cases judges got wrong, each case once, with an index per judge."""
-
-    cases: tuple[CaseView, ...]
-    by_judge: Mapping[str, Sequence[str]]
-    """judge label -> the case ids it got wrong that are shown (in display order)."""
-    dimension: str = "overall"
-    per_judge: int = 50
-    notes: tuple[str, ...] = field(default=())
-
-
-def case_image(image: ImageRef, *, modality: str | None = None, max_side: int = IMAGE_MAX_SIDE) -> ImageView:
-    """Embed a case's image: a JPEG ``data:`` URI at up to ``max_side`` pixels, and what it is.
-
-    DICOM is rendered as the loaders render it (modality LUT, then the file's VOI window); the
-    caption names the DICOM modality and that window, in Hounsfield units for CT.
-
-    Args:
-        image: the image reference.
-        modality: the case's modality (metadata), for images that do not carry one.
-        max_side: the longest side in pixels after shrinking.
-
-    Returns:
-        The embedded image with its caption.
-
-    Raises:
-        ImageError: the image cannot be decoded.
-    """
-    picture = load_image(image)
-    width, height = picture.size
-    facts = []
-    if is_dicom(image):
-        display = dicom_display(image)
-        facts.append(f"DICOM {display.modality or 'image'}")
-        if display.monochrome:
-            units = f" {display.units}" if display.units else ""
-            facts.append(f"window centre {display.center:g}, width {display.width:g}{units}")
-    elif modality:
-        facts.append(modality)
-    facts.append(f"{width} × {height} px")
-    picture.thumbnail((max_side, max_side))
-    buffer = io.BytesIO()
-    picture.convert("RGB").save(buffer, format="JPEG", quality=85, optimize=True)
-    uri = "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-    return ImageView(uri, picture.size[0], picture.size[1], " · ".join(facts))
-
-
-# --------------------------------------------------------------------------------------------
-# Formatting
-# --------------------------------------------------------------------------------------------
-
-
-def _clip(text: str | None, limit: int = RAW_OUTPUT_LIMIT) -> tuple[str | None, int]:
-    if text is None or len(text) <= limit:
-        return text, 0
-    return text[:limit], len(text) - limit
-
-
 def _diverging(value: float, scale: float) -> str:
     """Blue (positive) to orange (negative) through white, colour-blind safe (PuOr-like)."""
     t = max(-1.0, min(1.0, value / scale)) if scale else 0.0
@@ -251,10 +76,6 @@ def _diverging(value: float, scale: float) -> str:
 # --------------------------------------------------------------------------------------------
 # Context
 # --------------------------------------------------------------------------------------------
-
-
-def _words(text: str | None) -> int | None:
-    return None if text is None else len(text.split())
 
 
 def _sampling(config: Mapping[str, Any]) -> str:
@@ -322,29 +143,17 @@ def _context(
     dataset = analysis.dataset
     provenance = dataset.labels
 
+    tables = report_tables(analysis)
     leaderboard = [
         {
-            "rank": row.rank,
-            "tier": row.tier,
+            **record,
             "label": row.label,
             "run_id": row.run_id,
             "is_baseline": row.is_baseline,
-            "score": estimate(row.score),
-            "macro": estimate(row.macro),
-            "answered": percent(row.answered_accuracy),
-            "failures": percent(row.failure_rate),
-            "consistency": percent(row.consistency),
-            "first": percent(row.first_position_rate),
-            "longer": percent(row.longer_preference),
             "band": (row.tier or 0) % 2 == 0,
             "orders": ", ".join(run.orders),
-            "cost": dollars(row.cost_usd),
-            "cost_per_1000": dollars(row.cost_per_1000_cases),
-            "vs_annotators": estimate(row.vs_annotators),
-            "normalised": ratio(row.normalised),
-            "verdict": row.verdict or "–",
         }
-        for row, run in zip(board, ordered, strict=True)
+        for record, row, run in zip(tables.leaderboard.records(HTML), board, ordered, strict=True)
     ]
     example = None
     if board and board[0].score.defined:
@@ -357,142 +166,23 @@ def _context(
             "high": percent(top.score.high),
             "has_interval": top.score.has_interval,
         }
-    forest = plots.forest(
-        [("◆ " if r.is_baseline else "") + r.label for r in board],
-        [optional(r.score.point) for r in board],
-        [optional(r.score.low) for r in board],
-        [optional(r.score.high) for r in board],
-        title=f"Score: {METRIC}, all six dimensions ({round(100 * settings.confidence)} % intervals)",
-        groups=[r.tier or 0 for r in board],
-        reference=0.5,
-        reference_label="chance",
-        width=900,
-        axis=f"{METRIC}, %",
-    )
-
     dimension_rows = [
         {
             "label": r.label,
             "is_baseline": r.is_baseline,
             "cells": [
-                {"dim": d, "text": estimate(r.accuracy[d]), "tier": "" if r.tiers is None else r.tiers[d]}
-                for d in DIMENSIONS
+                {"dim": c.key, "text": c.text(v), "tier": "" if v.tier is None else v.tier}
+                for c, v in zip(tables.dimensions.shown(HTML)[1:], values[1:], strict=True)
             ],
         }
-        for r in ordered
+        for r, values in zip(tables.dimensions.rows, tables.dimensions.values(HTML), strict=True)
     ]
-    dimension_bars = [
-        {
-            "dim": d,
-            "svg": plots.interval_bars(
-                labels,
-                [optional(r.accuracy[d].point) for r in ordered],
-                [optional(r.accuracy[d].low) for r in ordered],
-                [optional(r.accuracy[d].high) for r in ordered],
-                title=d.capitalize(),
-                highlight=[r.is_baseline for r in ordered],
-                reference=0.5,
-                reference_label="chance",
-                axis=f"{METRIC}, %",
-            ),
-        }
-        for d in DIMENSIONS
-    ]
-
     organ_tokens = {name: f"o{i}" for i, name in enumerate(sorted(dataset.groups.get("organ_system", {})))}
-    heatmaps = []
-    for r in ordered:
-        organ = r.groups.get("organ_system")
-        if not organ:
-            continue
-        tables = [*organ.groups.values(), organ.micro, organ.macro]
-        sizes = dataset.groups.get("organ_system", {})
-        few = [
-            [few_cases(min(sizes.get(name, 0), cell_cases(table[d], len(r.orders)))) for d in DIMENSIONS]
-            for name, table in organ.groups.items()
-        ] + [[False] * len(DIMENSIONS)] * 2
-        heatmaps.append(
-            {
-                "label": r.label,
-                "svg": plots.heatmap(
-                    [*organ.groups, "all (pooled)", "macro (mean)"],
-                    [SHORT[d] for d in DIMENSIONS],
-                    [[optional(table[d].point) for d in DIMENSIONS] for table in tables],
-                    title=r.label,
-                    caption_rows=("all (pooled)", "macro (mean)"),
-                    counts=[[table[d].n for d in DIMENSIONS] for table in organ.groups.values()]
-                    + [[organ.micro[d].n for d in DIMENSIONS], [None] * len(DIMENSIONS)],
-                    small_n=SMALL_N,
-                    row_attributes=[f'data-organ="{organ_tokens.get(name, "o-none")}"' for name in organ.groups],
-                    few=few,
-                    few_label=FEW_MARK,
-                ),
-            }
-        )
-
-    agreement_rows = [
-        {
-            "label": r.label,
-            "kappa": [{"dim": d, "text": coefficient(r.agreement.kappa[d].point)} for d in DIMENSIONS],
-            "kappa_overall": coefficient_estimate(r.agreement.kappa["overall"]),
-            "ac1_overall": coefficient_estimate(r.agreement.ac1["overall"]),
-            "coherence": percent(r.coherence.get("accuracy")),
-        }
-        for r in ordered
-    ]
-
-    position_rows = [
-        {
-            "label": r.label,
-            "consistency": estimate(r.position.consistency.pooled),
-            "first": estimate(r.position.first_position_rate.pooled),
-            "strict": estimate(r.strict_accuracy.pooled),
-            "original": estimate(r.by_order["original"].pooled) if "original" in r.by_order else "not run",
-            "swapped": estimate(r.by_order["swapped"].pooled) if "swapped" in r.by_order else "not run",
-        }
-        for r in ordered
-    ]
-    first_shown = [r.position.first_position_rate.pooled for r in ordered]
-    position_plot = plots.forest(
-        labels,
-        [optional(e.point) for e in first_shown],
-        [optional(e.low) for e in first_shown],
-        [optional(e.high) for e in first_shown],
-        title="Share of picks of the response shown first (50 = no position preference)",
-        reference=0.5,
-        reference_label="no preference",
-        domain=(0.0, 1.0),
-        width=900,
-        axis="picks of the response shown first, %",
-    )
-
-    length_rows = [
-        {
-            "label": r.label,
-            "longer": estimate(r.length.longer_preference.pooled),
-            "acc_longer": percent(r.length.accuracy_expert_longer["overall"].point),
-            "n_longer": r.length.accuracy_expert_longer["overall"].n,
-            "acc_shorter": percent(r.length.accuracy_expert_shorter["overall"].point),
-            "n_shorter": r.length.accuracy_expert_shorter["overall"].n,
-        }
-        for r in ordered
-    ]
-    length_plot = plots.dumbbell(
-        labels,
-        [optional(r.length.accuracy_expert_longer["overall"].point) for r in ordered],
-        [optional(r.length.accuracy_expert_shorter["overall"].point) for r in ordered],
-        title=f"Overall: {METRIC} when the labelled winner is the longer vs. the shorter response",
-        first_label="labelled winner longer",
-        second_label="labelled winner shorter",
-        width=900,
-        axis=f"{METRIC}, %",
-    )
-
-    failures = [
-        {"label": r.label, "rate": percent(r.failure_rate.pooled), "reasons": list(r.failures.items())[:5]}
-        for r in ordered
-        if r.failures
-    ]
+    charts = _charts(analysis, organ_tokens)
+    agreement_rows = tables.agreement.records(HTML)
+    position_rows = tables.position.records(HTML)
+    length_rows = tables.length.records(HTML)
+    failures = tables.failures.records(HTML)
 
     sensitivity = analysis.sensitivity
     return {
@@ -515,10 +205,10 @@ def _context(
         "leaderboard": leaderboard,
         "configuration": _configuration_rows(ordered, run_dates),
         "with_cost": any(row.has_cost for row in board),
-        "forest": forest,
+        "forest": charts["forest"],
         "dimension_rows": dimension_rows,
-        "dimension_bars": dimension_bars,
-        "heatmaps": heatmaps,
+        "dimension_bars": charts["dimension_bars"],
+        "heatmaps": charts["heatmaps"],
         "small_n": SMALL_N,
         "colour_scale": plots.colour_scale(),
         "organ_sizes": dataset.groups.get("organ_system", {}),
@@ -529,16 +219,118 @@ def _context(
         "agreement_rows": agreement_rows,
         "labels_coherence": percent(dataset.expert_coherence.get("accuracy")),
         "position_rows": position_rows,
-        "position_plot": position_plot,
+        "position_plot": charts["position_plot"],
         "length_rows": length_rows,
-        "length_plot": length_plot,
+        "length_plot": charts["length_plot"],
         "labels_longer": percent(dataset.expert_longer_rate["overall"]),
         "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
-        "gallery": None if gallery is None else _gallery_context(gallery, labels),
+        "gallery": None if gallery is None else gallery_context(gallery, labels),
         "human": None
-        if analysis.human is None
-        else _human_context(analysis.human, board, settings.confidence, sensitivity, settings.alpha),
+        if analysis.human is None or tables.human is None
+        else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
+    }
+
+
+def _charts(analysis: Analysis, organ_tokens: Mapping[str, str]) -> dict[str, Any]:
+    """The report's SVG charts: score forest, per-dimension bars, organ heatmaps, position and length plots."""
+    board = analysis.leaderboard
+    ordered = analysis.ranked_runs()
+    labels = [r.label for r in ordered]
+    settings = analysis.settings
+    dataset = analysis.dataset
+    forest = plots.forest(
+        [("◆ " if r.is_baseline else "") + r.label for r in board],
+        [optional(r.score.point) for r in board],
+        [optional(r.score.low) for r in board],
+        [optional(r.score.high) for r in board],
+        title=f"Score: {METRIC}, all six dimensions ({round(100 * settings.confidence)} % intervals)",
+        groups=[r.tier or 0 for r in board],
+        reference=0.5,
+        reference_label="chance",
+        width=900,
+        axis=f"{METRIC}, %",
+    )
+
+    dimension_bars = [
+        {
+            "dim": d,
+            "svg": plots.interval_bars(
+                labels,
+                [optional(r.accuracy[d].point) for r in ordered],
+                [optional(r.accuracy[d].low) for r in ordered],
+                [optional(r.accuracy[d].high) for r in ordered],
+                title=d.capitalize(),
+                highlight=[r.is_baseline for r in ordered],
+                reference=0.5,
+                reference_label="chance",
+                axis=f"{METRIC}, %",
+            ),
+        }
+        for d in DIMENSIONS
+    ]
+
+    heatmaps = []
+    for r in ordered:
+        organ = r.groups.get("organ_system")
+        if not organ:
+            continue
+        organ_tables = [*organ.groups.values(), organ.micro, organ.macro]
+        sizes = dataset.groups.get("organ_system", {})
+        few = [
+            [few_cases(min(sizes.get(name, 0), cell_cases(table[d], len(r.orders)))) for d in DIMENSIONS]
+            for name, table in organ.groups.items()
+        ] + [[False] * len(DIMENSIONS)] * 2
+        heatmaps.append(
+            {
+                "label": r.label,
+                "svg": plots.heatmap(
+                    [*organ.groups, "all (pooled)", "macro (mean)"],
+                    [SHORT[d] for d in DIMENSIONS],
+                    [[optional(table[d].point) for d in DIMENSIONS] for table in organ_tables],
+                    title=r.label,
+                    caption_rows=("all (pooled)", "macro (mean)"),
+                    counts=[[table[d].n for d in DIMENSIONS] for table in organ.groups.values()]
+                    + [[organ.micro[d].n for d in DIMENSIONS], [None] * len(DIMENSIONS)],
+                    small_n=SMALL_N,
+                    row_attributes=[f'data-organ="{organ_tokens.get(name, "o-none")}"' for name in organ.groups],
+                    few=few,
+                    few_label=FEW_MARK,
+                ),
+            }
+        )
+
+    first_shown = [r.position.first_position_rate.pooled for r in ordered]
+    position_plot = plots.forest(
+        labels,
+        [optional(e.point) for e in first_shown],
+        [optional(e.low) for e in first_shown],
+        [optional(e.high) for e in first_shown],
+        title="Share of picks of the response shown first (50 = no position preference)",
+        reference=0.5,
+        reference_label="no preference",
+        domain=(0.0, 1.0),
+        width=900,
+        axis="picks of the response shown first, %",
+    )
+
+    length_plot = plots.dumbbell(
+        labels,
+        [optional(r.length.accuracy_expert_longer["overall"].point) for r in ordered],
+        [optional(r.length.accuracy_expert_shorter["overall"].point) for r in ordered],
+        title=f"Overall: {METRIC} when the labelled winner is the longer vs. the shorter response",
+        first_label="labelled winner longer",
+        second_label="labelled winner shorter",
+        width=900,
+        axis=f"{METRIC}, %",
+    )
+
+    return {
+        "forest": forest,
+        "dimension_bars": dimension_bars,
+        "heatmaps": heatmaps,
+        "position_plot": position_plot,
+        "length_plot": length_plot,
     }
 
 
@@ -581,26 +373,20 @@ def _sensitivity_notes(
     }
 
 
-def _stand_in_context(human: HumanCeiling, board: Sequence[LeaderboardRow], alpha: float) -> dict[str, Any]:
+def _stand_in_context(human: HumanCeiling, tables: HumanTables, alpha: float) -> dict[str, Any]:
     """The stand-in section: the method in two sentences and every judge's verdicts."""
-    rows = []
-    for row in board:
-        found = human.verdict(row.label)
-        if found is None:
-            continue
-        pooled = found.tests.pooled
-        rows.append(
-            {
-                "label": row.label,
-                "is_baseline": row.is_baseline,
-                "verdict": pooled.verdict,
-                "cls": VERDICT_CLASSES.get(pooled.verdict, "unknown"),
-                "omega": coefficient(pooled.winning_rate),
-                "rho": coefficient(pooled.advantage),
-                "reason": pooled.reason,
-                "dims": [{"dim": d, "text": verdict(found.tests[d])} for d in DIMENSIONS],
-            }
+    rows = [
+        {
+            **record,
+            "label": found.row.label,
+            "is_baseline": found.row.is_baseline,
+            "cls": VERDICT_CLASSES.get(record["verdict"], "unknown"),
+            "dims": dims,
+        }
+        for record, found, dims in zip(
+            tables.stand_in.records(HTML), tables.stand_in.rows, tables.stand_in_dimensions.records(HTML), strict=True
         )
+    ]
     return {
         "method": STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{alpha:g}"),
         "epsilon": f"{human.epsilon:g}",
@@ -612,7 +398,7 @@ def _human_context(
     human: HumanCeiling,
     board: Sequence[LeaderboardRow],
     confidence: float,
-    sensitivity: Sensitivity | None = None,
+    tables: HumanTables,
     alpha: float = 0.05,
 ) -> dict[str, Any]:
     """The human-ceiling section.
@@ -620,54 +406,20 @@ def _human_context(
     Judges and annotators against the leave-one-out majorities, and the agreement between
     annotators per dimension and organ system; and whether each judge can stand in for an annotator.
     """
-    judges = []
     entries: list[tuple[str, Estimate]] = [(human.label, human.human.pooled)]
     for row in board:
         judge = human.judge(row.label)
-        if judge is None:
-            continue
-        entries.append((("◆ " if row.is_baseline else "") + row.label, judge.agreement.pooled))
-        judges.append(
-            {
-                "label": row.label,
-                "is_baseline": row.is_baseline,
-                "all": estimate(judge.agreement.pooled),
-                "gap": estimate(judge.gap.pooled, signed=True),
-                "normalised": ratio(None if judge.normalised is None else judge.normalised.pooled),
-                "dims": [percent(e.point) for _, e in judge.agreement.dimensions.items()],
-            }
-        )
-    panel = human.agreement
-    dimension_rows = [
-        {
-            "name": "all (pooled)" if column == "all" else column,
-            "n": panel.percent_agreement[column].n,
-            "percent": estimate(panel.percent_agreement[column]),
-            "kappa": coefficient_estimate(panel.fleiss_kappa[column]),
-            "alpha": coefficient_estimate(panel.krippendorff_alpha[column]),
-        }
-        for column, _ in panel.percent_agreement.columns()
+        if judge is not None:
+            entries.append((("◆ " if row.is_baseline else "") + row.label, judge.agreement.pooled))
+    vs = tables.vs_annotators
+    human_row, *judge_rows = vs.records(HTML)
+    judges = [
+        {**record, "label": row.judge.label, "is_baseline": row.judge.is_baseline}
+        for record, row in zip(judge_rows, vs.rows[1:], strict=True)
     ]
     group_rows = [
-        {
-            "name": group,
-            "few": few_cases(agreement.n_cases),
-            "cases": agreement.n_cases,
-            "percent": estimate(agreement.percent_agreement.pooled),
-            "kappa": coefficient_estimate(agreement.fleiss_kappa.pooled),
-            "alpha": coefficient_estimate(agreement.krippendorff_alpha.pooled),
-            "kappa_dims": [coefficient(e.point) for _, e in agreement.fleiss_kappa.dimensions.items()],
-        }
-        for group, agreement in human.by_group.items()
-    ]
-    annotator_rows = [
-        {
-            "name": a.annotator,
-            "cases": a.n_cases,
-            "all": estimate(a.vs_others.pooled),
-            "dims": [percent(e.point) for _, e in a.vs_others.dimensions.items()],
-        }
-        for a in human.annotators_vs_others
+        {**record, "few": few_cases(row.panel.n_cases)}
+        for record, row in zip(tables.groups.records(HTML), tables.groups.rows, strict=True)
     ]
     ceiling = human.human.pooled
     plot = plots.forest(
@@ -686,15 +438,14 @@ def _human_context(
         "n_annotators": len(human.annotators),
         "n_cases": human.n_cases,
         "n_annotations": human.n_annotations,
-        "row": estimate(ceiling),
-        "row_dims": [percent(e.point) for _, e in human.human.dimensions.items()],
+        "row": human_row,
         "judges": judges,
-        "dimension_rows": dimension_rows,
+        "dimension_rows": tables.panel.records(HTML),
         "group_field": human.group_field.replace("_", " "),
         "group_rows": group_rows,
-        "annotator_rows": annotator_rows,
+        "annotator_rows": tables.annotators.records(HTML),
         "plot": plot,
-        "stand_in": _stand_in_context(human, board, alpha),
+        "stand_in": _stand_in_context(human, tables, alpha),
     }
 
 
@@ -751,137 +502,6 @@ def _pairwise_matrix(analysis: Analysis, board: Sequence[LeaderboardRow]) -> dic
         "n_pairs": len(analysis.pairwise.on_score()),
         "n_significant": sum(1 for c in analysis.pairwise.on_score() if c.significant),
     }
-
-
-def _verdict_cell(case_label: int | None, outcomes: Sequence[OrderOutcome], dim: str) -> dict[str, Any]:
-    """One dimension of one judge: its pick per order, each marked right or wrong."""
-    parts = []
-    wrong = False
-    for outcome in outcomes:
-        verdict = outcome.verdicts.get(dim)
-        if verdict is None:
-            parts.append({"text": "—", "cls": "fail", "title": f"{outcome.order}: no verdict"})
-            wrong = True
-        elif case_label is None:
-            parts.append({"text": str(verdict), "cls": "nolabel", "title": f"{outcome.order}: response {verdict}"})
-        elif verdict == case_label:
-            parts.append({"text": f"{verdict}✓", "cls": "ok", "title": f"{outcome.order}: response {verdict}, right"})
-        else:
-            parts.append({"text": f"{verdict}✗", "cls": "bad", "title": f"{outcome.order}: response {verdict}, wrong"})
-            wrong = True
-    return {"dim": dim, "parts": parts, "wrong": wrong}
-
-
-def _doctors_cell(doctors: DoctorsView, dim: str, label: int | None) -> dict[str, Any]:
-    """How the annotators voted on one dimension: ``2–1`` (for the labelled winner first), and what decided it."""
-    if dim not in doctors.votes:
-        return {"text": "–", "cls": "none", "title": "nobody labelled this dimension"}
-    one, two = doctors.votes[dim]
-    source = doctors.sources.get(dim)
-    if label is None:
-        return {
-            "text": f"{one}–{two} undecided",
-            "cls": "undecided",
-            "title": f"{one} for response 1, {two} for response 2: no strict majority and no adjudication; unlabelled",
-        }
-    mine, other = (one, two) if label == 1 else (two, one)
-    if source == "adjudication":
-        return {
-            "text": f"{mine}–{other} adjudicated",
-            "cls": "adjudicated",
-            "title": f"{one} for response 1, {two} for response 2; an adjudicator chose response {label}",
-        }
-    return {
-        "text": f"{mine}–{other}",
-        "cls": "majority" if source == "majority" else "given",
-        "title": f"{one} for response 1, {two} for response 2",
-    }
-
-
-def _anchor(case_id: str) -> str:
-    return "case-" + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in case_id)
-
-
-def _gallery_context(gallery: CaseGallery, labels: Sequence[str]) -> dict[str, Any]:
-    rank = {label: i for i, label in enumerate(labels)}
-    cases = []
-    for case in gallery.cases:
-        rows = []
-        raws = []
-        for picks in sorted(case.picks, key=lambda m: rank.get(m.judge, len(rank))):
-            reasons = [
-                {"order": o.order, "text": _clip(o.rationale, RATIONALE_LIMIT)[0]}
-                for o in picks.outcomes
-                if o.rationale
-            ]
-            rows.append(
-                {
-                    "judge": picks.judge,
-                    "wrong": picks.wrong,
-                    "cells": [_verdict_cell(case.labels.get(d), picks.outcomes, d) for d in DIMENSIONS],
-                    "reasons": reasons,
-                }
-            )
-            if not picks.wrong:
-                continue  # raw outputs of the judges that missed the case; the others' picks are in the table
-            for outcome in picks.outcomes:
-                if outcome.raw_output is None and outcome.failure is None:
-                    continue  # rule-based judges produce no text
-                raw, cut = _clip(outcome.raw_output)
-                raws.append(
-                    {"judge": picks.judge, "order": outcome.order, "raw": raw, "cut": cut, "failure": outcome.failure}
-                )
-        missed_by = [p.judge for p in case.picks if p.wrong]
-        doctors = None
-        if case.doctors is not None:
-            doctors = {
-                "cells": [_doctors_cell(case.doctors, d, case.labels.get(d)) for d in DIMENSIONS],
-                "notes": [{"who": who, "what": what, "text": text} for who, what, text in case.doctors.notes],
-                "undecided": list(case.doctors.undecided),
-            }
-        cases.append(
-            {
-                "id": case.case_id,
-                "anchor": _anchor(case.case_id),
-                "organ": case.organ_system,
-                "missed_by": missed_by,
-                "labels": [case.labels.get(d) for d in DIMENSIONS],
-                "question": case.question,
-                "response_1": case.response_1,
-                "response_2": case.response_2,
-                "words_1": _words(case.response_1),
-                "words_2": _words(case.response_2),
-                "image": case.image,
-                "notes": case.notes,
-                "rows": rows,
-                "has_reasons": any(row["reasons"] for row in rows),
-                "raws": raws,
-                "n_raw_judges": len({r["judge"] for r in raws}),
-                "doctors": doctors,
-                "sources": [case.doctors.sources.get(d) if case.doctors else None for d in DIMENSIONS],
-            }
-        )
-    anchors = {c["id"]: c["anchor"] for c in cases}
-    index = [
-        {
-            "label": label,
-            "cases": [{"id": cid, "anchor": anchors[cid]} for cid in gallery.by_judge.get(label, []) if cid in anchors],
-        }
-        for label in labels
-    ]
-    return {
-        "cases": cases,
-        "index": index,
-        "organs": sorted({c["organ"] for c in cases}),
-        "dimension": gallery.dimension,
-        "per_judge": gallery.per_judge,
-        "notes": gallery.notes,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# Rendering
-# --------------------------------------------------------------------------------------------
 
 
 def render_html(

@@ -6,6 +6,8 @@ Numbers are percentages with one decimal, intervals written ``71.2 [68.0, 74.3]`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import (
@@ -13,30 +15,24 @@ from medrewardbench.metrics.results import (
     ColumnTable,
     Estimate,
     HumanCeiling,
-    LeaderboardRow,
     Sensitivity,
     Settings,
-    number,
 )
+from medrewardbench.report.columns import LEFT, MD, Column, Kind, Table
 from medrewardbench.report.format import (
     FEW_MARK,
     METRIC,
-    MISSING,
     STAND_IN_METHOD,
     cell_cases,
-    coefficient,
-    coefficient_estimate,
     detectable_sentence,
-    dollars,
     estimate,
     few_cases,
-    p_value,
     percent,
     points,
-    ratio,
     small_sample_banner,
-    verdict,
 )
+from medrewardbench.report.human import HumanTables
+from medrewardbench.report.tables import ReportTables, report_tables
 
 MAX_PAIRS_LISTED = 60
 
@@ -62,6 +58,31 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]], right: Seque
     ]
     lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
     return lines
+
+
+def _text(column: Column[Any], value: Any) -> str:
+    """One cell of a built table as Markdown: literal text escaped, baselines and the human row marked."""
+    if column.kind is Kind.JUDGE:
+        if value.human:
+            return f"*{_esc(value.label)}*"
+        return _esc(value.label) + (" *(baseline)*" if value.is_baseline else "")
+    if column.kind is Kind.GROUP:
+        return _esc(value.name) + (f" ({FEW_MARK})" if value.few else "")
+    if column.kind is Kind.TIERED:
+        return f"{estimate(value.estimate)} t{'' if value.tier is None else value.tier}"
+    shown = column.text(value)
+    if column.kind in (Kind.TEXT, Kind.REASONS):
+        shown = _esc(shown)
+    return f"**{shown}**" if column.strong else shown
+
+
+def _write(table: Table[Any], extra_rows: Sequence[Sequence[object]] = ()) -> list[str]:
+    """A built table as Markdown: its Markdown columns, numbers right-aligned; ``extra_rows`` as given."""
+    columns = table.shown(MD)
+    rows: list[Sequence[object]] = [
+        [_text(c, v) for c, v in zip(columns, values, strict=True)] for values in table.values(MD)
+    ]
+    return _table([c.header for c in columns], [*rows, *extra_rows], [c.kind not in LEFT for c in columns])
 
 
 def _points(table: ColumnTable[Estimate]) -> list[str]:
@@ -101,8 +122,97 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
     """
     settings = analysis.settings
     dataset = analysis.dataset
+    tables = report_tables(analysis)
+    conf = round(100 * settings.confidence)
+    human = analysis.human
+    out = _introduction(analysis, title)
+    out += _leaderboard_section(analysis, tables)
+    out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
+    sensitivity = analysis.sensitivity
+    detectable_row = (
+        []
+        if sensitivity is None
+        else [["*detectable (from chance / between judges)*", *_detectable_cells(sensitivity)]]
+    )
+    out += _write(tables.dimensions, detectable_row)
+    if sensitivity is not None:
+        out += [
+            "",
+            "The last row: the smallest differences (points) the cases of each dimension can detect (80 % power, "
+            "two-sided 5 %); judges closer than that to chance or to each other on a dimension cannot be told apart.",
+        ]
+
+    out += _organ_tables(analysis)
+    out += _organ_notes(analysis)
+
+    out += [
+        "## Agreement beyond chance",
+        "",
+        "Cohen's κ with the labels per dimension and Gwet's AC1 (overall) over answered judgments; 0 = chance, "
+        "1 = perfect.",
+        "",
+    ]
+    out += _write(tables.agreement)
+
+    out += [
+        "",
+        "## Position bias",
+        "",
+        "Consistent: same winner in both orders. First shown: share of picks of the answer shown first "
+        "(50 = no preference). Strict: right in both orders. All dimensions pooled.",
+        "",
+    ]
+    out += _write(tables.position)
+
+    out += [
+        "",
+        "## Length bias",
+        "",
+        f"The labelled winner is the longer answer in {percent(dataset.expert_longer_rate['overall'])} % of "
+        "cases (overall). A length-biased judge picks the longer answer much more often, and agrees with the labels "
+        "far more often when their winner is the longer answer.",
+        "",
+    ]
+    out += _write(tables.length)
+
+    significant = tables.pairwise.rows
+    out += [
+        "",
+        "## Pairwise differences",
+        "",
+        f"{len(significant)} of {len(analysis.pairwise.on_score())} pairs differ significantly on the score (paired "
+        "bootstrap, Holm). Both tests resample or permute whole cases; every dimension is in the CSV, JSON and "
+        "spreadsheet outputs.",
+        "",
+    ]
+    if significant:
+        out += _write(replace(tables.pairwise, rows=significant[:MAX_PAIRS_LISTED]))
+        if len(significant) > MAX_PAIRS_LISTED:
+            out.append(f"\n…and {len(significant) - MAX_PAIRS_LISTED} more.")
+
+    out += _note(
+        f"With {sensitivity.n_cases.pooled} cases, score differences under {points(sensitivity.between_judges.pooled)} "
+        "points between two judges cannot be detected (80 % power, two-sided 5 %)."
+        if sensitivity is not None and sensitivity.between_judges.pooled == sensitivity.between_judges.pooled
+        else ""
+    )
+
+    if human is not None and tables.human is not None:
+        out += _human_section(human, tables.human, sensitivity)
+        out += _stand_in_section(human, settings, tables.human)
+
+    if tables.failures.rows:
+        out += ["", "## Failures", ""]
+        out += _write(tables.failures)
+    out.append("")
+    return "\n".join(out)
+
+
+def _introduction(analysis: Analysis, title: str) -> list[str]:
+    """The title, the data set, the banners and how to read the numbers (one example from the first row)."""
+    settings = analysis.settings
+    dataset = analysis.dataset
     board = analysis.leaderboard
-    ordered = analysis.ranked_runs()
     conf = round(100 * settings.confidence)
     out: list[str] = [f"# {title}", ""]
     name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
@@ -148,66 +258,16 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
         "## Leaderboard",
         "",
     ]
-    rows = []
+    return out
+
+
+def _leaderboard_section(analysis: Analysis, tables: ReportTables) -> list[str]:
+    """The leaderboard table and what its columns mean."""
+    board = analysis.leaderboard
+    out: list[str] = []
     with_cost = any(row.has_cost for row in board)
     human = analysis.human
-    for row in board:
-        label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
-        rows.append(
-            [
-                row.rank,
-                row.tier or "–",
-                label,
-                estimate(row.score),
-                estimate(row.macro),
-                percent(row.answered_accuracy),
-                percent(row.failure_rate),
-                percent(row.consistency),
-                percent(row.first_position_rate),
-                *([dollars(row.cost_usd), dollars(row.cost_per_1000_cases)] if with_cost else []),
-                *(
-                    [estimate(row.vs_annotators), ratio(row.normalised), row.verdict or MISSING]
-                    if human is not None
-                    else []
-                ),
-            ]
-        )
-    if human is not None:
-        blank = ["–"] * (6 + (2 if with_cost else 0))
-        rows.append(["–", "not a judge", f"*{_esc(human.label)}*", *blank, estimate(human.human.pooled), "1.00", "–"])
-    out += _table(
-        [
-            "#",
-            "Tier",
-            "Judge",
-            f"Score [{conf} % CI]",
-            "Macro over organs",
-            "Answered",
-            "Failed",
-            "Consistent",
-            "1st pos.",
-            *(["Cost", "$ per 1,000 cases"] if with_cost else []),
-            *(
-                [f"Vs annotators [{conf} % CI]", "÷ human [CI]", "Stands in for an annotator?"]
-                if human is not None
-                else []
-            ),
-        ],
-        rows,
-        [
-            True,
-            True,
-            False,
-            True,
-            True,
-            True,
-            True,
-            True,
-            True,
-            *([True, True] if with_cost else []),
-            *([True, True, False] if human is not None else []),
-        ],
-    )
+    out += _write(tables.leaderboard)
     if human is not None:
         out += [
             "",
@@ -228,28 +288,16 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
             "Per 1,000 cases: per case judged in every order.",
         ]
 
-    out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
-    dimension_rows: list[list[object]] = [
-        [
-            _esc(r.label),
-            *[f"{estimate(r.accuracy[d])} t{'' if r.tiers is None else r.tiers[d]}" for d in DIMENSIONS],
-        ]
-        for r in ordered
-    ]
-    sensitivity = analysis.sensitivity
-    if sensitivity is not None:
-        dimension_rows.append(["*detectable (from chance / between judges)*", *_detectable_cells(sensitivity)])
-    out += _table(["Judge", *[d.capitalize() for d in DIMENSIONS]], dimension_rows)
-    if sensitivity is not None:
-        out += [
-            "",
-            "The last row: the smallest differences (points) the cases of each dimension can detect (80 % power, "
-            "two-sided 5 %); judges closer than that to chance or to each other on a dimension cannot be told apart.",
-        ]
+    return out
 
+
+def _organ_tables(analysis: Analysis) -> list[str]:
+    """One table per judge and grouping field: groups x dimensions, cells on 1-3 cases marked."""
+    dataset = analysis.dataset
+    out: list[str] = []
     out += ["", "## Organ systems × dimensions", ""]
-    for field_name in settings.group_fields:
-        for r in ordered:
+    for field_name in analysis.settings.group_fields:
+        for r in analysis.ranked_runs():
             grouped = r.groups.get(field_name)
             if not grouped:
                 continue
@@ -266,137 +314,7 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
                 [field_name.replace("_", " "), "cases", *[d.capitalize() for d in DIMENSIONS], "All"], table_rows
             )
             out.append("")
-    out += _organ_notes(analysis)
-
-    out += [
-        "## Agreement beyond chance",
-        "",
-        "Cohen's κ with the labels per dimension and Gwet's AC1 (overall) over answered judgments; 0 = chance, "
-        "1 = perfect.",
-        "",
-    ]
-    out += _table(
-        ["Judge", *[f"κ {d}" for d in DIMENSIONS], "AC1 overall"],
-        [
-            [
-                _esc(r.label),
-                *[coefficient(r.agreement.kappa[d].point) for d in DIMENSIONS],
-                coefficient(r.agreement.ac1["overall"].point),
-            ]
-            for r in ordered
-        ],
-    )
-
-    out += [
-        "",
-        "## Position bias",
-        "",
-        "Consistent: same winner in both orders. First shown: share of picks of the answer shown first "
-        "(50 = no preference). Strict: right in both orders. All dimensions pooled.",
-        "",
-    ]
-    position_rows = []
-    for r in ordered:
-        by_order = r.by_order
-        position_rows.append(
-            [
-                _esc(r.label),
-                estimate(r.position.consistency.pooled),
-                estimate(r.position.first_position_rate.pooled),
-                estimate(r.strict_accuracy.pooled),
-                estimate(by_order["original"].pooled) if "original" in by_order else "not run",
-                estimate(by_order["swapped"].pooled) if "swapped" in by_order else "not run",
-            ]
-        )
-    out += _table(
-        ["Judge", "Consistent", "Picks first shown", "Strict agreement", "Original order", "Swapped order"],
-        position_rows,
-    )
-
-    out += [
-        "",
-        "## Length bias",
-        "",
-        f"The labelled winner is the longer answer in {percent(dataset.expert_longer_rate['overall'])} % of "
-        "cases (overall). A length-biased judge picks the longer answer much more often, and agrees with the labels "
-        "far more often when their winner is the longer answer.",
-        "",
-    ]
-    out += _table(
-        [
-            "Judge",
-            "Picks the longer",
-            "Overall agreement, labelled winner longer (n)",
-            "Overall agreement, labelled winner shorter (n)",
-        ],
-        [
-            [
-                _esc(r.label),
-                estimate(r.length.longer_preference.pooled),
-                _with_n(r.length.accuracy_expert_longer["overall"]),
-                _with_n(r.length.accuracy_expert_shorter["overall"]),
-            ]
-            for r in ordered
-        ],
-    )
-
-    pairs = analysis.pairwise.on_score()
-    significant = sorted((c for c in pairs if c.significant), key=lambda c: -abs(number(c.diff) or 0.0))
-    out += [
-        "",
-        "## Pairwise differences",
-        "",
-        f"{len(significant)} of {len(pairs)} pairs differ significantly on the score (paired bootstrap, Holm). "
-        "Both tests resample or permute whole cases; every dimension is in the CSV, JSON and spreadsheet outputs.",
-        "",
-    ]
-    if significant:
-        listed = significant[:MAX_PAIRS_LISTED]
-        out += _table(
-            ["Judge A", "Judge B", "A − B (points)", "Holm p (bootstrap)", "Holm p (case test)"],
-            [
-                [
-                    _esc(c.a),
-                    _esc(c.b),
-                    estimate(c.difference, signed=True),
-                    p_value(c.p_bootstrap_holm, resamples=settings.n_resamples),
-                    p_value(c.p_case_holm),
-                ]
-                for c in listed
-            ],
-            [False, False, True, True, True],
-        )
-        if len(significant) > len(listed):
-            out.append(f"\n…and {len(significant) - len(listed)} more.")
-
-    out += _note(
-        f"With {sensitivity.n_cases.pooled} cases, score differences under {points(sensitivity.between_judges.pooled)} "
-        "points between two judges cannot be detected (80 % power, two-sided 5 %)."
-        if sensitivity is not None and sensitivity.between_judges.pooled == sensitivity.between_judges.pooled
-        else ""
-    )
-
-    if human is not None:
-        out += _human_section(human, board, conf, sensitivity)
-        out += _stand_in_section(human, board, settings)
-
-    failing = [r for r in ordered if r.failures]
-    if failing:
-        out += ["", "## Failures", ""]
-        out += _table(
-            ["Judge", "Failed", "Most frequent reasons (count)"],
-            [
-                [
-                    _esc(r.label),
-                    percent(r.failure_rate.pooled),
-                    "; ".join(f"{_esc(reason)} ({n})" for reason, n in list(r.failures.items())[:3]),
-                ]
-                for r in failing
-            ],
-            [False, True, False],
-        )
-    out.append("")
-    return "\n".join(out)
+    return out
 
 
 def _detectable_cells(sensitivity: Sensitivity) -> list[str]:
@@ -424,49 +342,23 @@ def _organ_notes(analysis: Analysis) -> list[str]:
     return [*out, ""]
 
 
-def _stand_in_section(human: HumanCeiling, board: Sequence[LeaderboardRow], settings: Settings) -> list[str]:
+def _stand_in_section(human: HumanCeiling, settings: Settings, tables: HumanTables) -> list[str]:
     """Can a judge stand in for an annotator? The method in two sentences, then every judge's verdicts."""
-    out = [
+    return [
         "",
         "## Can a judge stand in for an annotator?",
         "",
         STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{settings.alpha:g}"),
         "",
+        *_write(tables.stand_in),
+        "",
+        "Per dimension (ω in brackets):",
+        "",
+        *_write(tables.stand_in_dimensions),
     ]
-    rows = []
-    for row in board:
-        found = human.verdict(row.label)
-        if found is None:
-            continue
-        pooled = found.tests.pooled
-        rows.append(
-            [
-                _esc(row.label) + (" *(baseline)*" if row.is_baseline else ""),
-                f"**{pooled.verdict}**",
-                coefficient(pooled.winning_rate),
-                coefficient(pooled.advantage),
-                _esc(pooled.reason),
-            ]
-        )
-    out += _table(
-        ["Judge", "All dimensions", "ω (winning rate)", "ρ (advantage)", "Why"], rows, [False, False, True, True, False]
-    )
-    out += ["", "Per dimension (ω in brackets):", ""]
-    out += _table(
-        ["Judge", *[d.capitalize() for d in DIMENSIONS]],
-        [
-            [_esc(v.label), *[verdict(v.tests[d]) for d in DIMENSIONS]]
-            for v in (human.verdict(row.label) for row in board)
-            if v is not None
-        ],
-        [False] * (1 + len(DIMENSIONS)),
-    )
-    return out
 
 
-def _human_section(
-    human: HumanCeiling, board: Sequence[LeaderboardRow], conf: int, sensitivity: Sensitivity | None = None
-) -> list[str]:
+def _human_section(human: HumanCeiling, built: HumanTables, sensitivity: Sensitivity | None = None) -> list[str]:
     """The human-ceiling section.
 
     Judges and annotators against the leave-one-out majorities, and the agreement between
@@ -487,39 +379,7 @@ def _human_section(
         "(1.00 = as often as an annotator).",
         "",
     ]
-    rows = [
-        [
-            f"*{_esc(human.label)}*",
-            estimate(human.human.pooled),
-            "",
-            "1.00",
-            *[percent(e.point) for _, e in human.human.dimensions.items()],
-        ]
-    ]
-    for row in board:
-        judge = human.judge(row.label)
-        if judge is None:
-            continue
-        label = _esc(row.label) + (" *(baseline)*" if row.is_baseline else "")
-        rows.append(
-            [
-                label,
-                estimate(judge.agreement.pooled),
-                estimate(judge.gap.pooled, signed=True),
-                ratio(None if judge.normalised is None else judge.normalised.pooled),
-                *[percent(e.point) for _, e in judge.agreement.dimensions.items()],
-            ]
-        )
-    out += _table(
-        [
-            "Against the leave-one-out majorities",
-            f"All dimensions [{conf} % CI]",
-            "Gap to human (points)",
-            "÷ human [CI]",
-            *[d.capitalize() for d in DIMENSIONS],
-        ],
-        rows,
-    )
+    out += _write(built.vs_annotators)
     if sensitivity is not None and sensitivity.vs_human is not None:
         per_dimension = ", ".join(f"{d} {points(sensitivity.vs_human[d])}" for d in DIMENSIONS)
         out += [
@@ -529,7 +389,6 @@ def _human_section(
             f"two-sided 5 %); per dimension: {per_dimension}.",
         ]
 
-    panel = human.agreement
     out += [
         "",
         "### Agreement between annotators",
@@ -539,19 +398,7 @@ def _human_section(
         "(case, dimension) items).",
         "",
     ]
-    dimension_rows = [
-        [
-            "all (pooled)" if column == "all" else column,
-            panel.percent_agreement[column].n,
-            estimate(panel.percent_agreement[column]),
-            coefficient_estimate(panel.fleiss_kappa[column]),
-            coefficient_estimate(panel.krippendorff_alpha[column]),
-        ]
-        for column, _ in panel.percent_agreement.columns()
-    ]
-    out += _table(
-        ["Dimension", "n", f"Pairwise agreement [{conf} % CI]", "Fleiss' κ", "Krippendorff's α"], dimension_rows
-    )
+    out += _write(built.panel)
 
     field = human.group_field.replace("_", " ")
     out += [
@@ -562,33 +409,8 @@ def _human_section(
         "compared.",
     ]
     out.append("")
-    group_rows = [
-        [
-            _esc(group) + (f" ({FEW_MARK})" if few_cases(agreement.n_cases) else ""),
-            agreement.n_cases,
-            estimate(agreement.percent_agreement.pooled),
-            coefficient_estimate(agreement.fleiss_kappa.pooled),
-            coefficient_estimate(agreement.krippendorff_alpha.pooled),
-            *[coefficient(e.point) for _, e in agreement.fleiss_kappa.dimensions.items()],
-        ]
-        for group, agreement in human.by_group.items()
-    ]
-    out += _table(
-        [field, "cases", "Pairwise agreement", "Fleiss' κ", "Krippendorff's α", *[f"κ {d}" for d in DIMENSIONS]],
-        group_rows,
-    )
+    out += _write(built.groups)
 
     out += ["", "### Each annotator against the others", ""]
-    out += _table(
-        ["Annotator", "cases", f"All dimensions [{conf} % CI]", *[d.capitalize() for d in DIMENSIONS]],
-        [
-            [
-                _esc(a.annotator),
-                a.n_cases,
-                estimate(a.vs_others.pooled),
-                *[percent(e.point) for _, e in a.vs_others.dimensions.items()],
-            ]
-            for a in human.annotators_vs_others
-        ],
-    )
+    out += _write(built.annotators)
     return out

@@ -1,17 +1,16 @@
-"""Reports from stored runs: load, analyse once, write Markdown, CSV, JSON, XLSX and HTML.
+"""Reports from stored runs: analyse once, write Markdown, CSV, JSON, XLSX and HTML.
 
 :func:`render_reports` is what the ``report`` command calls: one report per data set found (a
 results folder can hold runs on several data sets; each gets its own folder), or the one named by
-``data``. A ``cv`` output folder is read as its pooled held-out runs
-(:func:`~medrewardbench.metrics.heldout.load_cv_bundles`). The JSON holds the whole analysis;
-the CSV is the same numbers in long format (one estimate per row) plus a pairwise CSV.
+``ReportSettings.data``. Runs are loaded by :mod:`medrewardbench.metrics.loading` (a ``cv``
+output folder as its pooled held-out runs); this module only renders. The JSON holds the whole
+analysis; the CSV is the same numbers in long format (one estimate per row) plus a pairwise CSV.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,23 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import Case
-from medrewardbench.dimensions import DIMENSIONS
-from medrewardbench.errors import MedRewardBenchError, StoreError
 from medrewardbench.metrics.analysis import (
     DataSet,
     LoadedRun,
-    analyze,
-    case_difficulty_order,
-    group_by_data,
-    judge_labels,
-    load_run_bundles,
     resolve_group_fields,
-    select_data,
-    select_wrong_cases,
 )
-from medrewardbench.metrics.core import RunData
-from medrewardbench.metrics.heldout import is_cv_folder, load_cv_bundles
+from medrewardbench.metrics.loading import analyze_dataset, different_data_error, find_datasets
 from medrewardbench.metrics.results import (
     DEFAULT_EPSILON,
     PAIRWISE_COLUMNS,
@@ -47,11 +35,8 @@ from medrewardbench.metrics.results import (
     Sensitivity,
     number,
 )
-from medrewardbench.report.html import CaseGallery, CaseView, DoctorsView, JudgePicks, OrderOutcome, case_image
+from medrewardbench.report.gallery import build_case_gallery
 from medrewardbench.report.human import human_long_rows
-from medrewardbench.store import Store, StoredJudgment
-
-log = logging.getLogger(__name__)
 
 FORMATS: tuple[str, ...] = ("md", "csv", "json", "xlsx", "html")
 FILE_NAMES: dict[str, str] = {
@@ -76,173 +61,6 @@ CSV_COLUMNS: tuple[str, ...] = (
     "high",
     "n",
 )
-
-
-# --------------------------------------------------------------------------------------------
-# Selecting runs
-# --------------------------------------------------------------------------------------------
-
-
-def select_bundles(bundles: Sequence[LoadedRun], judges: Sequence[str] | None) -> list[LoadedRun]:
-    """Keep the runs whose judge spec or run id is named; all of them when ``judges`` is None.
-
-    Args:
-        bundles: loaded runs.
-        judges: judge specs or run ids.
-
-    Returns:
-        The selected runs in their original order.
-
-    Raises:
-        StoreError: a name matches no run (the message lists the available ones).
-    """
-    if not judges:
-        return list(bundles)
-    wanted = list(dict.fromkeys(judges))
-    unknown = [name for name in wanted if not any(name in (b.record.judge_spec, b.record.run_id) for b in bundles)]
-    if unknown:
-        available = ", ".join(sorted({b.record.judge_spec for b in bundles}))
-        raise StoreError(f"no run of {', '.join(map(repr, unknown))}; available judges: {available}")
-    return [b for b in bundles if b.record.judge_spec in wanted or b.record.run_id in wanted]
-
-
-def load_bundles(paths: Sequence[str | Path]) -> list[LoadedRun]:
-    """Every run under the given paths; a ``cv`` output folder gives its pooled held-out runs.
-
-    Args:
-        paths: run directories (searched recursively), store files, or ``cv`` output folders.
-
-    Returns:
-        The runs, each once (by run id), in the order found.
-
-    Raises:
-        StoreError: a path does not exist, a store is unusable, or no run was found.
-    """
-    cv_folders = [Path(p) for p in paths if Path(p).is_dir() and is_cv_folder(p)]
-    others = [p for p in paths if Path(p) not in cv_folders]
-    found = [bundle for folder in cv_folders for bundle in load_cv_bundles(folder)]
-    if others or not found:
-        found += load_run_bundles(others)
-    seen: set[str] = set()
-    bundles = []
-    for bundle in found:
-        if bundle.record.run_id not in seen:
-            seen.add(bundle.record.run_id)
-            bundles.append(bundle)
-    return bundles
-
-
-def find_datasets(
-    paths: Sequence[str | Path], *, judges: Sequence[str] | None = None, data: str | None = None
-) -> list[DataSet]:
-    """The runs under ``paths``, optionally only some judges, grouped by data set.
-
-    Args:
-        paths: run directories, store files or ``cv`` output folders.
-        judges: judge specs or run ids to keep; None keeps all.
-        data: a data fingerprint prefix or data set name (``--data``); None keeps every data set.
-
-    Returns:
-        One :class:`~medrewardbench.metrics.analysis.DataSet` per data fingerprint.
-
-    Raises:
-        StoreError: no runs, unknown judges, or ``data`` names no data set.
-    """
-    return select_data(group_by_data(select_bundles(load_bundles(paths), judges)), data)
-
-
-def analyze_dataset(
-    dataset: DataSet,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    group_fields: Sequence[str] = (STRATA,),
-    alpha: float = 0.05,
-    epsilon: float = DEFAULT_EPSILON,
-) -> Analysis:
-    """Analyse the runs of one data set (with its name and its labels' provenance).
-
-    Args:
-        dataset: the runs.
-        confidence: interval coverage.
-        n_resamples: bootstrap resamples.
-        seed: bootstrap seed.
-        group_fields: metadata fields to break accuracy down by.
-        alpha: level for tiers and significance marks (and the stand-in test's false discovery rate).
-        epsilon: the stand-in test's cost-benefit margin.
-
-    Returns:
-        The :func:`~medrewardbench.metrics.analysis.analyze` result.
-    """
-    return analyze(
-        [b.data for b in dataset.runs],
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        group_fields=group_fields,
-        alpha=alpha,
-        dataset_name=dataset.name,
-        labels=dataset.labels,
-        epsilon=epsilon,
-    )
-
-
-def different_data_error(datasets: Sequence[DataSet]) -> StoreError:
-    """The error for runs on several data sets where one was needed: every data set with its runs."""
-    parts = [
-        f"data {d.data_hash[:12]} ({d.name}, {d.n_cases} cases): {', '.join(b.record.run_id for b in d.runs)}"
-        for d in datasets
-    ]
-    return StoreError(
-        "these runs were made on different data and cannot share one table "
-        "(data fingerprints differ): " + "; ".join(parts) + "; choose one with --data FINGERPRINT"
-    )
-
-
-def analyze_paths(
-    paths: Sequence[str | Path],
-    *,
-    judges: Sequence[str] | None = None,
-    data: str | None = None,
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    group_fields: Sequence[str] = (STRATA,),
-    alpha: float = 0.05,
-    epsilon: float = DEFAULT_EPSILON,
-) -> Analysis:
-    """Load the runs under ``paths`` (optionally only some judges) and analyse them: one data set.
-
-    Args:
-        paths: run directories, store files or ``cv`` output folders.
-        judges: judge specs or run ids to keep; None keeps all.
-        data: the data set to analyse (fingerprint prefix or name) when the runs cover several.
-        confidence: interval coverage.
-        n_resamples: bootstrap resamples.
-        seed: bootstrap seed.
-        group_fields: metadata fields to break accuracy down by.
-        alpha: level for tiers and significance marks.
-        epsilon: the stand-in test's cost-benefit margin.
-
-    Returns:
-        The :func:`~medrewardbench.metrics.analysis.analyze` result.
-
-    Raises:
-        StoreError: no runs, unknown judges, or runs on several data sets and no ``data`` choosing one.
-    """
-    datasets = find_datasets(paths, judges=judges, data=data)
-    if len(datasets) > 1:
-        raise different_data_error(datasets)
-    return analyze_dataset(
-        datasets[0],
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        group_fields=group_fields,
-        alpha=alpha,
-        epsilon=epsilon,
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,194 +214,6 @@ def write_pairwise_csv(analysis: Analysis, path: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------------------------
-# Cases judged wrong
-# --------------------------------------------------------------------------------------------
-
-
-def _rationale(stored: StoredJudgment | None, quoted: Sequence[str]) -> str | None:
-    """The judge's own reason for its verdict, when its answer gave one (the templates ask for one)."""
-    if stored is None:
-        return None
-    reason = stored.extra.get("reason") if isinstance(stored.extra, Mapping) else None
-    if isinstance(reason, str) and reason.strip():
-        return reason.strip()
-    if not stored.raw_output:
-        return None
-    from medrewardbench.parsing import parse_verdicts
-
-    parsed = parse_verdicts(stored.raw_output, quoted=quoted)
-    return parsed.reason.strip() if parsed.reason and parsed.reason.strip() else None
-
-
-def gallery_from_parts(
-    runs: Sequence[RunData],
-    judgments: Mapping[str, Mapping[tuple[str, str], StoredJudgment]],
-    cases: Mapping[str, Case] | None,
-    *,
-    case_hashes: Mapping[str, str] | None = None,
-    notes: Sequence[str] = (),
-    per_judge: int = 50,
-    dimension: str = "overall",
-) -> CaseGallery:
-    """Assemble the gallery of cases judges got wrong, with every judge's picks on each of them.
-
-    Args:
-        runs: runs on one data set (their labels decide right and wrong).
-        judgments: run id -> (case id, order) -> stored judgment (for raw outputs, failures and
-            the judges' reasons).
-        cases: case id -> the case as loaded from the data source, or None when the source could
-            not be loaded (texts and images are then left out, and ``notes`` should say why).
-        case_hashes: case id -> content hash recorded at judging time; a case whose loaded
-            content hashes differently gets a note.
-        notes: notes about the whole section.
-        per_judge: at most this many wrongly judged cases per judge select a case for the gallery.
-        dimension: the dimension that decides right and wrong.
-
-    Returns:
-        The gallery: cases in the order "missed by most judges first", each with every judge's
-        picks in both orders (``JudgePicks.wrong`` marks the judges that missed it).
-    """
-    labels = judge_labels(runs)
-    selection = select_wrong_cases(runs, per_judge=per_judge, dimension=dimension)
-    if not runs:
-        return CaseGallery((), {}, dimension, per_judge, tuple(notes))
-    first = runs[0]
-    chosen = {i for indices in selection.values() for i in indices}
-    order = [i for i in case_difficulty_order(runs, dimension) if i in chosen]
-    by_judge = {
-        label: [first.case_ids[i] for i in selection[run.run_id]] for label, run in zip(labels, runs, strict=True)
-    }
-    wrong_sets = {run.run_id: set(selection[run.run_id]) for run in runs}
-    organ = first.groups.get("organ_system", ("unknown",) * first.n_cases)
-    views = []
-    for i in order:
-        case_id = first.case_ids[i]
-        case = cases.get(case_id) if cases is not None else None
-        quoted = [case.question, case.response_1, case.response_2] if case is not None else []
-        case_labels = {d: int(first.labels[i, j]) for j, d in enumerate(DIMENSIONS) if first.labels[i, j] > 0}
-        picks = []
-        for label, run in zip(labels, runs, strict=True):
-            outcomes = []
-            for order_ in run.orders:
-                stored = judgments.get(run.run_id, {}).get((case_id, order_.value))
-                verdict_row = run.verdicts[i, 0 if order_.value == "original" else 1]
-                verdicts = {
-                    d: (int(v) if v > 0 else None) for d, v in zip(DIMENSIONS, verdict_row.tolist(), strict=True)
-                }
-                outcomes.append(
-                    OrderOutcome(
-                        order=order_.value,
-                        verdicts=verdicts,
-                        raw_output=None if stored is None else stored.raw_output,
-                        failure=None if stored is None else stored.failure,
-                        rationale=_rationale(stored, quoted),
-                    )
-                )
-            picks.append(JudgePicks(label, tuple(outcomes), wrong=i in wrong_sets[run.run_id]))
-        views.append(_case_view(case_id, organ[i], case_labels, cases, case_hashes, tuple(picks)))
-    return CaseGallery(tuple(views), by_judge, dimension, per_judge, tuple(notes))
-
-
-def _case_view(
-    case_id: str,
-    organ: str,
-    labels: dict[str, int],
-    cases: Mapping[str, Case] | None,
-    case_hashes: Mapping[str, str] | None,
-    picks: tuple[JudgePicks, ...],
-) -> CaseView:
-    if cases is None:
-        return CaseView(case_id, organ, labels, picks=picks)
-    case = cases.get(case_id)
-    if case is None:
-        return CaseView(case_id, organ, labels, notes=("This case is no longer in the data source.",), picks=picks)
-    notes: list[str] = []
-    image = None
-    if case.image.kind == "none":
-        notes.append("This case has no image.")
-    else:
-        try:
-            image = case_image(case.image, modality=case.modality)
-        except (MedRewardBenchError, OSError, ValueError) as exc:
-            notes.append(f"The image could not be loaded: {exc}")
-    if case_hashes is not None and case_id in case_hashes:
-        try:
-            changed = case.content_hash() != case_hashes[case_id]
-        except (MedRewardBenchError, OSError):
-            changed = False
-        if changed:
-            notes.append(
-                "Warning: this case has changed in the data source since it was judged; "
-                "the text and image shown are the current ones."
-            )
-    return CaseView(
-        case_id,
-        organ,
-        labels,
-        case.question,
-        case.response_1,
-        case.response_2,
-        image,
-        tuple(notes),
-        picks,
-        DoctorsView.of(case),
-    )
-
-
-def build_case_gallery(bundles: Sequence[LoadedRun], *, per_judge: int = 50, dimension: str = "overall") -> CaseGallery:
-    """The cases judges got wrong, with raw outputs, texts and images.
-
-    Raw outputs come from the stores; texts and images are re-loaded from the runs' data source
-    (``RunRecord.dataset_source``).
-
-    If the source cannot be loaded (moved, in-memory, offline Hub), the cases are shown without
-    question, answers and image, and the section says why.
-
-    Args:
-        bundles: loaded runs on one data set (a pooled run reads each of its parts' stores).
-        per_judge: at most this many wrongly judged cases per judge select a case.
-        dimension: the dimension that decides right and wrong.
-
-    Returns:
-        The gallery.
-    """
-    runs = [b.data for b in bundles]
-    selection = select_wrong_cases(runs, per_judge=per_judge, dimension=dimension)
-    wanted = {runs[0].case_ids[i] for indices in selection.values() for i in indices} if runs else set()
-    judgments: dict[str, dict[tuple[str, str], StoredJudgment]] = {}
-    case_hashes: dict[str, str] = {}
-    for bundle in bundles:
-        found: dict[tuple[str, str], StoredJudgment] = {}
-        for store_path, record in bundle.sources:
-            with Store(store_path) as store:
-                # only the chosen cases' judgments and hashes are read from the store
-                found.update(
-                    {(j.case_id, j.order.value): j for j in store.iter_judgments_for_run(record, sorted(wanted))}
-                )
-                for row in store.iter_case_rows(record.data_hash, sorted(wanted)):
-                    case_hashes.setdefault(row[0], row[1])
-        judgments[bundle.record.run_id] = found
-    notes: list[str] = []
-    cases: dict[str, Case] | None = None
-    if bundles and wanted:
-        source = bundles[0].record.dataset_source
-        try:
-            from medrewardbench.data.sources import find_cases
-
-            cases = find_cases(source, wanted)  # one reading of the source, keeping only these cases
-        except (MedRewardBenchError, OSError, ValueError) as exc:
-            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            notes.append(
-                f"The data source {source!r} could not be loaded ({first_line}); questions, answers "
-                "and images are not shown."
-            )
-            log.warning("report: cannot reload %s: %s", source, exc)
-    return gallery_from_parts(
-        runs, judgments, cases, case_hashes=case_hashes, notes=notes, per_judge=per_judge, dimension=dimension
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # Everything
 # --------------------------------------------------------------------------------------------
 
@@ -616,31 +246,50 @@ def dataset_folder(dataset: DataSet) -> str:
     return f"{slug[:40]}-{dataset.data_hash[:8]}"
 
 
-def _write_report(
-    dataset: DataSet,
-    out: Path,
-    formats: Sequence[str],
-    *,
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    group_fields: Sequence[str],
-    alpha: float,
-    cases_per_judge: int,
-    case_dimension: str,
-    title: str,
-    epsilon: float = DEFAULT_EPSILON,
-) -> RenderedReport:
-    fields = resolve_group_fields(dataset, group_fields)
+@dataclass(frozen=True)
+class ReportSettings:
+    """What a report covers and how it is analysed: one object for every way of rendering one.
+
+    The ``report`` command, ``sweep`` and the library calls build one and pass it to
+    :func:`render_reports` or :func:`render_report`.
+    """
+
+    judges: Sequence[str] | None = None
+    """judge specs or run ids to include; None includes every run"""
+    data: str | None = None
+    """one data set to report (fingerprint prefix or name); None reports each of them"""
+    confidence: float = 0.95
+    """interval coverage"""
+    n_resamples: int = 2000
+    """bootstrap resamples"""
+    seed: int = 0
+    """bootstrap seed"""
+    group_fields: Sequence[str] = (STRATA,)
+    """metadata fields to break accuracy down by (organ_system always)"""
+    alpha: float = 0.05
+    """level for tiers and significance marks"""
+    cases_per_judge: int = 50
+    """how many wrongly judged cases of each judge the HTML gallery takes"""
+    case_dimension: str = "overall"
+    """the dimension that decides which cases count as wrong in the HTML"""
+    title: str = "Med-RewardBench report"
+    """report title"""
+    epsilon: float = DEFAULT_EPSILON
+    """the stand-in test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`)"""
+
+
+def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings: ReportSettings) -> RenderedReport:
+    fields = resolve_group_fields(dataset, settings.group_fields)
     analysis = analyze_dataset(
         dataset,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
+        confidence=settings.confidence,
+        n_resamples=settings.n_resamples,
+        seed=settings.seed,
         group_fields=fields,
-        alpha=alpha,
-        epsilon=epsilon,
+        alpha=settings.alpha,
+        epsilon=settings.epsilon,
     )
+    title = settings.title
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     if "json" in formats:
@@ -661,50 +310,37 @@ def _write_report(
     if "html" in formats:
         from medrewardbench.report.html import write_html
 
-        gallery = build_case_gallery(dataset.runs, per_judge=cases_per_judge, dimension=case_dimension)
+        gallery = build_case_gallery(
+            dataset.runs, per_judge=settings.cases_per_judge, dimension=settings.case_dimension
+        )
         written["html"] = write_html(
             analysis, out / FILE_NAMES["html"], gallery, title=title, run_dates=run_dates(dataset.runs)
         )
     return RenderedReport(dataset.name, dataset.data_hash, out, written, analysis)
 
 
+def _check_formats(formats: Sequence[str]) -> None:
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown report format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+
+
 def render_reports(
     paths: Sequence[str | Path],
     out_dir: str | Path,
     formats: Sequence[str] = FORMATS,
-    *,
-    judges: Sequence[str] | None = None,
-    data: str | None = None,
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    group_fields: Sequence[str] = (STRATA,),
-    alpha: float = 0.05,
-    cases_per_judge: int = 50,
-    case_dimension: str = "overall",
-    title: str = "Med-RewardBench report",
-    epsilon: float = DEFAULT_EPSILON,
+    settings: ReportSettings = ReportSettings(),
 ) -> list[RenderedReport]:
     """Analyse the runs found under ``paths`` and write the requested files, one report per data set.
 
-    With runs on one data set (or ``data`` naming one) the files go into ``out_dir``; with
+    With runs on one data set (or ``settings.data`` naming one) the files go into ``out_dir``; with
     several, each data set's files go into ``out_dir/NAME-FINGERPRINT8/`` (:func:`dataset_folder`).
 
     Args:
         paths: run directories (searched for stores), store files, or ``cv`` output folders.
         out_dir: where to write (created if needed).
         formats: any of ``md``, ``csv`` (also writes pairwise.csv), ``json``, ``xlsx``, ``html``.
-        judges: judge specs or run ids to include; None includes every run.
-        data: one data set to report (fingerprint prefix or name); None reports each of them.
-        confidence: interval coverage.
-        n_resamples: bootstrap resamples.
-        seed: bootstrap seed.
-        group_fields: metadata fields to break accuracy down by (organ_system always).
-        alpha: level for tiers and significance marks.
-        cases_per_judge: how many wrongly judged cases of each judge the HTML gallery takes.
-        case_dimension: the dimension that decides which cases count as wrong in the HTML.
-        title: report title.
-        epsilon: the stand-in test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`).
+        settings: which runs, how to analyse them, the HTML gallery's size and the title.
 
     Returns:
         One :class:`RenderedReport` per data set, in the order found.
@@ -713,26 +349,11 @@ def render_reports(
         ValueError: an unknown format, or a ``group_fields`` entry no case has a value for.
         StoreError: no runs, unknown judges, or ``data`` names no data set.
     """
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown:
-        raise ValueError(f"unknown report format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
-    datasets = find_datasets(paths, judges=judges, data=data)
+    _check_formats(formats)
+    datasets = find_datasets(paths, judges=settings.judges, data=settings.data)
     out = Path(out_dir)
     return [
-        _write_report(
-            dataset,
-            out if len(datasets) == 1 else out / dataset_folder(dataset),
-            formats,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            group_fields=group_fields,
-            alpha=alpha,
-            cases_per_judge=cases_per_judge,
-            case_dimension=case_dimension,
-            title=title,
-            epsilon=epsilon,
-        )
+        _write_report(dataset, out if len(datasets) == 1 else out / dataset_folder(dataset), formats, settings)
         for dataset in datasets
     ]
 
@@ -741,18 +362,7 @@ def render_report(
     paths: Sequence[str | Path],
     out_dir: str | Path,
     formats: Sequence[str] = FORMATS,
-    *,
-    judges: Sequence[str] | None = None,
-    data: str | None = None,
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    group_fields: Sequence[str] = (STRATA,),
-    alpha: float = 0.05,
-    cases_per_judge: int = 50,
-    case_dimension: str = "overall",
-    title: str = "Med-RewardBench report",
-    epsilon: float = DEFAULT_EPSILON,
+    settings: ReportSettings = ReportSettings(),
 ) -> dict[str, Path]:
     """The report of one data set (see :func:`render_reports`): its files in ``out_dir``.
 
@@ -763,23 +373,8 @@ def render_report(
         ValueError: an unknown format.
         StoreError: no runs, unknown judges, or runs made on different data without ``data`` choosing one.
     """
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown:
-        raise ValueError(f"unknown report format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
-    datasets = find_datasets(paths, judges=judges, data=data)
+    _check_formats(formats)
+    datasets = find_datasets(paths, judges=settings.judges, data=settings.data)
     if len(datasets) > 1:
         raise different_data_error(datasets)
-    return _write_report(
-        datasets[0],
-        Path(out_dir),
-        formats,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        group_fields=group_fields,
-        alpha=alpha,
-        cases_per_judge=cases_per_judge,
-        case_dimension=case_dimension,
-        title=title,
-        epsilon=epsilon,
-    ).files
+    return _write_report(datasets[0], Path(out_dir), formats, settings).files

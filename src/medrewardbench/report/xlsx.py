@@ -16,7 +16,6 @@ sheet holds every judge's verdict per dimension. The ``about`` sheet says what t
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,8 +23,10 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, ColumnTable, Estimate, number
+from medrewardbench.report.columns import XLSX, Table, cells, number_formats
 from medrewardbench.report.format import METRIC, STAND_IN_METHOD, detectable_sentence, small_sample_banner
 from medrewardbench.report.human import human_long_rows
+from medrewardbench.report.tables import report_tables
 
 SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "stand_in", "about")
 HUMAN_COLUMNS: tuple[str, ...] = (
@@ -116,6 +117,34 @@ def _points(table: ColumnTable[Estimate]) -> list[float | None]:
     return [number(value.point) for _, value in table.columns()]
 
 
+def _write_table(sheet: Any, table: Table[Any], beside: Table[Any] | None = None, *, footer_gap: bool = False) -> int:
+    """Write a built table's spreadsheet columns: header row, rows, then its footer rows.
+
+    Args:
+        sheet: the worksheet (empty).
+        table: the table.
+        beside: a table over the same rows whose columns follow (its first column, the judge, is not repeated).
+        footer_gap: leave an empty row before the footer rows.
+
+    Returns:
+        The number of columns written.
+    """
+    parts = [(table, table.shown(XLSX))] + ([] if beside is None else [(beside, beside.shown(XLSX)[1:])])
+    columns = [c for _, shown in parts for c in shown]
+    sheet.append([key for c in columns for key in c.cell_keys()])
+    values = [table.values(XLSX)] + ([] if beside is None else [[v[1:] for v in beside.values(XLSX)]])
+    n_rows = len(table.rows)
+    for index, row in enumerate(zip(*values, strict=True)):
+        if footer_gap and index == n_rows:
+            sheet.append([])
+        flat = [v for part in row for v in part]
+        sheet.append([cell for c, v in zip(columns, flat, strict=True) for cell in cells(c, v)])
+    formats = [f for c in columns for f in number_formats(c)]
+    for shown_format in dict.fromkeys(f for f in formats if f is not None):
+        _format_columns(sheet, 2, [i for i, f in enumerate(formats, start=1) if f == shown_format], shown_format)
+    return len(formats)
+
+
 def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
     """Write the spreadsheet report.
 
@@ -131,88 +160,14 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
 
     bold = Font(bold=True)
     workbook = openpyxl.Workbook()
-    board = analysis.leaderboard
     ordered = analysis.ranked_runs()
     dataset = analysis.dataset
-
+    human = analysis.human
+    tables = report_tables(analysis)
     sheet = workbook.active
     sheet.title = "leaderboard"
-    header = [
-        "rank",
-        "tier",
-        "judge",
-        "run_id",
-        "baseline",
-        "score",
-        "score_low",
-        "score_high",
-        "macro",
-        *[f"{d}_acc" for d in DIMENSIONS],
-        *[f"{d}_tier" for d in DIMENSIONS],
-        "answered_acc",
-        "failure_rate",
-        "consistency",
-        "first_position_rate",
-        "longer_preference",
-        "kappa_overall",
-        "cost_usd",
-        "cost_per_1000_cases",
-    ]
-    human = analysis.human
-    if human is not None:
-        header += [
-            "vs_annotators",
-            "vs_annotators_low",
-            "vs_annotators_high",
-            "normalised",
-            "normalised_low",
-            "normalised_high",
-            "stands_in",
-        ]
-    sheet.append(header)
-    for row in board:
-        vs_cells: list[object] = []
-        if human is not None:
-            for shown in (row.vs_annotators, row.normalised):
-                bounds = (math.nan,) * 3 if shown is None else (shown.point, shown.low, shown.high)
-                vs_cells += [number(b) for b in bounds]
-            vs_cells.append(row.verdict)
-        sheet.append(
-            [
-                row.rank,
-                row.tier,
-                row.label,
-                row.run_id,
-                row.is_baseline,
-                number(row.score.point),
-                number(row.score.low),
-                number(row.score.high),
-                None if row.macro is None else number(row.macro.point),
-                *[number(row.accuracy[d].point) for d in DIMENSIONS],
-                *[None if row.tiers is None else row.tiers[d] for d in DIMENSIONS],
-                number(row.answered_accuracy),
-                number(row.failure_rate),
-                number(row.consistency),
-                number(row.first_position_rate),
-                number(row.longer_preference),
-                number(row.kappa_overall),
-                number(row.cost_usd),
-                number(row.cost_per_1000_cases),
-                *vs_cells,
-            ]
-        )
-    if human is not None:
-        ceiling = human.human.pooled
-        sheet.append([])
-        sheet.append(
-            [None, None, human.label, "not a judge: each annotator against the majority of the others"]
-            + [None] * (len(header) - 11)
-            + [number(ceiling.point), number(ceiling.low), number(ceiling.high), 1.0, None, None, None]
-        )
-    _style_header(sheet, bold, [6, 5, 34, 30, 9] + [11] * (len(header) - 5))
-    _format_columns(sheet, 2, [*range(6, 16), *range(22, 27), *(range(30, 33) if human is not None else ())], PERCENT)
-    if human is not None:
-        _format_columns(sheet, 2, range(33, 36), "0.00")
+    width = _write_table(sheet, tables.leaderboard, footer_gap=True)
+    _style_header(sheet, bold, [6, 5, 34, 30, 9] + [11] * (width - 5))
 
     names = sheet_names([r.label for r in ordered])
     for name, run in zip(names, ordered, strict=True):
@@ -240,62 +195,8 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
     _format_columns(pairwise, 2, range(4, 9), FRACTION)
 
     position = workbook.create_sheet("position_length")
-    position_columns = [
-        "judge",
-        "consistency",
-        "consistency_low",
-        "consistency_high",
-        "first_position_rate",
-        "first_position_low",
-        "first_position_high",
-        "strict_accuracy",
-        "accuracy_original",
-        "accuracy_swapped",
-        "longer_preference",
-        "longer_preference_low",
-        "longer_preference_high",
-        "labels_longer_rate",
-        "agreement_labels_longer",
-        "n_labels_longer",
-        "agreement_labels_shorter",
-        "n_labels_shorter",
-        "coherence_overall_accuracy",
-        "labels_coherence_overall_accuracy",
-    ]
-    position.append(position_columns)
-    for run in ordered:
-        consistency = run.position.consistency.pooled
-        first = run.position.first_position_rate.pooled
-        longer = run.length.longer_preference.pooled
-        expert_longer = run.length.accuracy_expert_longer["overall"]
-        expert_shorter = run.length.accuracy_expert_shorter["overall"]
-        original, swapped = (run.by_order.get(order) for order in ("original", "swapped"))
-        position.append(
-            [
-                run.label,
-                number(consistency.point),
-                number(consistency.low),
-                number(consistency.high),
-                number(first.point),
-                number(first.low),
-                number(first.high),
-                number(run.strict_accuracy.pooled.point),
-                None if original is None else number(original.pooled.point),
-                None if swapped is None else number(swapped.pooled.point),
-                number(longer.point),
-                number(longer.low),
-                number(longer.high),
-                number(dataset.expert_longer_rate["overall"]),
-                number(expert_longer.point),
-                expert_longer.n,
-                number(expert_shorter.point),
-                expert_shorter.n,
-                number(run.coherence.get("accuracy", math.nan)),
-                number(dataset.expert_coherence.get("accuracy", math.nan)),
-            ]
-        )
-    _style_header(position, bold, [34] + [14] * (len(position_columns) - 1))
-    _format_columns(position, 2, [*range(2, 16), 17, 19, 20], PERCENT)
+    width = _write_table(position, tables.position, tables.length)
+    _style_header(position, bold, [34] + [14] * (width - 1))
 
     if human is not None:
         human_sheet = workbook.create_sheet("human_ceiling")
@@ -303,25 +204,9 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         for record in human_long_rows(human):
             human_sheet.append([record[c] for c in HUMAN_COLUMNS])
         _style_header(human_sheet, bold, [34, 30, 30, 18, 14, 22, 10, 10, 10, 8])
+    if tables.human is not None:
         stand_in = workbook.create_sheet("stand_in")
-        stand_in.append(list(STAND_IN_COLUMNS))
-        for found in human.verdicts:
-            for column, test in found.tests.columns():
-                stand_in.append(
-                    [
-                        found.label,
-                        found.run_id,
-                        column,
-                        test.verdict,
-                        test.reason,
-                        number(test.winning_rate),
-                        number(test.advantage),
-                        test.n_annotators,
-                        test.n_cases,
-                        number(test.detectable_margin),
-                        human.epsilon,
-                    ]
-                )
+        _write_table(stand_in, tables.human.stand_in_tests)
         _style_header(stand_in, bold, [34, 30, 18, 28, 80, 12, 12, 12, 10, 16, 9])
     about = workbook.create_sheet("about")
     sensitivity = analysis.sensitivity

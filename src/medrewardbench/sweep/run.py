@@ -711,7 +711,7 @@ def _finish(
 def _report(
     config: SweepConfig, out: Path, run_ids: list[str], fields: list[str], files: dict[str, Path], sink: SweepProgress
 ) -> Analysis:
-    from medrewardbench.report.render import read_analysis_json, render_report
+    from medrewardbench.report.render import ReportSettings, read_analysis_json, render_report
 
     settings = config.report
     sink.stage(f"writing the report ({settings.n_resamples} bootstrap resamples)")
@@ -720,12 +720,14 @@ def _report(
         [out],
         out / REPORT_DIRNAME,
         formats,
-        judges=run_ids,
-        confidence=settings.confidence,
-        n_resamples=settings.n_resamples,
-        group_fields=fields,
-        alpha=settings.alpha,
-        title=settings.title,
+        ReportSettings(
+            judges=run_ids,
+            confidence=settings.confidence,
+            n_resamples=settings.n_resamples,
+            group_fields=fields,
+            alpha=settings.alpha,
+            title=settings.title,
+        ),
     )
     for name, path in written.items():
         files[f"report_{name}"] = path
