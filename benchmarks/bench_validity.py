@@ -25,15 +25,16 @@ that what is measured is what reports show:
   the annotators, the gap) is the project's own formula applied to the sums of a population of
   ``--population`` cases per organ system, weighted by the design's organ-system sizes.
 
-For every shown test (A vs B under the null, A vs C for power; the pooled column and each
-dimension) it prints the rejection rate at alpha = 0.05 with its Monte-Carlo error, and for every
-interval its coverage; PASS/FAIL against the goals: 3.5-6.5 % under the null, 93.5-96.5 %
-coverage (a figure outside its band by less than two Monte-Carlo errors reads ``PASS±MC``: the
-replicates cannot tell it from one inside, and more of them decide it). The per-request McNemar test that reports used to show is measured too, as a reference
-(it is no longer shown anywhere). "Per dimension" rows average the six dimensions' indicators
-within each replicate (their Monte-Carlo error comes from the spread of those averages); a single
-rate near 5 % has a Monte-Carlo error of 0.49 points and a coverage near 95 % 0.49 points with
-2,000 replicates. Replicates run in ``--jobs`` processes (one BLAS thread each).
+For every shown test (A vs B under the null, A vs C for power; the pooled column and each dimension)
+it prints the rejection rate at alpha = 0.05 with its Monte-Carlo error, and for every interval its
+coverage; PASS/FAIL against the goals: 3.5-6.5 % under the null, 93.5-96.5 % coverage (a figure
+outside its band by less than two Monte-Carlo errors reads ``PASS±MC``: the replicates cannot tell
+it from one inside, and more of them decide it). The per-request McNemar test that reports used to
+show is measured too, as a reference (it is no longer shown anywhere). "Per dimension" rows average
+the six dimensions' indicators within each replicate (their Monte-Carlo error comes from the spread
+of those averages); a single rate near 5 % has a Monte-Carlo error of 0.49 points and a coverage
+near 95 % 0.49 points with 2,000 replicates. Replicates run in ``--jobs`` processes (one BLAS thread
+each).
 
 Usage: python benchmarks/bench_validity.py [--sizes 100 1026] [--replicates 2000]
        [--resamples 2000] [--population 100000] [--seed 0] [--jobs 1]

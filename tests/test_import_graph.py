@@ -306,4 +306,6 @@ def test_the_statistics_import_only_numpy_and_the_standard_library() -> None:
     stats = [name for name in EXTERNAL if _within(name, "metrics.stats")]
     assert len(stats) >= 5
     used = set().union(*(EXTERNAL[name] for name in stats))
-    assert used <= {"__future__", "math", "statistics", "warnings", "collections", "dataclasses", "typing", "numpy"}, used
+    assert used <= {"__future__", "math", "statistics", "warnings", "collections", "dataclasses", "typing", "numpy"}, (
+        used
+    )
