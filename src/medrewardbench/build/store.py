@@ -49,6 +49,8 @@ __all__ = [
     "STORE_FILENAME",
     "BuildError",
     "BuildStore",
+    "GroupCounts",
+    "StoredDecision",
     "StoredGeneration",
     "StoredGrading",
     "StoredPair",
@@ -282,6 +284,34 @@ class StoredPair:
     metadata: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class GroupCounts:
+    """The questions of one (source, organ system), counted by what the difficulty filter decided."""
+
+    source: str
+    organ_system: str
+    questions: int
+    with_reference: int
+    decided: int
+    kept: int
+    dropped: int
+    kept_unscored: int
+
+
+@dataclass(frozen=True)
+class StoredDecision:
+    """The difficulty filter's decision about one question, with the question's source and organ system."""
+
+    qid: str
+    source: str
+    organ_system: str
+    kept: bool
+    correct: int
+    failed: int
+    reason: str
+    evidence: list[Any]
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
@@ -444,15 +474,54 @@ class BuildStore:
             ),
         )
 
-    def count_questions(self, *, kept_only: bool = False) -> int:
-        """How many questions the project has (or how many the active filter kept)."""
+    def count_questions(self, *, kept_only: bool = False, source: str | None = None) -> int:
+        """How many questions the project has (or how many the active filter kept, or one source gave)."""
         if kept_only:
             row = self._db.execute(
                 "SELECT COUNT(*) FROM questions q JOIN decisions d ON d.qid = q.qid WHERE d.kept = 1"
             ).fetchone()
+        elif source is not None:
+            row = self._db.execute("SELECT COUNT(*) FROM questions WHERE source=?", (source,)).fetchone()
         else:
             row = self._db.execute("SELECT COUNT(*) FROM questions").fetchone()
         return int(row[0])
+
+    def last_question_seq(self) -> int:
+        """The import position of the newest question (0 in an empty project)."""
+        return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM questions").fetchone()[0])
+
+    def count_open_with_reference(self) -> int:
+        """How many open questions have a reference answer (the ones a grader scores)."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM questions WHERE reference_answer IS NOT NULL AND answer_type = 'open'"
+        ).fetchone()
+        return int(row[0])
+
+    def group_counts(self) -> list[GroupCounts]:
+        """Per (source, organ system), in that order: questions, with a reference, decided, kept, dropped."""
+        rows = self._db.execute(
+            """SELECT q.source, q.organ_system, COUNT(*),
+                      SUM(q.reference_answer IS NOT NULL),
+                      SUM(d.qid IS NOT NULL),
+                      COALESCE(SUM(d.kept = 1), 0),
+                      COALESCE(SUM(d.kept = 0), 0),
+                      COALESCE(SUM(d.kept = 1 AND d.scored = 0), 0)
+               FROM questions q LEFT JOIN decisions d ON d.qid = q.qid
+               GROUP BY q.source, q.organ_system ORDER BY q.source, q.organ_system"""
+        )
+        return [
+            GroupCounts(
+                source=r[0],
+                organ_system=r[1],
+                questions=int(r[2]),
+                with_reference=int(r[3] or 0),
+                decided=int(r[4] or 0),
+                kept=int(r[5]),
+                dropped=int(r[6]),
+                kept_unscored=int(r[7]),
+            )
+            for r in rows
+        ]
 
     def iter_questions(
         self, *, kept_only: bool = False, with_reference: bool = False, chunk: int = CHUNK
@@ -699,6 +768,15 @@ class BuildStore:
             cursor = db.execute("DELETE FROM gradings WHERE grader_fp=?", (grader_fp,))
         return cursor.rowcount
 
+    def grading_failure_reasons(self, grader_fp: str, limit: int = 3) -> list[tuple[str, int]]:
+        """The most common failure reasons of a grader, with counts."""
+        rows = self._db.execute(
+            """SELECT failure, COUNT(*) AS n FROM gradings WHERE grader_fp=? AND failure IS NOT NULL
+               GROUP BY failure ORDER BY n DESC, failure LIMIT ?""",
+            (grader_fp, limit),
+        ).fetchall()
+        return [(str(r[0]), int(r[1])) for r in rows]
+
     # ------------------------------------------------------------------------------- decisions
     def record_filter_run(self, filter_fp: str, config: Mapping[str, Any]) -> None:
         """Record a filter configuration and make it the active one."""
@@ -753,6 +831,26 @@ class BuildStore:
     def has_decisions(self) -> bool:
         """Whether the difficulty filter has decided on any question yet."""
         return self._db.execute("SELECT 1 FROM decisions LIMIT 1").fetchone() is not None
+
+    def count_decisions(self) -> int:
+        """How many questions the difficulty filter has decided on."""
+        return int(self._db.execute("SELECT COUNT(*) FROM decisions").fetchone()[0])
+
+    def iter_decisions(self, *, chunk: int = CHUNK) -> Iterator[list[StoredDecision]]:
+        """Every decision in question-id order, one chunk at a time."""
+        last = ""
+        while True:
+            rows = self._db.execute(
+                """SELECT d.qid, q.source, q.organ_system, d.kept, d.correct, d.failed, d.reason, d.evidence_json
+                   FROM decisions d JOIN questions q ON q.qid = d.qid WHERE d.qid > ? ORDER BY d.qid LIMIT ?""",
+                (last, chunk),
+            ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [
+                StoredDecision(r[0], r[1], r[2], bool(r[3]), int(r[4]), int(r[5]), r[6], json.loads(r[7])) for r in rows
+            ]
 
     # ------------------------------------------------------------------------------------ pool
     def add_to_pool(self, generator_fp: str, spec: str) -> None:
@@ -821,6 +919,15 @@ class BuildStore:
             "SELECT DISTINCT q.organ_system FROM pairs p JOIN questions q ON q.qid = p.qid ORDER BY q.organ_system"
         )
         return [r[0] for r in rows]
+
+    def pair_generator_counts(self) -> dict[str, int]:
+        """How many pair responses each pool generator gave: spec -> count, in spec order."""
+        rows = self._db.execute(
+            """SELECT spec, COUNT(*)
+               FROM (SELECT generator_1 AS fp FROM pairs UNION ALL SELECT generator_2 FROM pairs) p
+               JOIN pool ON pool.generator_fp = p.fp GROUP BY spec ORDER BY spec"""
+        )
+        return {str(r[0]): int(r[1]) for r in rows}
 
     # ---------------------------------------------------------------------------------- labels
     def upsert_labels(self, rows: Iterable[tuple[str, Annotation, str]]) -> int:
@@ -956,10 +1063,9 @@ class BuildStore:
         row = self._db.execute("SELECT COUNT(*) FROM labels WHERE pair_id NOT IN (SELECT pair_id FROM pairs)")
         return int(row.fetchone()[0])
 
-    # ---------------------------------------------------------------------------------- report
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run a read-only query (for reports), returning every row."""
-        return [tuple(r) for r in self._db.execute(sql, tuple(params)).fetchall()]
+    def annotators(self) -> list[str]:
+        """The names of everyone who labelled a pair, sorted."""
+        return [str(r[0]) for r in self._db.execute("SELECT DISTINCT annotator FROM labels ORDER BY annotator")]
 
 
 def _question_from_row(r: Sequence[Any]) -> StoredQuestion:

@@ -408,7 +408,7 @@ def responses_command(
             pool = [spec for _, spec in store.pool()]
             undecided = 0
             if store.active_filter() is not None:
-                undecided = store.count_questions() - int(store.query("SELECT COUNT(*) FROM decisions")[0][0])
+                undecided = store.count_questions() - store.count_decisions()
         sink.close()
         if not quiet:
             console.print(_generation_table("Response pool", summaries))
