@@ -380,13 +380,18 @@ class BuildStore:
         return None if row is None else json.loads(row[0])
 
     def set_meta(self, key: str, value: Any, *, commit: bool = True) -> None:
-        """Store a JSON value under ``key`` (``None`` deletes it)."""
+        """Store a JSON value under ``key`` (``None`` deletes it); ``commit=False`` joins the caller's transaction."""
+        if not commit:
+            self._write_meta(key, value)
+            return
+        with self.transaction():
+            self._write_meta(key, value)
+
+    def _write_meta(self, key: str, value: Any) -> None:
         if value is None:
             self._db.execute("DELETE FROM meta WHERE key=?", (f"build:{key}",))
         else:
             self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (f"build:{key}", _json(value)))
-        if commit:
-            self._db.commit()
 
     # --------------------------------------------------------------------------------- sources
     def source_names(self) -> list[str]:
