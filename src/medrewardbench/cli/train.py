@@ -1,4 +1,4 @@
-"""The ``train`` and ``cv`` commands, registered on the main typer app by :func:`register_commands`.
+"""The ``train`` group (``sft``, ``dpo``, ``rm``) and the ``cv`` command; :func:`register_commands` adds them to an app.
 
     medrewardbench train sft --base Qwen/Qwen2-VL-2B-Instruct --data demo --out runs/sft
     medrewardbench train dpo --base ... --folds 5 --fold 0 --config train.yaml --out runs/dpo-0
@@ -19,6 +19,15 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from medrewardbench.cli.options import (
+    DataOpt,
+    OrgansOpt,
+    OutDirOpt,
+    QuietOpt,
+    VerboseOpt,
+    bootstrap_option,
+    ci_option,
+)
 from medrewardbench.cli.progress import RichProgress, RichTrainProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
@@ -29,19 +38,21 @@ from medrewardbench.metrics.results import POOLED, Estimate, PairwiseComparison
 from medrewardbench.report.format import METRIC, MISSING, estimate, interval, p_value, percent, signed_percent
 from medrewardbench.train.config import METHODS, TrainConfig
 
-__all__ = ["cv_headline", "cv_tables", "register_commands"]
+__all__ = [
+    "cv_command",
+    "cv_headline",
+    "cv_tables",
+    "dpo_command",
+    "register_commands",
+    "rm_command",
+    "sft_command",
+    "train_app",
+]
 
 
 # ---------------------------------------------------------------------------- shared options
 
 BaseOpt = Annotated[str, typer.Option("--base", "-b", help="base vision-language model: Hub id or directory")]
-DataOpt = Annotated[
-    str,
-    typer.Option("--data", "-d", help="demo | DIR in the reference layout | hf:[OWNER/NAME[@REV]] | canonical file"),
-]
-OrgansOpt = Annotated[
-    list[str] | None, typer.Option("--organs", help="organ systems to keep (repeat or comma-separate)")
-]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="first N cases of the data only")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file of training settings")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="seed of training (and, for cv, of the split)")]
@@ -77,8 +88,6 @@ HeadsOpt = Annotated[str | None, typer.Option("--heads", help="reward heads: mul
 HeadDimOpt = Annotated[str | None, typer.Option("--head-dimension", help="dimension that trains a single head")]
 BackboneOpt = Annotated[str | None, typer.Option("--backbone", help="reward backbone: lora | frozen | full")]
 HeadLrOpt = Annotated[float | None, typer.Option("--head-learning-rate", help="reward head learning rate")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars or tables")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
 
 
 _SWITCH = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
@@ -369,293 +378,292 @@ def _config_flags(values: dict[str, Any], renamed: dict[str, str] | None = None)
     return out
 
 
-def register_commands(app: typer.Typer) -> None:
-    """Add ``train`` (with ``sft``, ``dpo``, ``rm``) and ``cv`` to a typer app."""
-    train_app = typer.Typer(
-        name="train",
-        help="Train a judge (SFT, DPO with LoRA) or an image+text reward model on labelled cases.",
-        no_args_is_help=True,
+train_app = typer.Typer(
+    name="train",
+    help="Train a judge (SFT, DPO with LoRA) or an image+text reward model on labelled cases.",
+    no_args_is_help=True,
+)
+
+
+@train_app.command("sft")
+def sft_command(
+    base: BaseOpt,
+    data: DataOpt = "demo",
+    out: OutDirOpt = Path("runs/sft"),
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
+    fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
+    fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
+    config: ConfigOpt = None,
+    seed: SeedOpt = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    orders: OrdersOpt = None,
+    template: TemplateOpt = None,
+    save_steps: SaveStepsOpt = None,
+    max_cases: MaxCasesOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Supervised fine-tuning: LoRA on the verdict JSON of the evaluation template (both orders)."""
+    flags = _config_flags(locals())
+    _run_train(
+        "sft",
+        base=base,
+        data=data,
+        out=out,
+        organs=organs,
+        limit=limit,
+        folds=folds,
+        fold=fold,
+        fold_seed=fold_seed,
+        config_file=config,
+        quiet=quiet,
+        verbose=verbose,
+        flags=flags,
     )
 
-    @train_app.command("sft")
-    def sft_command(
-        base: BaseOpt,
-        data: DataOpt = "demo",
-        out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("runs/sft"),
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
-        fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
-        fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
-        config: ConfigOpt = None,
-        seed: SeedOpt = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_dropout: LoraDropoutOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        orders: OrdersOpt = None,
-        template: TemplateOpt = None,
-        save_steps: SaveStepsOpt = None,
-        max_cases: MaxCasesOpt = None,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """Supervised fine-tuning: LoRA on the verdict JSON of the evaluation template (both orders)."""
-        flags = _config_flags(locals())
-        _run_train(
-            "sft",
-            base=base,
-            data=data,
-            out=out,
-            organs=organs,
-            limit=limit,
-            folds=folds,
-            fold=fold,
-            fold_seed=fold_seed,
-            config_file=config,
-            quiet=quiet,
-            verbose=verbose,
-            flags=flags,
+
+@train_app.command("dpo")
+def dpo_command(
+    base: BaseOpt,
+    data: DataOpt = "demo",
+    out: OutDirOpt = Path("runs/dpo"),
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
+    fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
+    fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
+    config: ConfigOpt = None,
+    seed: SeedOpt = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    orders: OrdersOpt = None,
+    template: TemplateOpt = None,
+    save_steps: SaveStepsOpt = None,
+    max_cases: MaxCasesOpt = None,
+    beta: BetaOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """DPO: LoRA preferring the correct verdict JSON over the flipped one (both orders)."""
+    flags = _config_flags(locals())
+    _run_train(
+        "dpo",
+        base=base,
+        data=data,
+        out=out,
+        organs=organs,
+        limit=limit,
+        folds=folds,
+        fold=fold,
+        fold_seed=fold_seed,
+        config_file=config,
+        quiet=quiet,
+        verbose=verbose,
+        flags=flags,
+    )
+
+
+@train_app.command("rm")
+def rm_command(
+    base: BaseOpt,
+    data: DataOpt = "demo",
+    out: OutDirOpt = Path("runs/rm"),
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
+    fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
+    fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
+    config: ConfigOpt = None,
+    seed: SeedOpt = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    save_steps: SaveStepsOpt = None,
+    max_cases: MaxCasesOpt = None,
+    heads: HeadsOpt = None,
+    head_dimension: HeadDimOpt = None,
+    backbone: BackboneOpt = None,
+    head_learning_rate: HeadLrOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Bradley-Terry image+text reward model: backbone + linear head(s) on the last token."""
+    flags = _config_flags(locals(), renamed={"head_dimension": "single_head_dimension"})
+    _run_train(
+        "rm",
+        base=base,
+        data=data,
+        out=out,
+        organs=organs,
+        limit=limit,
+        folds=folds,
+        fold=fold,
+        fold_seed=fold_seed,
+        config_file=config,
+        quiet=quiet,
+        verbose=verbose,
+        flags=flags,
+    )
+
+
+def cv_command(
+    method: Annotated[str, typer.Option("--method", "-m", help="sft | dpo | rm")],
+    base: BaseOpt,
+    folds: Annotated[int, typer.Option("--folds", "-k", min=2, help="K folds")] = 5,
+    data: DataOpt = "demo",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="output directory (default runs/cv-METHOD)")] = None,
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    only_fold: Annotated[
+        list[int] | None, typer.Option("--only-fold", help="run only this fold (repeatable); pools those")
+    ] = None,
+    config: ConfigOpt = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="seed of the split, the training and the bootstrap (default 0)")
+    ] = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    max_cases: MaxCasesOpt = None,
+    beta: BetaOpt = None,
+    heads: HeadsOpt = None,
+    backbone: BackboneOpt = None,
+    baseline: Annotated[
+        str, typer.Option("--baseline", help="untuned judge to compare with: default (hf:BASE) | SPEC | none")
+    ] = "default",
+    constrained: Annotated[
+        bool, typer.Option("--constrained", help="hf: judges decode only the verdict JSON skeleton")
+    ] = False,
+    eval_batch_size: Annotated[int | None, typer.Option("--eval-batch-size", min=1)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="generation limit of hf: judges")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="evaluation dtype")] = "auto",
+    ci: Annotated[float, ci_option("interval coverage (as in report)")] = 0.95,
+    bootstrap: Annotated[int, bootstrap_option("bootstrap resamples (as in report)")] = 2000,
+    reuse: Annotated[
+        bool, typer.Option("--reuse", help="reuse fold models trained with identical settings in OUT")
+    ] = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Cross-validate: train each fold, judge its held-out cases, compare with the base model and the floor."""
+    from medrewardbench.data.provenance import LabelProvenance
+    from medrewardbench.judges.options import JudgeOptions, LocalSettings
+    from medrewardbench.report.terminal import labels_banner
+    from medrewardbench.train.cv import cross_validate
+
+    _setup_logging(verbose)
+    if method not in METHODS:
+        raise _fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    flags = _config_flags(locals())
+    try:
+        train_config = build_config(method, config, **flags)
+        benchmark = _load(data, organs, limit)
+    except (MedRewardBenchError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    split_seed = train_config.seed
+    try:
+        options = JudgeOptions(
+            seed=split_seed,
+            batch_size=eval_batch_size,
+            max_tokens=max_tokens,
+            local=LocalSettings(device=train_config.device, dtype=dtype, constrained=constrained),
         )
-
-    @train_app.command("dpo")
-    def dpo_command(
-        base: BaseOpt,
-        data: DataOpt = "demo",
-        out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("runs/dpo"),
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
-        fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
-        fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
-        config: ConfigOpt = None,
-        seed: SeedOpt = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_dropout: LoraDropoutOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        orders: OrdersOpt = None,
-        template: TemplateOpt = None,
-        save_steps: SaveStepsOpt = None,
-        max_cases: MaxCasesOpt = None,
-        beta: BetaOpt = None,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """DPO: LoRA preferring the correct verdict JSON over the flipped one (both orders)."""
-        flags = _config_flags(locals())
-        _run_train(
-            "dpo",
-            base=base,
-            data=data,
-            out=out,
-            organs=organs,
-            limit=limit,
-            folds=folds,
-            fold=fold,
-            fold_seed=fold_seed,
-            config_file=config,
-            quiet=quiet,
-            verbose=verbose,
-            flags=flags,
-        )
-
-    @train_app.command("rm")
-    def rm_command(
-        base: BaseOpt,
-        data: DataOpt = "demo",
-        out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("runs/rm"),
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
-        fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
-        fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
-        config: ConfigOpt = None,
-        seed: SeedOpt = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_dropout: LoraDropoutOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        save_steps: SaveStepsOpt = None,
-        max_cases: MaxCasesOpt = None,
-        heads: HeadsOpt = None,
-        head_dimension: HeadDimOpt = None,
-        backbone: BackboneOpt = None,
-        head_learning_rate: HeadLrOpt = None,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """Bradley-Terry image+text reward model: backbone + linear head(s) on the last token."""
-        flags = _config_flags(locals(), renamed={"head_dimension": "single_head_dimension"})
-        _run_train(
-            "rm",
-            base=base,
-            data=data,
-            out=out,
-            organs=organs,
-            limit=limit,
-            folds=folds,
-            fold=fold,
-            fold_seed=fold_seed,
-            config_file=config,
-            quiet=quiet,
-            verbose=verbose,
-            flags=flags,
-        )
-
-    app.add_typer(train_app, name="train")
-
-    @app.command("cv")
-    def cv_command(
-        method: Annotated[str, typer.Option("--method", "-m", help="sft | dpo | rm")],
-        base: BaseOpt,
-        folds: Annotated[int, typer.Option("--folds", "-k", min=2, help="K folds")] = 5,
-        data: DataOpt = "demo",
-        out: Annotated[
-            Path | None, typer.Option("--out", "-o", help="output directory (default runs/cv-METHOD)")
-        ] = None,
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        only_fold: Annotated[
-            list[int] | None, typer.Option("--only-fold", help="run only this fold (repeatable); pools those")
-        ] = None,
-        config: ConfigOpt = None,
-        seed: Annotated[
-            int | None, typer.Option("--seed", help="seed of the split, the training and the bootstrap (default 0)")
-        ] = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        max_cases: MaxCasesOpt = None,
-        beta: BetaOpt = None,
-        heads: HeadsOpt = None,
-        backbone: BackboneOpt = None,
-        baseline: Annotated[
-            str, typer.Option("--baseline", help="untuned judge to compare with: default (hf:BASE) | SPEC | none")
-        ] = "default",
-        constrained: Annotated[
-            bool, typer.Option("--constrained", help="hf: judges decode only the verdict JSON skeleton")
-        ] = False,
-        eval_batch_size: Annotated[int | None, typer.Option("--eval-batch-size", min=1)] = None,
-        max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="generation limit of hf: judges")] = None,
-        dtype: Annotated[str, typer.Option("--dtype", help="evaluation dtype")] = "auto",
-        ci: Annotated[
-            float, typer.Option("--ci", min=0.5, max=0.999, metavar="LEVEL", help="interval coverage (as in report)")
-        ] = 0.95,
-        bootstrap: Annotated[
-            int, typer.Option("--bootstrap", min=100, metavar="N", help="bootstrap resamples (as in report)")
-        ] = 2000,
-        reuse: Annotated[
-            bool, typer.Option("--reuse", help="reuse fold models trained with identical settings in OUT")
-        ] = False,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """Cross-validate: train each fold, judge its held-out cases, compare with the base model and the floor."""
-        from medrewardbench.data.provenance import LabelProvenance
-        from medrewardbench.judges.options import JudgeOptions, LocalSettings
-        from medrewardbench.report.terminal import labels_banner
-        from medrewardbench.train.cv import cross_validate
-
-        _setup_logging(verbose)
-        if method not in METHODS:
-            raise _fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-        flags = _config_flags(locals())
-        try:
-            train_config = build_config(method, config, **flags)
-            benchmark = _load(data, organs, limit)
-        except (MedRewardBenchError, ValueError) as exc:
-            raise _fail(str(exc)) from exc
-        split_seed = train_config.seed
-        try:
-            options = JudgeOptions(
-                seed=split_seed,
-                batch_size=eval_batch_size,
-                max_tokens=max_tokens,
-                local=LocalSettings(device=train_config.device, dtype=dtype, constrained=constrained),
-            )
-        except MedRewardBenchError as exc:
-            raise _fail(str(exc)) from exc
-        out_dir = out or Path(f"runs/cv-{method}")
-        baseline_spec = None if baseline.strip().lower() == "none" else baseline
-        if not quiet:
-            err_console.print(
-                f"[bold]cv {method}[/] on {base}: {benchmark.name}, {len(benchmark.labeled())} labelled cases, "
-                f"{folds} folds stratified by organ system",
-                highlight=False,
-            )
-        train_progress = RichTrainProgress(enabled=not quiet)
-        eval_progress = RichProgress(enabled=not quiet)
-        try:
-            result = cross_validate(
-                method,
-                base,
-                benchmark,
-                out_dir,
-                train_config,
-                k=folds,
-                seed=split_seed,
-                folds=only_fold or None,
-                judge_options=options,
-                baseline_spec=baseline_spec,
-                confidence=ci,
-                n_resamples=bootstrap,
-                reuse_models=reuse,
-                train_progress=train_progress,
-                eval_progress=eval_progress,
-            )
-        except (MedRewardBenchError, ValueError) as exc:
-            raise _fail(str(exc)) from exc
-        finally:
-            train_progress.close()
-            eval_progress.close()
-        for warning in result.report.get("warnings", []):
-            err_console.print(f"warning: {terminal_safe(warning)}", highlight=False, markup=False, style="yellow")
-        if quiet:
-            return
-        console.print(labels_banner(LabelProvenance.from_json(result.report.get("labels"))))
-        for table in cv_tables(result.report):
-            console.print(table)
-        console.print(cv_headline(result.report), highlight=False, markup=False, style="bold")
-        console.print(
-            f"Report: {result.report_path} ({result.report['timings']['total_s']:.1f} s in all); the pooled held-out "
-            f"report with the cases judged wrong: medrewardbench report {result.out_dir}",
+    except MedRewardBenchError as exc:
+        raise _fail(str(exc)) from exc
+    out_dir = out or Path(f"runs/cv-{method}")
+    baseline_spec = None if baseline.strip().lower() == "none" else baseline
+    if not quiet:
+        err_console.print(
+            f"[bold]cv {method}[/] on {base}: {benchmark.name}, {len(benchmark.labeled())} labelled cases, "
+            f"{folds} folds stratified by organ system",
             highlight=False,
-            soft_wrap=True,
         )
+    train_progress = RichTrainProgress(enabled=not quiet)
+    eval_progress = RichProgress(enabled=not quiet)
+    try:
+        result = cross_validate(
+            method,
+            base,
+            benchmark,
+            out_dir,
+            train_config,
+            k=folds,
+            seed=split_seed,
+            folds=only_fold or None,
+            judge_options=options,
+            baseline_spec=baseline_spec,
+            confidence=ci,
+            n_resamples=bootstrap,
+            reuse_models=reuse,
+            train_progress=train_progress,
+            eval_progress=eval_progress,
+        )
+    except (MedRewardBenchError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        train_progress.close()
+        eval_progress.close()
+    for warning in result.report.get("warnings", []):
+        err_console.print(f"warning: {terminal_safe(warning)}", highlight=False, markup=False, style="yellow")
+    if quiet:
+        return
+    console.print(labels_banner(LabelProvenance.from_json(result.report.get("labels"))))
+    for table in cv_tables(result.report):
+        console.print(table)
+    console.print(cv_headline(result.report), highlight=False, markup=False, style="bold")
+    console.print(
+        f"Report: {result.report_path} ({result.report['timings']['total_s']:.1f} s in all); the pooled held-out "
+        f"report with the cases judged wrong: medrewardbench report {result.out_dir}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def register_commands(app: typer.Typer) -> None:
+    """Add ``train`` (with ``sft``, ``dpo``, ``rm``) and ``cv`` to a typer app."""
+    app.add_typer(train_app, name="train")
+    app.command("cv")(cv_command)
