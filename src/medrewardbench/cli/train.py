@@ -590,9 +590,7 @@ def cv_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Cross-validate: train each fold, judge its held-out cases, compare with the base model and the floor."""
-    from medrewardbench.data.provenance import LabelProvenance
     from medrewardbench.judges.options import JudgeOptions, LocalSettings
-    from medrewardbench.report.terminal import labels_banner
     from medrewardbench.train.cv import cross_validate
 
     _setup_logging(verbose)
@@ -647,17 +645,25 @@ def cv_command(
     finally:
         train_progress.close()
         eval_progress.close()
-    for warning in result.report.get("warnings", []):
+    _print_cv(result.report, result.report_path, result.out_dir, quiet=quiet)
+
+
+def _print_cv(report: Mapping[str, Any], report_path: Path, out_dir: Path, *, quiet: bool) -> None:
+    """The warnings of a cross-validation (always), then its tables and headline (unless --quiet)."""
+    from medrewardbench.data.provenance import LabelProvenance
+    from medrewardbench.report.terminal import labels_banner
+
+    for warning in report.get("warnings", []):
         err_console.print(f"warning: {terminal_safe(warning)}", highlight=False, markup=False, style="yellow")
     if quiet:
         return
-    console.print(labels_banner(LabelProvenance.from_json(result.report.get("labels"))))
-    for table in cv_tables(result.report):
+    console.print(labels_banner(LabelProvenance.from_json(report.get("labels"))))
+    for table in cv_tables(report):
         console.print(table)
-    console.print(cv_headline(result.report), highlight=False, markup=False, style="bold")
+    console.print(cv_headline(report), highlight=False, markup=False, style="bold")
     console.print(
-        f"Report: {result.report_path} ({result.report['timings']['total_s']:.1f} s in all); the pooled held-out "
-        f"report with the cases judged wrong: medrewardbench report {result.out_dir}",
+        f"Report: {report_path} ({report['timings']['total_s']:.1f} s in all); the pooled held-out "
+        f"report with the cases judged wrong: medrewardbench report {out_dir}",
         highlight=False,
         soft_wrap=True,
     )
