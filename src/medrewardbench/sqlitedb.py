@@ -13,6 +13,11 @@ The results store (:mod:`medrewardbench.store`) and the build project store
   its mark ``migration:<name>`` in ``meta``; a file that records a migration this version does not
   know was written by a newer medrewardbench and is refused.
 
+Both stores write through one helper, :func:`transaction`: ``BEGIN IMMEDIATE`` (the write lock is
+taken at the start, so a block that reads before it writes waits for another writer through the
+busy timeout instead of failing with "database is locked" when it upgrades its lock), commit at
+the end, roll back on any exception.
+
 Every failure is a :class:`~medrewardbench.errors.StoreError` whose message names the file and says
 why in words (permission, read-only, not a database), not "corrupt".
 """
@@ -163,24 +168,22 @@ def _migrate(db: sqlite3.Connection, path: Path, migrations: Sequence[Migration]
 
 def _apply_migration(db: sqlite3.Connection, path: Path, name: str, statements: Sequence[str]) -> None:
     """One migration in one write transaction; a no-op when another process applied it first."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(db):
         done = db.execute("SELECT 1 FROM meta WHERE key=?", (MIGRATION_PREFIX + name,)).fetchone()
         if done is None:
             for statement in statements:
                 db.execute(statement)
             db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MIGRATION_PREFIX + name, str(time.time())))
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
     if done is None:
         log.info("%s: applied schema change %s", path, name)
 
 
 @contextmanager
 def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Commit what the block wrote, or roll it back when the block raises (Ctrl-C included).
+    """One write transaction: ``BEGIN IMMEDIATE``, then commit, or roll back when the block raises (Ctrl-C included).
+
+    Inside a transaction the connection already holds (statements a caller ran without committing),
+    the block joins it: nothing is begun, and the end of the block commits both.
 
     Args:
         db: an open connection.
@@ -188,6 +191,8 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     Yields:
         The same connection.
     """
+    if not db.in_transaction:
+        db.execute("BEGIN IMMEDIATE")
     try:
         yield db
         db.commit()

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from medrewardbench.build.generators import (
 )
 from medrewardbench.build.pool import run_responses
 from medrewardbench.build.project import open_project
+from medrewardbench.build.store import STORE_FILENAME
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.models.api.chat import ChatClient
@@ -125,8 +127,8 @@ def test_the_api_key_never_reaches_the_store(answer_server: OpenAIServer, tmp_pa
     responses(answer_server, project, ["api:leaky"], options=api_options(answer_server, concurrency=1))
     stored = b"".join(p.read_bytes() for p in project.iterdir() if p.is_file())
     assert FAKE_API_KEY.encode() not in stored
-    with project_store(project) as store:
-        texts = [row[0] for row in store.query("SELECT text FROM generations WHERE text IS NOT NULL")]
+    with closing(sqlite3.connect(project / STORE_FILENAME)) as db:
+        texts = [row[0] for row in db.execute("SELECT text FROM generations WHERE text IS NOT NULL")]
     assert texts and all("***" in text for text in texts)
 
 
@@ -166,7 +168,9 @@ def test_a_local_transformers_model_answers_through_vlm_generator(tiny_llava_dir
     with open_project(project) as store:
         [summary] = run_responses(store, [spec], options=options, template=load_answer_template())
         config = store.generator_config(summary.fingerprint)
-        answers = store.query("SELECT text, failure, completion_tokens FROM generations")
+        hashes = [q.content_hash for chunk in store.iter_questions() for q in chunk]
+        stored = store.generations(summary.fingerprint, hashes).values()
+        answers = [(g.text, g.failure, g.completion_tokens) for g in stored]
     assert summary.generated == 6 and summary.spec == spec
     assert config["kind"] == "hf" and config["sampling"]["max_new_tokens"] == 12 and config["chat_template_sha256"]
     assert all((text and text.strip()) or failure == "empty answer" for text, failure, _ in answers)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -47,7 +49,8 @@ def test_a_jsonl_source_with_its_own_columns_and_relative_images(tmp_path: Path)
         images = store.images(questions)
         assert images["v1"].raw_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert images["v1"].content_hash() == images["v2"].content_hash()  # one CT image, kept once
-        assert store.query("SELECT COUNT(*) FROM images")[0][0] == 3
+        with closing(sqlite3.connect(store.path)) as db:
+            assert db.execute("SELECT COUNT(*) FROM images").fetchone()[0] == 3
 
 
 def test_an_hf_dataset_in_the_local_cache_with_image_structs(fake_hf_home: Path) -> None:

@@ -19,10 +19,15 @@ def test_the_build_store_is_wal_with_a_busy_timeout_and_named_migrations(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "build.sqlite"
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: opened.append(connect(*a, **k)) or opened[-1])
     with BuildStore(path) as store:
         assert store.applied_migrations() == ["label_details"]
-        assert store.query("PRAGMA journal_mode")[0][0] == "wal"
-        assert store.query("PRAGMA busy_timeout")[0][0] == 30_000
+        [db] = opened  # the store's own connection
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+    monkeypatch.setattr(sqlite3, "connect", connect)
     monkeypatch.setattr(build_store, "MIGRATIONS", EXTRA)
     with BuildStore(path) as store:
         assert store.applied_migrations() == ["label_details", "build_test_notes"]

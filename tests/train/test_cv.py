@@ -176,7 +176,7 @@ def test_a_base_that_failed_most_requests_is_a_warning_and_the_floor_is_compared
 def test_the_cv_tables_put_the_base_s_failures_beside_its_score_and_the_bootstrap_first() -> None:
     from rich.console import Console
 
-    from medrewardbench.cli.train import cv_headline, cv_tables
+    from medrewardbench.cli.cv_report import cv_headline, cv_tables
     from medrewardbench.train.cv import summarize
 
     rng = np.random.default_rng(2)

@@ -94,11 +94,6 @@ class FilterSummary:
     failed_answers: int
 
 
-def _open_with_reference(store: BuildStore) -> int:
-    rows = store.query("SELECT COUNT(*) FROM questions WHERE reference_answer IS NOT NULL AND answer_type = 'open'")
-    return int(rows[0][0])
-
-
 def _grading_requests(
     store: BuildStore,
     model_fps: Sequence[str],
@@ -207,11 +202,7 @@ def _run_grader(
         count_stored=lambda: _count_gradings(store, model_fps, fp)[1],
     )
     _, _, failures = _count_gradings(store, model_fps, fp)
-    rows = store.query(
-        """SELECT failure, COUNT(*) AS n FROM gradings WHERE grader_fp=? AND failure IS NOT NULL
-           GROUP BY failure ORDER BY n DESC, failure LIMIT 3""",
-        (fp,),
-    )
+    reasons = store.grading_failure_reasons(fp, limit=3)
     summary = GenerationSummary(
         grader.spec,
         fp,
@@ -221,7 +212,7 @@ def _run_grader(
         failed,
         failures,
         wall,
-        tuple((str(r[0]), int(r[1])) for r in rows),
+        tuple(reasons),
     )
     progress.finish_generation(summary)
     return summary
@@ -335,7 +326,7 @@ def run_filter(
         )
     if store.count_questions() == 0:
         raise BuildError(f"{store.path}: the project has no questions; import some with 'build import'")
-    open_count = _open_with_reference(store)
+    open_count = store.count_open_with_reference()
     if open_count and grader_spec is None:
         raise BuildError(
             f"{open_count} open question(s) have reference answers, and only a grader can score open answers: "

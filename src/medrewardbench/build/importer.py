@@ -406,7 +406,7 @@ def import_questions(
     chunk: list[tuple[ProblemSink, int, Question]] = []
     with store.transaction():
         # questions of this source with a larger seq were added by this import: a repeat of one is a duplicate
-        first_seq = int(store.query("SELECT COALESCE(MAX(seq), 0) FROM questions")[0][0])
+        first_seq = store.last_question_seq()
         for sink, path, row, record, default_id in _rows(resolved, problems):
             summary.rows += 1
             if not mapping.columns and not checked_columns and isinstance(record, Mapping):
@@ -438,8 +438,8 @@ def import_questions(
             problems.append(DataProblem(resolved.location, "the source holds no questions"))
         if problems:
             raise DataError(problems)  # the transaction rolls back: nothing is imported
-        total = store.query("SELECT COUNT(*) FROM questions WHERE source=?", (name,))[0][0]
-        store.record_source(name, resolved.location, mapping.columns, mapping.constants, int(total))
+        total = store.count_questions(source=name)
+        store.record_source(name, resolved.location, mapping.columns, mapping.constants, total)
     if summary.dropped_columns:
         log.info(
             "%s: columns left out (not text, numbers or booleans): %s", name, ", ".join(sorted(summary.dropped_columns))

@@ -19,15 +19,14 @@ models, failed answers, reason).
 from __future__ import annotations
 
 import csv
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from medrewardbench.build.store import CHUNK, BuildStore
+from medrewardbench.build.store import BuildStore, StoredDecision
 from medrewardbench.data.annotations import release_labels
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.outdir import prepare_output_dir
@@ -72,49 +71,13 @@ class BuildReport:
 
 
 def _groups(store: BuildStore) -> list[dict[str, Any]]:
-    rows = store.query(
-        """SELECT q.source, q.organ_system, COUNT(*),
-                  SUM(q.reference_answer IS NOT NULL),
-                  SUM(d.qid IS NOT NULL),
-                  COALESCE(SUM(d.kept = 1), 0),
-                  COALESCE(SUM(d.kept = 0), 0),
-                  COALESCE(SUM(d.kept = 1 AND d.scored = 0), 0)
-           FROM questions q LEFT JOIN decisions d ON d.qid = q.qid
-           GROUP BY q.source, q.organ_system ORDER BY q.source, q.organ_system"""
-    )
-    out = []
-    for source, organ, total, with_reference, decided, kept, dropped, unscored in rows:
-        out.append(
-            {
-                "source": source,
-                "organ_system": organ,
-                "questions": int(total),
-                "with_reference": int(with_reference or 0),
-                "decided": int(decided or 0),
-                "kept": int(kept),
-                "dropped": int(dropped),
-                "kept_unscored": int(unscored),
-                "undecided": int(total) - int(decided or 0),
-            }
-        )
-    return out
+    return [{**asdict(g), "undecided": g.questions - g.decided} for g in store.group_counts()]
 
 
-def _decisions(store: BuildStore) -> Iterator[tuple[str, str, str, bool, int, int, int, str, list[Any]]]:
-    """(qid, source, organ, kept, correct, scored models, failed, reason, evidence), chunk by chunk."""
-    last = ""
-    while True:
-        rows = store.query(
-            """SELECT d.qid, q.source, q.organ_system, d.kept, d.correct, d.failed, d.reason, d.evidence_json
-               FROM decisions d JOIN questions q ON q.qid = d.qid WHERE d.qid > ? ORDER BY d.qid LIMIT ?""",
-            (last, CHUNK),
-        )
-        if not rows:
-            return
-        last = rows[-1][0]
-        for qid, source, organ, kept, correct, failed, reason, evidence_json in rows:
-            evidence = json.loads(evidence_json)
-            yield qid, source, organ, bool(kept), int(correct), len(evidence), int(failed), reason, evidence
+def _decisions(store: BuildStore) -> Iterator[StoredDecision]:
+    """Every decision, in question-id order, read chunk by chunk."""
+    for chunk in store.iter_decisions():
+        yield from chunk
 
 
 def _longer_wins(store: BuildStore) -> tuple[dict[str, dict[str, int]], int]:
@@ -153,8 +116,8 @@ def build_report(store: BuildStore, project: str = "") -> BuildReport:
     if active is not None:
         report.filter = {"fingerprint": active[0], **active[1]}
         tallies: dict[str, dict[str, int]] = {}
-        for *_, evidence in _decisions(store):
-            for entry in evidence:
+        for decision in _decisions(store):
+            for entry in decision.evidence:
                 tally = tallies.setdefault(entry["generator"], {"answers": 0, "correct": 0, "failed": 0})
                 tally["answers"] += 1
                 tally["correct"] += int(bool(entry.get("correct")))
@@ -168,13 +131,9 @@ def build_report(store: BuildStore, project: str = "") -> BuildReport:
             {"generator": spec, "answers": stored - failed, "failed": failed, "missing": covered - stored}
         )
     report.pairs = store.count_pairs()
-    for generator, count in store.query(
-        """SELECT spec, COUNT(*) FROM (SELECT generator_1 AS fp FROM pairs UNION ALL SELECT generator_2 FROM pairs) p
-           JOIN pool ON pool.generator_fp = p.fp GROUP BY spec ORDER BY spec"""
-    ):
-        report.pair_generators[str(generator)] = int(count)
+    report.pair_generators = store.pair_generator_counts()
     report.labels = store.count_labels()
-    report.annotators = [str(r[0]) for r in store.query("SELECT DISTINCT annotator FROM labels ORDER BY annotator")]
+    report.annotators = store.annotators()
     report.orphan_labels = store.orphan_labels()
     if report.labels:
         report.longer_wins, report.labelled_pairs = _longer_wins(store)
@@ -230,9 +189,9 @@ def report_markdown(report: BuildReport, store: BuildStore | None = None, exampl
         lines.append("")
     if store is not None and report.filter is not None:
         dropped = []
-        for qid, source, organ, kept, _correct, _n, _failed, reason, _ in _decisions(store):
-            if not kept:
-                dropped.append([qid, source, organ, reason])
+        for decision in _decisions(store):
+            if not decision.kept:
+                dropped.append([decision.qid, decision.source, decision.organ_system, decision.reason])
                 if len(dropped) >= examples:
                     break
         if dropped:
@@ -311,6 +270,8 @@ def write_report(report: BuildReport, store: BuildStore, out_dir: str | Path) ->
     with _replacing(decisions) as handle:
         writer_rows = csv.writer(handle)
         writer_rows.writerow(["id", "source", "organ_system", "kept", "correct", "models", "failed", "reason"])
-        for qid, source, organ, kept, correct, n, failed, reason, _ in _decisions(store):
-            writer_rows.writerow([qid, source, organ, int(kept), correct, n, failed, reason])
+        for d in _decisions(store):
+            writer_rows.writerow(
+                [d.qid, d.source, d.organ_system, int(d.kept), d.correct, len(d.evidence), d.failed, d.reason]
+            )
     return [markdown, groups, decisions]

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
+from medrewardbench.cli.options import ForceReplaceOpt
 from medrewardbench.errors import MedRewardBenchError, MissingExtraError
 
 app = typer.Typer(
@@ -627,9 +628,7 @@ def export_command(
         bool, typer.Option("--only-complete", help="only items every assigned annotator has labelled")
     ] = False,
     accepted_only: Annotated[bool, typer.Option("--accepted-only", help="questions: only the accepted ones")] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="replace the files (data and dataset.json) of an earlier export")
-    ] = False,
+    force: ForceReplaceOpt = False,
 ) -> None:
     """Write the released set (canonical with every annotation and adjudication, or the reference layout) and its card.
 

@@ -16,8 +16,8 @@ status 130 after storing what finished. The library is :mod:`medrewardbench.buil
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,9 +26,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from medrewardbench.build.generation import GenerationProgress, GenerationSummary
+from medrewardbench.cli.errors import command_errors
+from medrewardbench.cli.options import ExternalImagesOpt, ForceReplaceOpt, VerboseOpt
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import (
-    ExternalImagesOpt,
     console,
     err_console,
     nonempty_path,
@@ -38,19 +39,12 @@ from medrewardbench.cli.support import (
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
-from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
-from medrewardbench.secrets import install_log_scrubber, scrub
+from medrewardbench.secrets import install_log_scrubber
 
 __all__ = ["app"]
 
 EXIT_ALL_FAILED = 1
 """A generator failed every request (its failures are stored)."""
-EXIT_WRITE_FAILED = 1
-"""Writing an output failed part-way (a full disk); the files of an earlier export stay as they were."""
-EXIT_BUSY = 75
-"""Another process is using the project directory."""
-EXIT_INTERRUPTED = 130
-"""Ctrl-C, after storing what had finished."""
 
 app = typer.Typer(
     name="build",
@@ -67,7 +61,6 @@ WaitOpt = Annotated[
     bool, typer.Option("--wait", help="if another process is using the project, wait for it instead of stopping")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
 TemplateOpt = Annotated[str, typer.Option("--template", help="the answer prompt: answer | FILE")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="seed of sampling (sent to API servers)")]
 ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", min=1, help="API requests in flight")]
@@ -137,45 +130,14 @@ def _say_waiting(project: Path) -> Callable[[int | None], None]:
     return say
 
 
-def _write_failure(exc: OSError, out: Path | None) -> str:
-    """One line for an OSError while writing: the output, the file and the system's reason."""
-    reason = exc.strerror or str(exc)
-    file = exc.filename
-    if out is None:
-        return f"{file}: {reason}" if file else reason
-    at = f" ({file})" if file and Path(file) != out else ""
-    return f"--out {out}: writing failed{at}: {reason}"
-
-
-@contextmanager
-def _errors(sink: RichProgress | None = None, out: Path | None = None) -> Iterator[None]:
-    """One place that turns the library's errors into exit statuses and one-line messages.
+def _errors(sink: RichProgress | None = None, out: Path | None = None) -> AbstractContextManager[None]:
+    """The one handler of :mod:`medrewardbench.cli.errors`, where a failed write is an error too.
 
     Args:
         sink: the progress bars, closed before a message.
         out: the command's output, named when writing it fails.
     """
-    try:
-        yield
-    except OutputLockedError as exc:
-        raise _fail(str(exc), EXIT_BUSY) from exc
-    except EvaluationInterrupted as exc:
-        if sink is not None:
-            sink.close()
-        err_console.print(str(exc), highlight=False, markup=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except KeyboardInterrupt:
-        if sink is not None:
-            sink.close()
-        err_console.print("interrupted: what was stored is kept; rerun the same command to resume", highlight=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except (MedRewardBenchError, ValueError) as exc:
-        raise _fail(scrub(str(exc))) from exc
-    except OSError as exc:
-        raise _fail(scrub(_write_failure(exc, out)), EXIT_WRITE_FAILED) from exc
-    finally:
-        if sink is not None:
-            sink.close()
+    return command_errors(sink=sink, write_errors=True, out=out)
 
 
 def _cell(value: object) -> str:
@@ -408,7 +370,7 @@ def responses_command(
             pool = [spec for _, spec in store.pool()]
             undecided = 0
             if store.active_filter() is not None:
-                undecided = store.count_questions() - int(store.query("SELECT COUNT(*) FROM decisions")[0][0])
+                undecided = store.count_questions() - store.count_decisions()
         sink.close()
         if not quiet:
             console.print(_generation_table("Response pool", summaries))
@@ -520,9 +482,7 @@ def export_command(
         str | None, typer.Option("--provenance", help="declare where the labels come from (dataset.json)")
     ] = None,
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="leave out pairs without labels")] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="replace the files (data and dataset.json) of an earlier export")
-    ] = False,
+    force: ForceReplaceOpt = False,
 ) -> None:
     """Write the labelled set (canonical, or the reference layout) and its dataset card; or the kept questions.
 

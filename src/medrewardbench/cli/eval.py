@@ -1,14 +1,22 @@
-"""``medrewardbench eval``: judge every case in both orders, store, report agreement with the experts."""
+"""``medrewardbench eval``: judge every case in both orders, store, report agreement with the experts.
+
+The command is its steps in order: load the data (:func:`_load_data`), say what is about to be judged
+(:func:`_announce`), warn about training overlap, judge and store (:func:`medrewardbench.evaluation.evaluate`),
+print the tables and failures, and exit with the status the failures call for (:func:`_exit_on_failures`).
+Errors and Ctrl-C go through the one handler of :mod:`medrewardbench.cli.errors`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
+from medrewardbench.cli.errors import command_errors
+from medrewardbench.cli.options import DataOpt
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
@@ -16,18 +24,18 @@ from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_list as _split
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
-from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
 from medrewardbench.evaluation import EvaluationResult, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS
 from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
-from medrewardbench.secrets import install_log_scrubber, scrub
+from medrewardbench.secrets import install_log_scrubber
+
+if TYPE_CHECKING:
+    from medrewardbench.data.benchmark import Benchmark
 
 EXIT_JUDGE_FAILED = 1
 """eval: a judge failed every request (its failures are stored)."""
-EXIT_BUSY = 75
-"""eval: another process is using the output directory (EX_TEMPFAIL: try again later)."""
-EXIT_INTERRUPTED = 130
-"""Ctrl-C (128 + SIGINT), after storing what had finished."""
+INTERRUPTED_LOADING = "interrupted while loading the data: no request was sent; rerun the same command to resume"
+INTERRUPTED_SAVING = "interrupted while saving the results: what was stored is kept; rerun the same command to resume"
 
 
 JUDGE_HELP = (
@@ -37,182 +45,193 @@ JUDGE_HELP = (
     "(replayed reference outputs), instant: (harness benchmarks)"
 )
 
+_JudgeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--judge", "-j", metavar="SPEC", help=JUDGE_HELP, show_default="every baseline:"),
+]
+_OutOpt = Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="output directory (store and files)")]
+_OrdersOpt = Annotated[
+    str, typer.Option("--orders", metavar="ORDERS", help="presentation orders: both | original | swapped")
+]
+_OrgansOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--organs", metavar="LIST", help="organ systems to keep (repeat or comma-separate)", show_default="all"
+    ),
+]
+_LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, metavar="N", help="the first N cases only", show_default="all cases"),
+]
+_SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="seed for every random choice")]
+_FreshOpt = Annotated[bool, typer.Option("--fresh", help="forget stored judgments of these judges", show_default="off")]
+_RetryFailuresOpt = Annotated[
+    bool, typer.Option("--retry-failures", help="judge again requests that failed before", show_default="off")
+]
+_ByOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--by",
+        metavar="FIELD",
+        help="also group by this field (repeatable): a case field or a metadata key (site or metadata.site)",
+        show_default="organ_system only",
+    ),
+]
+_TemplateOpt = Annotated[
+    str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
+]
+_LabelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--labels",
+        metavar="KIND[:N][=TEXT]",
+        help="declare where the labels come from: expert-majority:N, single-expert, illustrative, "
+        "model-generated or unknown, with an optional description after '=', or a dataset card (.json)",
+        show_default="the data's dataset.json, else the source's own",
+    ),
+]
+_MaxFailureRateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-failure-rate",
+        min=0.0,
+        max=1.0,
+        metavar="RATE",
+        help="exit with status 1 when a judge of this call failed more than this share of its requests (0-1)",
+        show_default="only when every request failed",
+    ),
+]
+_ConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency", min=1, metavar="N", help="requests in flight (API judges)", show_default="8 for api:"
+    ),
+]
+_BatchSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        min=1,
+        metavar="N",
+        help="requests per batch (local models)",
+        show_default="4 for hf:, 8 for rm:",
+    ),
+]
+_BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url", metavar="URL", help="OpenAI-compatible endpoint", show_default="$OPENAI_BASE_URL or OpenAI's"
+    ),
+]
+_ApiKeyEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-env",
+        metavar="NAME",
+        help="environment variable holding the API key",
+        show_default="OPENAI_API_KEY",
+    ),
+]
+_TemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature", metavar="T", help="sampling temperature", show_default="0 for hf:, server's for api:"
+    ),
+]
+_TopPOpt = Annotated[
+    float | None,
+    typer.Option("--top-p", metavar="P", help="nucleus sampling", show_default="the model's or server's"),
+]
+_MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        help="most tokens a judge may write",
+        show_default="512 for hf:, server's for api:",
+    ),
+]
+_TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API judges)")]
+_MaxRetriesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-retries", metavar="N", help="retries of a request on 429, 5xx, timeouts and dropped connections"
+    ),
+]
+_StructuredOpt = Annotated[
+    bool, typer.Option("--structured", help="ask API judges for JSON-schema output", show_default="off")
+]
+_ClientProcessesOpt = Annotated[
+    int,
+    typer.Option("--client-processes", min=1, metavar="N", help="API judges: spread requests over N client processes"),
+]
+_DeviceOpt = Annotated[str, typer.Option("--device", metavar="DEVICE", help="local models: auto | cpu | cuda | cuda:N")]
+_DtypeOpt = Annotated[
+    str, typer.Option("--dtype", metavar="DTYPE", help="local models: auto | float32 | bfloat16 | float16")
+]
+_AdapterOpt = Annotated[
+    str | None,
+    typer.Option("--adapter", metavar="DIR", help="LoRA adapter directory for hf: judges", show_default="none"),
+]
+_ForcePrefixOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--force-prefix", metavar="TEXT", help="text the local model's answer must start with", show_default="none"
+    ),
+]
+_WaitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wait", help="if another process is using --out, wait for it instead of stopping", show_default="off"
+    ),
+]
+_QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars or tables", show_default="off")]
+_VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="log what the library does (INFO)", show_default="off")
+]
+_AllowExternalImagesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-external-images",
+        help="accept image paths outside the data's directory (or list directories in MEDREWARDBENCH_IMAGE_ROOTS)",
+        show_default="off",
+    ),
+]
+
 
 def eval_command(
-    data: Annotated[
-        str,
-        typer.Option(
-            "--data",
-            "-d",
-            metavar="SOURCE",
-            help="demo | DIR in the reference layout | hf:[OWNER/NAME[@REV]] | canonical .jsonl/.json/.parquet file "
-            "or directory",
-        ),
-    ] = "demo",
-    judge: Annotated[
-        list[str] | None,
-        typer.Option("--judge", "-j", metavar="SPEC", help=JUDGE_HELP, show_default="every baseline:"),
-    ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="output directory (store and files)")] = Path(
-        "results"
-    ),
-    orders: Annotated[
-        str, typer.Option("--orders", metavar="ORDERS", help="presentation orders: both | original | swapped")
-    ] = "both",
-    organs: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--organs", metavar="LIST", help="organ systems to keep (repeat or comma-separate)", show_default="all"
-        ),
-    ] = None,
-    limit: Annotated[
-        int | None,
-        typer.Option("--limit", min=1, metavar="N", help="the first N cases only", show_default="all cases"),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", metavar="N", help="seed for every random choice")] = 0,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="forget stored judgments of these judges", show_default="off")
-    ] = False,
-    retry_failures: Annotated[
-        bool, typer.Option("--retry-failures", help="judge again requests that failed before", show_default="off")
-    ] = False,
-    by: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--by",
-            metavar="FIELD",
-            help="also group by this field (repeatable): a case field or a metadata key (site or metadata.site)",
-            show_default="organ_system only",
-        ),
-    ] = None,
-    template: Annotated[
-        str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
-    ] = "pairwise",
-    labels: Annotated[
-        str | None,
-        typer.Option(
-            "--labels",
-            metavar="KIND[:N][=TEXT]",
-            help="declare where the labels come from: expert-majority:N, single-expert, illustrative, "
-            "model-generated or unknown, with an optional description after '=', or a dataset card (.json)",
-            show_default="the data's dataset.json, else the source's own",
-        ),
-    ] = None,
-    max_failure_rate: Annotated[
-        float | None,
-        typer.Option(
-            "--max-failure-rate",
-            min=0.0,
-            max=1.0,
-            metavar="RATE",
-            help="exit with status 1 when a judge of this call failed more than this share of its requests (0-1)",
-            show_default="only when every request failed",
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency", min=1, metavar="N", help="requests in flight (API judges)", show_default="8 for api:"
-        ),
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            "--batch-size",
-            min=1,
-            metavar="N",
-            help="requests per batch (local models)",
-            show_default="4 for hf:, 8 for rm:",
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url", metavar="URL", help="OpenAI-compatible endpoint", show_default="$OPENAI_BASE_URL or OpenAI's"
-        ),
-    ] = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-env",
-            metavar="NAME",
-            help="environment variable holding the API key",
-            show_default="OPENAI_API_KEY",
-        ),
-    ] = None,
-    temperature: Annotated[
-        float | None,
-        typer.Option(
-            "--temperature", metavar="T", help="sampling temperature", show_default="0 for hf:, server's for api:"
-        ),
-    ] = None,
-    top_p: Annotated[
-        float | None,
-        typer.Option("--top-p", metavar="P", help="nucleus sampling", show_default="the model's or server's"),
-    ] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-tokens",
-            metavar="N",
-            help="most tokens a judge may write",
-            show_default="512 for hf:, server's for api:",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API judges)")
-    ] = 120.0,
-    max_retries: Annotated[
-        int,
-        typer.Option(
-            "--max-retries", metavar="N", help="retries of a request on 429, 5xx, timeouts and dropped connections"
-        ),
-    ] = 6,
-    structured: Annotated[
-        bool, typer.Option("--structured", help="ask API judges for JSON-schema output", show_default="off")
-    ] = False,
-    client_processes: Annotated[
-        int,
-        typer.Option(
-            "--client-processes", min=1, metavar="N", help="API judges: spread requests over N client processes"
-        ),
-    ] = 1,
-    device: Annotated[
-        str, typer.Option("--device", metavar="DEVICE", help="local models: auto | cpu | cuda | cuda:N")
-    ] = ("auto"),
-    dtype: Annotated[
-        str, typer.Option("--dtype", metavar="DTYPE", help="local models: auto | float32 | bfloat16 | float16")
-    ] = "auto",
-    adapter: Annotated[
-        str | None,
-        typer.Option("--adapter", metavar="DIR", help="LoRA adapter directory for hf: judges", show_default="none"),
-    ] = None,
-    force_prefix: Annotated[
-        str | None,
-        typer.Option(
-            "--force-prefix", metavar="TEXT", help="text the local model's answer must start with", show_default="none"
-        ),
-    ] = None,
-    wait: Annotated[
-        bool,
-        typer.Option(
-            "--wait", help="if another process is using --out, wait for it instead of stopping", show_default="off"
-        ),
-    ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="no progress bars or tables", show_default="off")
-    ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="log what the library does (INFO)", show_default="off")
-    ] = False,
-    allow_external_images: Annotated[
-        bool,
-        typer.Option(
-            "--allow-external-images",
-            help="accept image paths outside the data's directory (or list directories in MEDREWARDBENCH_IMAGE_ROOTS)",
-            show_default="off",
-        ),
-    ] = False,
+    data: DataOpt = "demo",
+    judge: _JudgeOpt = None,
+    out: _OutOpt = Path("results"),
+    orders: _OrdersOpt = "both",
+    organs: _OrgansOpt = None,
+    limit: _LimitOpt = None,
+    seed: _SeedOpt = 0,
+    fresh: _FreshOpt = False,
+    retry_failures: _RetryFailuresOpt = False,
+    by: _ByOpt = None,
+    template: _TemplateOpt = "pairwise",
+    labels: _LabelsOpt = None,
+    max_failure_rate: _MaxFailureRateOpt = None,
+    concurrency: _ConcurrencyOpt = None,
+    batch_size: _BatchSizeOpt = None,
+    base_url: _BaseUrlOpt = None,
+    api_key_env: _ApiKeyEnvOpt = None,
+    temperature: _TemperatureOpt = None,
+    top_p: _TopPOpt = None,
+    max_tokens: _MaxTokensOpt = None,
+    timeout: _TimeoutOpt = 120.0,
+    max_retries: _MaxRetriesOpt = 6,
+    structured: _StructuredOpt = False,
+    client_processes: _ClientProcessesOpt = 1,
+    device: _DeviceOpt = "auto",
+    dtype: _DtypeOpt = "auto",
+    adapter: _AdapterOpt = None,
+    force_prefix: _ForcePrefixOpt = None,
+    wait: _WaitOpt = False,
+    quiet: _QuietOpt = False,
+    verbose: _VerboseOpt = False,
+    allow_external_images: _AllowExternalImagesOpt = False,
 ) -> None:
     """Judge every case in both answer orders and report agreement with the labels.
 
@@ -220,47 +239,15 @@ def eval_command(
     than --max-failure-rate of them; 2 for bad input; 75 when another process is using --out (without
     --wait); 130 on Ctrl-C.
     """
-    from medrewardbench.data import load_benchmark, nothing_to_measure, summarize_warnings
-    from medrewardbench.data.provenance import parse_labels_option
-
     _setup_logging(verbose)
     install_log_scrubber()
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
-    try:
+    with command_errors(INTERRUPTED_LOADING):
         selected_orders = Order.parse_selection(orders)
-        declared = parse_labels_option(labels) if labels is not None else None
-        if not quiet:
-            err_console.print(f"loading {terminal_safe(data)} ...", highlight=False, markup=False)
-        benchmark = load_benchmark(
-            data,
-            organs=_split_option(organs, "--organs"),
-            limit=limit,
-            allow_external_images=allow_external_images,
-        )
-        if declared is not None:
-            benchmark = benchmark.with_labels(declared)
-        group_by = benchmark.resolve_group_fields(_split(by))
-    except (MedRewardBenchError, ValueError) as exc:
-        raise _fail(str(exc)) from exc
-    except KeyboardInterrupt:
-        err_console.print(
-            "interrupted while loading the data: no request was sent; rerun the same command to resume", highlight=False
-        )
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    unmeasurable = nothing_to_measure(benchmark.source, benchmark.cases)
-    if unmeasurable is not None:
-        raise _fail(str(unmeasurable))
-    if not quiet:
-        err_console.print(
-            f"[bold]{escape(terminal_safe(benchmark.name))}[/]: {len(benchmark)} cases, "
-            f"{len(benchmark.organ_systems())} organ systems, orders: {', '.join(o.value for o in selected_orders)}",
-            highlight=False,
-        )
-        for line in summarize_warnings(benchmark.warnings):
-            shown_line = escape(terminal_safe(line, keep_newlines=False))
-            err_console.print(f"[yellow]warning:[/] {shown_line}", highlight=False)
+        benchmark, group_by = _load_data(data, organs, limit, labels, by, allow_external_images, quiet=quiet)
+    _announce(benchmark, selected_orders, quiet=quiet)
     _warn_about_training_overlap(specs, adapter, benchmark.case_ids())
-    try:
+    with command_errors(INTERRUPTED_LOADING, value_errors=False):
         options = JudgeOptions(
             seed=seed,
             template=template,
@@ -279,15 +266,8 @@ def eval_command(
             ),
             local=LocalSettings(device=device, dtype=dtype, adapter=adapter, force_prefix=force_prefix),
         )
-    except MedRewardBenchError as exc:
-        raise _fail(str(exc)) from exc
     sink = RichProgress(enabled=not quiet)
-
-    def say_waiting(pid: int | None) -> None:
-        holder = f"pid {pid}" if pid is not None else "another process"
-        err_console.print(f"waiting for {holder} to finish with {out}/ ...", highlight=False, markup=False)
-
-    try:
+    with command_errors(INTERRUPTED_SAVING, sink=sink, value_errors=False):
         result = evaluate(
             benchmark,
             specs,
@@ -299,31 +279,76 @@ def eval_command(
             retry_failures=retry_failures,
             progress=sink,
             wait=wait,
-            on_wait=say_waiting,
+            on_wait=_say_waiting(out),
         )
-    except OutputLockedError as exc:
-        raise _fail(str(exc), EXIT_BUSY) from exc
-    except MedRewardBenchError as exc:
-        raise _fail(scrub(str(exc))) from exc
-    except KeyboardInterrupt as exc:
-        sink.close()
-        message = (
-            str(exc)
-            if isinstance(exc, EvaluationInterrupted)
-            else "interrupted while saving the results: what was stored is kept; rerun the same command to resume"
-        )
-        err_console.print(message, highlight=False, markup=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    finally:
-        sink.close()
-    try:
+    with command_errors(None, value_errors=False):  # everything is stored and written already
         if not quiet:
             _print_results(result, benchmark.name, group_by)
         _print_other_data(result)
         _print_failures(result.health)  # also with --quiet: failures are never silent
-    except KeyboardInterrupt:  # everything is stored and written already
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    every_request_failed = result.failed_judges
+    _exit_on_failures(result.health, result.failed_judges, max_failure_rate)
+
+
+def _load_data(
+    data: str,
+    organs: list[str] | None,
+    limit: int | None,
+    labels: str | None,
+    by: list[str] | None,
+    allow_external_images: bool,
+    *,
+    quiet: bool,
+) -> tuple[Benchmark, list[str]]:
+    """The benchmark (with the declared labels) and the fields to group by; a message when nothing can be measured."""
+    from medrewardbench.data import load_benchmark, nothing_to_measure
+    from medrewardbench.data.provenance import parse_labels_option
+
+    declared = parse_labels_option(labels) if labels is not None else None
+    if not quiet:
+        err_console.print(f"loading {terminal_safe(data)} ...", highlight=False, markup=False)
+    benchmark = load_benchmark(
+        data,
+        organs=_split_option(organs, "--organs"),
+        limit=limit,
+        allow_external_images=allow_external_images,
+    )
+    if declared is not None:
+        benchmark = benchmark.with_labels(declared)
+    group_by = benchmark.resolve_group_fields(_split(by))
+    unmeasurable = nothing_to_measure(benchmark.source, benchmark.cases)
+    if unmeasurable is not None:
+        raise _fail(str(unmeasurable))
+    return benchmark, group_by
+
+
+def _announce(benchmark: Benchmark, orders: Sequence[Order], *, quiet: bool) -> None:
+    """What is about to be judged: the data's name and size, the orders, the data's warnings."""
+    from medrewardbench.data import summarize_warnings
+
+    if quiet:
+        return
+    err_console.print(
+        f"[bold]{escape(terminal_safe(benchmark.name))}[/]: {len(benchmark)} cases, "
+        f"{len(benchmark.organ_systems())} organ systems, orders: {', '.join(o.value for o in orders)}",
+        highlight=False,
+    )
+    for line in summarize_warnings(benchmark.warnings):
+        shown_line = escape(terminal_safe(line, keep_newlines=False))
+        err_console.print(f"[yellow]warning:[/] {shown_line}", highlight=False)
+
+
+def _say_waiting(out: Path) -> Callable[[int | None], None]:
+    def say(pid: int | None) -> None:
+        holder = f"pid {pid}" if pid is not None else "another process"
+        err_console.print(f"waiting for {holder} to finish with {out}/ ...", highlight=False, markup=False)
+
+    return say
+
+
+def _exit_on_failures(
+    health: Sequence[RunHealth], every_request_failed: Sequence[RunHealth], max_failure_rate: float | None
+) -> None:
+    """Exit with status 1 when a judge failed every request, or more than --max-failure-rate of them."""
     if every_request_failed:
         names = ", ".join(h.judge_spec for h in every_request_failed)
         raise _fail(
@@ -331,7 +356,7 @@ def eval_command(
             "fix the cause and rerun with --retry-failures",
             EXIT_JUDGE_FAILED,
         )
-    too_many = [h for h in result.health if _too_many(h, max_failure_rate)]
+    too_many = [h for h in health if _too_many(h, max_failure_rate)]
     if too_many:
         shown = ", ".join(f"{h.judge_spec} ({100 * h.failure_rate:.1f} %)" for h in too_many)
         raise _fail(

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from medrewardbench.cli.support import OrgansOpt, console
+from medrewardbench.cli.options import OrgansOpt, OutDirOpt
+from medrewardbench.cli.support import console
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
@@ -19,7 +20,7 @@ def import_reference_command(
     outputs: Annotated[Path, typer.Argument(help="reference judge output JSONL file, or a directory of them")],
     data: Annotated[str, typer.Option("--data", "-d", help="the reference-layout data the outputs were made on")],
     name: Annotated[str | None, typer.Option("--name", help="judge name to show (default: the path)")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("results"),
+    out: OutDirOpt = Path("results"),
     organs: OrgansOpt = None,
 ) -> None:
     """Store the reference implementation's judge outputs as a run and print its accuracy table.

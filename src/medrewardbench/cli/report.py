@@ -14,6 +14,8 @@ import typer
 from rich.rule import Rule
 from rich.text import Text
 
+from medrewardbench.cli.options import BootstrapOpt as BootOpt
+from medrewardbench.cli.options import CiOpt
 from medrewardbench.cli.support import console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_list as _split
@@ -23,8 +25,6 @@ from medrewardbench.metrics.results import DEFAULT_EPSILON
 RunPaths = Annotated[
     list[Path], typer.Argument(metavar="RUN_DIR...", help="results directories, store files or cv output folders")
 ]
-CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, metavar="LEVEL", help="interval coverage")]
-BootOpt = Annotated[int, typer.Option("--bootstrap", min=100, metavar="N", help="bootstrap resamples")]
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="seed of the bootstrap")]
 EpsilonOpt = Annotated[
     float,

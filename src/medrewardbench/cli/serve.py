@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from medrewardbench.cli.options import VerboseOpt
 from medrewardbench.cli.support import err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
@@ -21,7 +22,7 @@ def serve_command(
     dtype: Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16")] = "auto",
     adapter: Annotated[str | None, typer.Option("--adapter", help="LoRA adapter directory")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="default max new tokens")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Serve a local transformers vision-language model as an OpenAI-compatible endpoint.
 

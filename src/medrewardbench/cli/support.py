@@ -1,4 +1,6 @@
-"""What every command-line module shares: consoles, error exits, logging set-up, list flags.
+"""What every command-line module shares: consoles, error exits, logging set-up, list flags, help pages.
+
+Shared options live in :mod:`medrewardbench.cli.options`, the error handler in :mod:`medrewardbench.cli.errors`.
 
 Text that came from data is printed through :func:`terminal_safe`, so that no data can send
 escape sequences to the terminal.
@@ -12,7 +14,7 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 import typer.core
@@ -22,9 +24,6 @@ from rich.markup import escape
 from medrewardbench.safe_text import terminal_safe
 
 __all__ = [
-    "DataOpt",
-    "ExternalImagesOpt",
-    "OrgansOpt",
     "console",
     "err_console",
     "fail",
@@ -41,25 +40,6 @@ __all__ = [
 # No emoji codes: a judge named api:x followed by ": 6 failed" would print as "api❌ 6 failed".
 console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160, emoji=False)
-
-DataOpt = Annotated[
-    str,
-    typer.Option(
-        "--data",
-        "-d",
-        help="demo | DIR in the reference layout | hf:[OWNER/NAME[@REV]] | canonical .jsonl/.parquet",
-    ),
-]
-OrgansOpt = Annotated[
-    list[str] | None, typer.Option("--organs", help="organ systems to keep (repeat or comma-separate)")
-]
-ExternalImagesOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-external-images",
-        help="accept image paths outside the data's directory (or list directories in MEDREWARDBENCH_IMAGE_ROOTS)",
-    ),
-]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

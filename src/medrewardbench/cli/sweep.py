@@ -11,18 +11,18 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from medrewardbench.cli.errors import command_errors
+from medrewardbench.cli.options import QuietOpt, VerboseOpt
 from medrewardbench.cli.support import console, err_console, nonempty_path, nonempty_text, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
-from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
-from medrewardbench.secrets import install_log_scrubber, scrub
+from medrewardbench.secrets import install_log_scrubber
 
 EXIT_ENTRY_FAILED = 1
 """An entry could not finish, or failed every request (what finished is stored)."""
 EXIT_BUDGET = 3
 """The budget stopped the sweep before every request was judged; rerun with a larger one to resume."""
-EXIT_BUSY = 75
-EXIT_INTERRUPTED = 130
+INTERRUPTED_SWEEP = "interrupted: what finished is stored; rerun the same command to resume"
 
 
 class _RichSweepProgress:
@@ -126,8 +126,8 @@ def sweep_command(
     wait: Annotated[
         bool, typer.Option("--wait", help="if another process is using --out, wait for it instead of stopping")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars or tables")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Run many judges from one sweep file into one store, then write one leaderboard and report.
 
@@ -141,28 +141,21 @@ def sweep_command(
     _setup_logging(verbose)
     install_log_scrubber()
     nonempty_text(ray, "--ray")
-    try:
+    with command_errors(INTERRUPTED_SWEEP):
         if budget is not None:
             check_budget(budget)
-    except ValueError as exc:
-        raise _fail(str(exc)) from exc
-    try:
         config = load_sweep(sweep_file)
         table = load_prices(prices) if prices is not None else None
-    except MedRewardBenchError as exc:
-        raise _fail(str(exc)) from exc
     if check:
         _print_check(config)
         return
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # servers are stopped, what finished is stored
     sink = _RichSweepProgress(enabled=not quiet)
     try:
-        try:
+        with command_errors(INTERRUPTED_SWEEP):
             if not quiet:
                 err_console.print(f"loading {terminal_safe(config.data.source)} ...", highlight=False, markup=False)
             benchmark = load_sweep_data(config)
-        except (MedRewardBenchError, ValueError) as exc:
-            raise _fail(str(exc)) from exc
         options = SweepOptions(
             out_dir=out,
             ray=ray,
@@ -180,23 +173,8 @@ def sweep_command(
             err_console.print(f"waiting for {holder} to finish with {out}/ ...", highlight=False, markup=False)
 
         started = time.monotonic()
-        try:
+        with command_errors(INTERRUPTED_SWEEP, sink=sink, value_errors=False):
             result = run_sweep(config, options, benchmark=benchmark, progress=sink, on_wait=say_waiting)  # type: ignore[arg-type]
-        except OutputLockedError as exc:
-            raise _fail(str(exc), EXIT_BUSY) from exc
-        except MedRewardBenchError as exc:
-            raise _fail(scrub(str(exc))) from exc
-        except KeyboardInterrupt as exc:
-            sink.close()
-            message = (
-                str(exc)
-                if isinstance(exc, EvaluationInterrupted)
-                else "interrupted: what finished is stored; rerun the same command to resume"
-            )
-            err_console.print(message, highlight=False, markup=False)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        finally:
-            sink.close()
     finally:
         signal.signal(signal.SIGTERM, previous)
     if not quiet:

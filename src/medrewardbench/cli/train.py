@@ -1,4 +1,4 @@
-"""The ``train`` and ``cv`` commands, registered on the main typer app by :func:`register_commands`.
+"""The ``train`` group (``sft``, ``dpo``, ``rm``) and the ``cv`` command; :func:`register_commands` adds them to an app.
 
     medrewardbench train sft --base Qwen/Qwen2-VL-2B-Instruct --data demo --out runs/sft
     medrewardbench train dpo --base ... --folds 5 --fold 0 --config train.yaml --out runs/dpo-0
@@ -15,33 +15,39 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
+from medrewardbench.cli.cv_report import cv_headline, cv_tables, format_loss
+from medrewardbench.cli.options import (
+    DataOpt,
+    OrgansOpt,
+    OutDirOpt,
+    QuietOpt,
+    VerboseOpt,
+    bootstrap_option,
+    ci_option,
+)
 from medrewardbench.cli.progress import RichProgress, RichTrainProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.metrics.results import POOLED, Estimate, PairwiseComparison
-from medrewardbench.report.format import METRIC, MISSING, estimate, interval, p_value, percent, signed_percent
 from medrewardbench.train.config import METHODS, TrainConfig
 
-__all__ = ["cv_headline", "cv_tables", "register_commands"]
+__all__ = [
+    "cv_command",
+    "dpo_command",
+    "register_commands",
+    "rm_command",
+    "sft_command",
+    "train_app",
+]
 
 
 # ---------------------------------------------------------------------------- shared options
 
 BaseOpt = Annotated[str, typer.Option("--base", "-b", help="base vision-language model: Hub id or directory")]
-DataOpt = Annotated[
-    str,
-    typer.Option("--data", "-d", help="demo | DIR in the reference layout | hf:[OWNER/NAME[@REV]] | canonical file"),
-]
-OrgansOpt = Annotated[
-    list[str] | None, typer.Option("--organs", help="organ systems to keep (repeat or comma-separate)")
-]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="first N cases of the data only")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file of training settings")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="seed of training (and, for cv, of the split)")]
@@ -77,8 +83,6 @@ HeadsOpt = Annotated[str | None, typer.Option("--heads", help="reward heads: mul
 HeadDimOpt = Annotated[str | None, typer.Option("--head-dimension", help="dimension that trains a single head")]
 BackboneOpt = Annotated[str | None, typer.Option("--backbone", help="reward backbone: lora | frozen | full")]
 HeadLrOpt = Annotated[float | None, typer.Option("--head-learning-rate", help="reward head learning rate")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars or tables")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
 
 
 _SWITCH = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
@@ -156,7 +160,7 @@ def _run_train(
     losses = card.losses
     perf = card.performance
     console.print(
-        f"[green]trained[/] {method}: loss {_loss(losses.get('first'))} -> {_loss(losses.get('final'))} in "
+        f"[green]trained[/] {method}: loss {format_loss(losses.get('first'))} -> {format_loss(losses.get('final'))} in "
         f"{perf.get('steps')} steps, {perf.get('examples_per_s')} examples/s; model and training_card.json in "
         f"{result.output_dir}",
         highlight=False,
@@ -179,148 +183,6 @@ def _run_train(
             highlight=False,
             soft_wrap=True,
         )
-
-
-def _loss(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
-def _interval(value: Estimate | None) -> str:
-    """Agreement over its interval on a second line: ``79.4`` / ``[64.7, 91.2]``."""
-    if value is None or not value.defined:
-        return MISSING
-    return f"{percent(value.point)}\n[dim]{interval(value.low, value.high)}[/]"
-
-
-def _diff(comparison: PairwiseComparison | None) -> str:
-    """A signed difference over its interval: ``+29.4`` / ``[+14.7, +41.2]``."""
-    if comparison is None or comparison.diff != comparison.diff:
-        return MISSING
-    return f"{signed_percent(comparison.diff)}\n[dim]{interval(comparison.low, comparison.high, signed=True)}[/]"
-
-
-def cv_headline(report: Mapping[str, Any]) -> str:
-    """One line: the tuned model's pooled held-out score against the floor, the base and chance."""
-    from medrewardbench.train.cv import CHANCE, HeldOutSummary
-
-    summary = HeldOutSummary.from_json(report)
-    tuned = summary.tuned.pooled
-    resamples = report.get("n_resamples")
-    parts = [f"held-out score {estimate(tuned)}"]
-    for name, comparison in (
-        (report.get("floor_judge") or "floor", summary.floor_comparison),
-        (report.get("base_judge") or "base", summary.comparison),
-    ):
-        if comparison is None:
-            continue
-        test = comparison.pooled
-        parts.append(
-            f"{signed_percent(test.diff)} points vs {name} (p {p_value(test.p_bootstrap, resamples=resamples)})"
-        )
-    above = tuned.low > CHANCE if tuned.has_interval else tuned.point > CHANCE
-    parts.append(f"{'above' if above else 'not above'} chance ({percent(CHANCE)})")
-    return "; ".join(parts) + " (paired case bootstrap)"
-
-
-def cv_tables(report: Mapping[str, Any]) -> list[Table]:
-    """The held-out tables of a cv report (as written to cv.json): agreement, paired differences, folds.
-
-    The first table gives each judge's held-out agreement with the labels, the base's failure rate
-    beside its score; the second the differences of the tuned model from the base and from the
-    baseline floor with the paired case bootstrap (the headline p-value) and the case sign-flip
-    test; the third the folds.
-    """
-    from medrewardbench.train.cv import CHANCE, HeldOutSummary
-
-    summary = HeldOutSummary.from_json(report)
-    confidence = int(round(100 * report["confidence"]))
-    resamples = report.get("n_resamples")
-    base_name = report.get("base_judge") or "base"
-    floor_name = report.get("floor_judge") or "floor"
-    table = Table(
-        title=f"{report['method']} cross-validation, {report['k']} folds: held-out {METRIC} (%) on "
-        f"{report['data']['n_held_out_cases']} cases x 2 orders, {confidence}% intervals below each value",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        show_edge=False,
-    )
-    table.add_column("dimension", no_wrap=True)
-    table.add_column("tuned", justify="right")
-    if summary.base is not None:
-        table.add_column("base", justify="right")
-    if summary.floor is not None:
-        table.add_column(f"floor ({floor_name.removeprefix('baseline:')})", justify="right")
-    table.add_column("chance", justify="right")
-    table.add_column("n", justify="right")
-    for column, tuned in summary.tuned.columns():
-        cells = [column, _interval(tuned)]
-        if summary.base is not None:
-            cells.append(_interval(summary.base[column]))
-        if summary.floor is not None:
-            cells.append(_interval(summary.floor[column]))
-        cells += [percent(CHANCE), str(tuned.n)]
-        table.add_row(*cells)
-    failed = summary.base_failure_rate
-    table.caption = (
-        f"tuned: {report['tuned_judge']}; base: {base_name}"
-        + ("" if summary.base is None or failed != failed else f" (failed {percent(failed)} % of its judgments)")
-        + f"; floor: {floor_name}. Failures count as wrong; {POOLED} = the six dimensions pooled."
-    )
-    tables = [table]
-    comparisons = [
-        (name, c) for name, c in ((base_name, summary.comparison), (floor_name, summary.floor_comparison)) if c
-    ]
-    if comparisons:
-        tests = Table(
-            title=f"Tuned minus each comparison (points, paired case bootstrap, {confidence}% intervals)",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            padding=(0, 1),
-            show_edge=False,
-        )
-        tests.add_column("dimension", no_wrap=True)
-        for name, _ in comparisons:
-            tests.add_column(f"- {name}", justify="right")
-            tests.add_column("p", justify="right")
-            tests.add_column("p case", justify="right")
-        for column, _ in summary.tuned.columns():
-            cells = [column]
-            for _, comparison in comparisons:
-                test = comparison[column]
-                cells += [_diff(test), p_value(test.p_bootstrap, resamples=resamples), p_value(test.p_case)]
-            tests.add_row(*cells)
-        tests.caption = (
-            "p = paired case bootstrap (both orders and all dimensions of a case resampled together): the headline "
-            "test; p case = the case-level sign-flip test of the same difference (mid-p)."
-        )
-        tables.append(tests)
-    demo = report.get("labels", {}).get("kind") == "illustrative" or any(
-        "illustrative" in str(n) for n in report.get("notes", [])
-    )
-    if demo:
-        table.caption += " Labels of this data are illustrative, not expert annotations."
-    folds = Table(
-        title=f"Folds (score: held-out {METRIC} pooled over the six dimensions, %)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    for column_name in ("fold", "train", "held out", "loss first -> final", "score", "train s", "eval s"):
-        folds.add_column(column_name, justify="left" if column_name == "fold" else "right")
-    for fold in report["folds"]:
-        losses = fold["losses"]
-        loss_text = f"{_loss(losses.get('first'))} -> {_loss(losses.get('final'))}"
-        folds.add_row(
-            str(fold["index"]) + (" reused" if fold.get("reused_model") else ""),
-            str(fold["n_train_cases"]),
-            str(fold["n_eval_cases"]),
-            loss_text,
-            percent(fold["score"]),
-            f"{fold['train_s']:.1f}",
-            f"{fold['eval_s']:.1f}",
-        )
-    tables.append(folds)
-    return tables
 
 
 #: TrainConfig fields that the train and cv commands take as flags
@@ -369,293 +231,298 @@ def _config_flags(values: dict[str, Any], renamed: dict[str, str] | None = None)
     return out
 
 
-def register_commands(app: typer.Typer) -> None:
-    """Add ``train`` (with ``sft``, ``dpo``, ``rm``) and ``cv`` to a typer app."""
-    train_app = typer.Typer(
-        name="train",
-        help="Train a judge (SFT, DPO with LoRA) or an image+text reward model on labelled cases.",
-        no_args_is_help=True,
+train_app = typer.Typer(
+    name="train",
+    help="Train a judge (SFT, DPO with LoRA) or an image+text reward model on labelled cases.",
+    no_args_is_help=True,
+)
+
+
+@train_app.command("sft")
+def sft_command(
+    base: BaseOpt,
+    data: DataOpt = "demo",
+    out: OutDirOpt = Path("runs/sft"),
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
+    fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
+    fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
+    config: ConfigOpt = None,
+    seed: SeedOpt = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    orders: OrdersOpt = None,
+    template: TemplateOpt = None,
+    save_steps: SaveStepsOpt = None,
+    max_cases: MaxCasesOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Supervised fine-tuning: LoRA on the verdict JSON of the evaluation template (both orders)."""
+    flags = _config_flags(locals())
+    _run_train(
+        "sft",
+        base=base,
+        data=data,
+        out=out,
+        organs=organs,
+        limit=limit,
+        folds=folds,
+        fold=fold,
+        fold_seed=fold_seed,
+        config_file=config,
+        quiet=quiet,
+        verbose=verbose,
+        flags=flags,
     )
 
-    @train_app.command("sft")
-    def sft_command(
-        base: BaseOpt,
-        data: DataOpt = "demo",
-        out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("runs/sft"),
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
-        fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
-        fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
-        config: ConfigOpt = None,
-        seed: SeedOpt = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_dropout: LoraDropoutOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        orders: OrdersOpt = None,
-        template: TemplateOpt = None,
-        save_steps: SaveStepsOpt = None,
-        max_cases: MaxCasesOpt = None,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """Supervised fine-tuning: LoRA on the verdict JSON of the evaluation template (both orders)."""
-        flags = _config_flags(locals())
-        _run_train(
-            "sft",
-            base=base,
-            data=data,
-            out=out,
-            organs=organs,
-            limit=limit,
-            folds=folds,
-            fold=fold,
-            fold_seed=fold_seed,
-            config_file=config,
-            quiet=quiet,
-            verbose=verbose,
-            flags=flags,
+
+@train_app.command("dpo")
+def dpo_command(
+    base: BaseOpt,
+    data: DataOpt = "demo",
+    out: OutDirOpt = Path("runs/dpo"),
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
+    fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
+    fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
+    config: ConfigOpt = None,
+    seed: SeedOpt = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    orders: OrdersOpt = None,
+    template: TemplateOpt = None,
+    save_steps: SaveStepsOpt = None,
+    max_cases: MaxCasesOpt = None,
+    beta: BetaOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """DPO: LoRA preferring the correct verdict JSON over the flipped one (both orders)."""
+    flags = _config_flags(locals())
+    _run_train(
+        "dpo",
+        base=base,
+        data=data,
+        out=out,
+        organs=organs,
+        limit=limit,
+        folds=folds,
+        fold=fold,
+        fold_seed=fold_seed,
+        config_file=config,
+        quiet=quiet,
+        verbose=verbose,
+        flags=flags,
+    )
+
+
+@train_app.command("rm")
+def rm_command(
+    base: BaseOpt,
+    data: DataOpt = "demo",
+    out: OutDirOpt = Path("runs/rm"),
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
+    fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
+    fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
+    config: ConfigOpt = None,
+    seed: SeedOpt = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    save_steps: SaveStepsOpt = None,
+    max_cases: MaxCasesOpt = None,
+    heads: HeadsOpt = None,
+    head_dimension: HeadDimOpt = None,
+    backbone: BackboneOpt = None,
+    head_learning_rate: HeadLrOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Bradley-Terry image+text reward model: backbone + linear head(s) on the last token."""
+    flags = _config_flags(locals(), renamed={"head_dimension": "single_head_dimension"})
+    _run_train(
+        "rm",
+        base=base,
+        data=data,
+        out=out,
+        organs=organs,
+        limit=limit,
+        folds=folds,
+        fold=fold,
+        fold_seed=fold_seed,
+        config_file=config,
+        quiet=quiet,
+        verbose=verbose,
+        flags=flags,
+    )
+
+
+def cv_command(
+    method: Annotated[str, typer.Option("--method", "-m", help="sft | dpo | rm")],
+    base: BaseOpt,
+    folds: Annotated[int, typer.Option("--folds", "-k", min=2, help="K folds")] = 5,
+    data: DataOpt = "demo",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="output directory (default runs/cv-METHOD)")] = None,
+    organs: OrgansOpt = None,
+    limit: LimitOpt = None,
+    only_fold: Annotated[
+        list[int] | None, typer.Option("--only-fold", help="run only this fold (repeatable); pools those")
+    ] = None,
+    config: ConfigOpt = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="seed of the split, the training and the bootstrap (default 0)")
+    ] = None,
+    learning_rate: LrOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    batch_size: BatchOpt = None,
+    grad_accum: AccumOpt = None,
+    warmup_ratio: WarmupOpt = None,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    precision: PrecisionOpt = None,
+    device: DeviceOpt = None,
+    gradient_checkpointing: CheckpointingOpt = None,
+    max_cases: MaxCasesOpt = None,
+    beta: BetaOpt = None,
+    heads: HeadsOpt = None,
+    backbone: BackboneOpt = None,
+    baseline: Annotated[
+        str, typer.Option("--baseline", help="untuned judge to compare with: default (hf:BASE) | SPEC | none")
+    ] = "default",
+    constrained: Annotated[
+        bool, typer.Option("--constrained", help="hf: judges decode only the verdict JSON skeleton")
+    ] = False,
+    eval_batch_size: Annotated[int | None, typer.Option("--eval-batch-size", min=1)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="generation limit of hf: judges")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="evaluation dtype")] = "auto",
+    ci: Annotated[float, ci_option("interval coverage (as in report)")] = 0.95,
+    bootstrap: Annotated[int, bootstrap_option("bootstrap resamples (as in report)")] = 2000,
+    reuse: Annotated[
+        bool, typer.Option("--reuse", help="reuse fold models trained with identical settings in OUT")
+    ] = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Cross-validate: train each fold, judge its held-out cases, compare with the base model and the floor."""
+    from medrewardbench.models.options import JudgeOptions, LocalSettings
+    from medrewardbench.train.cv import cross_validate
+
+    _setup_logging(verbose)
+    if method not in METHODS:
+        raise _fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    flags = _config_flags(locals())
+    try:
+        train_config = build_config(method, config, **flags)
+        benchmark = _load(data, organs, limit)
+    except (MedRewardBenchError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    split_seed = train_config.seed
+    try:
+        options = JudgeOptions(
+            seed=split_seed,
+            batch_size=eval_batch_size,
+            max_tokens=max_tokens,
+            local=LocalSettings(device=train_config.device, dtype=dtype, constrained=constrained),
         )
-
-    @train_app.command("dpo")
-    def dpo_command(
-        base: BaseOpt,
-        data: DataOpt = "demo",
-        out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("runs/dpo"),
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
-        fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
-        fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
-        config: ConfigOpt = None,
-        seed: SeedOpt = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_dropout: LoraDropoutOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        orders: OrdersOpt = None,
-        template: TemplateOpt = None,
-        save_steps: SaveStepsOpt = None,
-        max_cases: MaxCasesOpt = None,
-        beta: BetaOpt = None,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """DPO: LoRA preferring the correct verdict JSON over the flipped one (both orders)."""
-        flags = _config_flags(locals())
-        _run_train(
-            "dpo",
-            base=base,
-            data=data,
-            out=out,
-            organs=organs,
-            limit=limit,
-            folds=folds,
-            fold=fold,
-            fold_seed=fold_seed,
-            config_file=config,
-            quiet=quiet,
-            verbose=verbose,
-            flags=flags,
-        )
-
-    @train_app.command("rm")
-    def rm_command(
-        base: BaseOpt,
-        data: DataOpt = "demo",
-        out: Annotated[Path, typer.Option("--out", "-o", help="output directory")] = Path("runs/rm"),
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        folds: Annotated[int | None, typer.Option("--folds", min=2, help="K: split into K folds")] = None,
-        fold: Annotated[int | None, typer.Option("--fold", min=0, help="hold out fold I (train on the rest)")] = None,
-        fold_seed: Annotated[int | None, typer.Option("--fold-seed", help="seed of the split (default --seed)")] = None,
-        config: ConfigOpt = None,
-        seed: SeedOpt = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_dropout: LoraDropoutOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        save_steps: SaveStepsOpt = None,
-        max_cases: MaxCasesOpt = None,
-        heads: HeadsOpt = None,
-        head_dimension: HeadDimOpt = None,
-        backbone: BackboneOpt = None,
-        head_learning_rate: HeadLrOpt = None,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """Bradley-Terry image+text reward model: backbone + linear head(s) on the last token."""
-        flags = _config_flags(locals(), renamed={"head_dimension": "single_head_dimension"})
-        _run_train(
-            "rm",
-            base=base,
-            data=data,
-            out=out,
-            organs=organs,
-            limit=limit,
-            folds=folds,
-            fold=fold,
-            fold_seed=fold_seed,
-            config_file=config,
-            quiet=quiet,
-            verbose=verbose,
-            flags=flags,
-        )
-
-    app.add_typer(train_app, name="train")
-
-    @app.command("cv")
-    def cv_command(
-        method: Annotated[str, typer.Option("--method", "-m", help="sft | dpo | rm")],
-        base: BaseOpt,
-        folds: Annotated[int, typer.Option("--folds", "-k", min=2, help="K folds")] = 5,
-        data: DataOpt = "demo",
-        out: Annotated[
-            Path | None, typer.Option("--out", "-o", help="output directory (default runs/cv-METHOD)")
-        ] = None,
-        organs: OrgansOpt = None,
-        limit: LimitOpt = None,
-        only_fold: Annotated[
-            list[int] | None, typer.Option("--only-fold", help="run only this fold (repeatable); pools those")
-        ] = None,
-        config: ConfigOpt = None,
-        seed: Annotated[
-            int | None, typer.Option("--seed", help="seed of the split, the training and the bootstrap (default 0)")
-        ] = None,
-        learning_rate: LrOpt = None,
-        epochs: EpochsOpt = None,
-        max_steps: MaxStepsOpt = None,
-        batch_size: BatchOpt = None,
-        grad_accum: AccumOpt = None,
-        warmup_ratio: WarmupOpt = None,
-        lora_r: LoraROpt = None,
-        lora_alpha: LoraAlphaOpt = None,
-        lora_targets: LoraTargetsOpt = None,
-        precision: PrecisionOpt = None,
-        device: DeviceOpt = None,
-        gradient_checkpointing: CheckpointingOpt = None,
-        max_cases: MaxCasesOpt = None,
-        beta: BetaOpt = None,
-        heads: HeadsOpt = None,
-        backbone: BackboneOpt = None,
-        baseline: Annotated[
-            str, typer.Option("--baseline", help="untuned judge to compare with: default (hf:BASE) | SPEC | none")
-        ] = "default",
-        constrained: Annotated[
-            bool, typer.Option("--constrained", help="hf: judges decode only the verdict JSON skeleton")
-        ] = False,
-        eval_batch_size: Annotated[int | None, typer.Option("--eval-batch-size", min=1)] = None,
-        max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="generation limit of hf: judges")] = None,
-        dtype: Annotated[str, typer.Option("--dtype", help="evaluation dtype")] = "auto",
-        ci: Annotated[
-            float, typer.Option("--ci", min=0.5, max=0.999, metavar="LEVEL", help="interval coverage (as in report)")
-        ] = 0.95,
-        bootstrap: Annotated[
-            int, typer.Option("--bootstrap", min=100, metavar="N", help="bootstrap resamples (as in report)")
-        ] = 2000,
-        reuse: Annotated[
-            bool, typer.Option("--reuse", help="reuse fold models trained with identical settings in OUT")
-        ] = False,
-        quiet: QuietOpt = False,
-        verbose: VerboseOpt = False,
-    ) -> None:
-        """Cross-validate: train each fold, judge its held-out cases, compare with the base model and the floor."""
-        from medrewardbench.data.provenance import LabelProvenance
-        from medrewardbench.models.options import JudgeOptions, LocalSettings
-        from medrewardbench.report.terminal import labels_banner
-        from medrewardbench.train.cv import cross_validate
-
-        _setup_logging(verbose)
-        if method not in METHODS:
-            raise _fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-        flags = _config_flags(locals())
-        try:
-            train_config = build_config(method, config, **flags)
-            benchmark = _load(data, organs, limit)
-        except (MedRewardBenchError, ValueError) as exc:
-            raise _fail(str(exc)) from exc
-        split_seed = train_config.seed
-        try:
-            options = JudgeOptions(
-                seed=split_seed,
-                batch_size=eval_batch_size,
-                max_tokens=max_tokens,
-                local=LocalSettings(device=train_config.device, dtype=dtype, constrained=constrained),
-            )
-        except MedRewardBenchError as exc:
-            raise _fail(str(exc)) from exc
-        out_dir = out or Path(f"runs/cv-{method}")
-        baseline_spec = None if baseline.strip().lower() == "none" else baseline
-        if not quiet:
-            err_console.print(
-                f"[bold]cv {method}[/] on {base}: {benchmark.name}, {len(benchmark.labeled())} labelled cases, "
-                f"{folds} folds stratified by organ system",
-                highlight=False,
-            )
-        train_progress = RichTrainProgress(enabled=not quiet)
-        eval_progress = RichProgress(enabled=not quiet)
-        try:
-            result = cross_validate(
-                method,
-                base,
-                benchmark,
-                out_dir,
-                train_config,
-                k=folds,
-                seed=split_seed,
-                folds=only_fold or None,
-                judge_options=options,
-                baseline_spec=baseline_spec,
-                confidence=ci,
-                n_resamples=bootstrap,
-                reuse_models=reuse,
-                train_progress=train_progress,
-                eval_progress=eval_progress,
-            )
-        except (MedRewardBenchError, ValueError) as exc:
-            raise _fail(str(exc)) from exc
-        finally:
-            train_progress.close()
-            eval_progress.close()
-        for warning in result.report.get("warnings", []):
-            err_console.print(f"warning: {terminal_safe(warning)}", highlight=False, markup=False, style="yellow")
-        if quiet:
-            return
-        console.print(labels_banner(LabelProvenance.from_json(result.report.get("labels"))))
-        for table in cv_tables(result.report):
-            console.print(table)
-        console.print(cv_headline(result.report), highlight=False, markup=False, style="bold")
-        console.print(
-            f"Report: {result.report_path} ({result.report['timings']['total_s']:.1f} s in all); the pooled held-out "
-            f"report with the cases judged wrong: medrewardbench report {result.out_dir}",
+    except MedRewardBenchError as exc:
+        raise _fail(str(exc)) from exc
+    out_dir = out or Path(f"runs/cv-{method}")
+    baseline_spec = None if baseline.strip().lower() == "none" else baseline
+    if not quiet:
+        err_console.print(
+            f"[bold]cv {method}[/] on {base}: {benchmark.name}, {len(benchmark.labeled())} labelled cases, "
+            f"{folds} folds stratified by organ system",
             highlight=False,
-            soft_wrap=True,
         )
+    train_progress = RichTrainProgress(enabled=not quiet)
+    eval_progress = RichProgress(enabled=not quiet)
+    try:
+        result = cross_validate(
+            method,
+            base,
+            benchmark,
+            out_dir,
+            train_config,
+            k=folds,
+            seed=split_seed,
+            folds=only_fold or None,
+            judge_options=options,
+            baseline_spec=baseline_spec,
+            confidence=ci,
+            n_resamples=bootstrap,
+            reuse_models=reuse,
+            train_progress=train_progress,
+            eval_progress=eval_progress,
+        )
+    except (MedRewardBenchError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        train_progress.close()
+        eval_progress.close()
+    _print_cv(result.report, result.report_path, result.out_dir, quiet=quiet)
+
+
+def _print_cv(report: Mapping[str, Any], report_path: Path, out_dir: Path, *, quiet: bool) -> None:
+    """The warnings of a cross-validation (always), then its tables and headline (unless --quiet)."""
+    from medrewardbench.data.provenance import LabelProvenance
+    from medrewardbench.report.terminal import labels_banner
+
+    for warning in report.get("warnings", []):
+        err_console.print(f"warning: {terminal_safe(warning)}", highlight=False, markup=False, style="yellow")
+    if quiet:
+        return
+    console.print(labels_banner(LabelProvenance.from_json(report.get("labels"))))
+    for table in cv_tables(report):
+        console.print(table)
+    console.print(cv_headline(report), highlight=False, markup=False, style="bold")
+    console.print(
+        f"Report: {report_path} ({report['timings']['total_s']:.1f} s in all); the pooled held-out "
+        f"report with the cases judged wrong: medrewardbench report {out_dir}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def register_commands(app: typer.Typer) -> None:
+    """Add ``train`` (with ``sft``, ``dpo``, ``rm``) and ``cv`` to a typer app."""
+    app.add_typer(train_app, name="train")
+    app.command("cv")(cv_command)

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from medrewardbench.cli.support import ExternalImagesOpt, OrgansOpt, console, err_console, terminal_safe
+from medrewardbench.cli.options import ExternalImagesOpt, OrgansOpt
+from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.data.benchmark import summarize_warnings

@@ -293,8 +293,10 @@ def test_429_waits_for_retry_after(openai_server: OpenAIServer, backend: str) ->
     assert result.failure is None
     assert result.extra["attempts"] == 2 and result.extra["retries"] == 1
     first, second = control.chat_requests()
-    assert second.received_at - first.received_at >= 0.6
-    assert 0.6 <= elapsed < 2.0  # honoured, plus at most 10% jitter and the requests themselves
+    assert second.received_at - first.received_at >= 0.6 and elapsed >= 0.6  # honoured
+    # and not much longer: one retry only (above), its wait Retry-After plus at most 10 %, checked without a clock
+    # in test_retry_policy_uses_full_jitter_and_honours_retry_after (an upper bound on elapsed time here would
+    # fail on a busy machine)
 
 
 def test_retry_after_longer_than_the_cap_is_capped(openai_server: OpenAIServer) -> None:
@@ -511,13 +513,15 @@ def test_the_scrubber_removes_keys_from_any_text(openai_server: OpenAIServer) ->
 
 # ------------------------------------------------------------------------------------------ concurrency
 def test_requests_overlap(openai_server: OpenAIServer, backend: str) -> None:
-    openai_server.control.set_latency(0.2)
+    latency = 2.0
+    openai_server.control.set_latency(latency)
     judge = make_judge(openai_server, concurrency=16, http_backend=backend)
-    started = time.perf_counter()
     results = judge_all(judge, [make_case(case_id=f"c{i}") for i in range(16)])
-    elapsed = time.perf_counter() - started
     assert all(r.failure is None for r in results)
-    assert elapsed < 16 * 0.2 / 4  # sequential would take 3.2 s
+    arrivals = sorted(r.received_at for r in openai_server.control.chat_requests())
+    # every request arrived before the first could be answered: all 16 were in flight at once
+    # (one after the other, the last would arrive 30 s after the first); no bound on the total time
+    assert len(arrivals) == 16 and arrivals[-1] - arrivals[0] < latency
 
 
 def test_concurrency_bounds_requests_in_flight(openai_server: OpenAIServer) -> None:
