@@ -93,8 +93,21 @@ def test_the_readme_first_screen_has_the_two_set_up_commands_then_the_first_step
     assert "pip install '.[api]'" in readme and "pip install 'medrewardbench[api]'" in readme
 
 
-def test_the_readme_says_what_a_new_user_trips_over() -> None:
-    readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
+def _documentation() -> str:
+    """The README and every page of the documentation site, as one text."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return " ".join(" ".join(page.read_text("utf-8").split()) for page in pages)
+
+
+def test_the_readme_is_one_screen_and_a_map_of_the_docs() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert len(readme.splitlines()) <= 100, "the manual lives in docs/, the README is what a newcomer needs"
+    for guide in ("evaluate", "data", "reading-the-numbers", "build", "annotation", "sweeps", "train"):
+        assert f"(docs/guides/{guide}.md)" in readme and (ROOT / "docs" / "guides" / f"{guide}.md").is_file(), guide
+
+
+def test_the_docs_say_what_a_new_user_trips_over() -> None:
+    readme = _documentation()
     assert "`modality_type` holds the organ system**" in readme
     assert "`Accuracy`, `Comprehensiveness`, `over_all`" in readme  # accepted human_answer key spellings
     assert "`--by site` and `--by metadata.site` are the same field" in readme
