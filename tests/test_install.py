@@ -40,6 +40,21 @@ def test_the_report_dependencies_are_core_and_torch_is_not() -> None:
     assert {"api", "serve", "hf", "train", "annotate"} <= set(extras)
 
 
+def test_the_clinic_install_has_the_app_and_the_reports_without_torch_or_ray() -> None:
+    extras = project()["optional-dependencies"]
+    closure: set[str] = set()
+    pending = list(extras["clinic"])
+    while pending:  # follow medrewardbench[...] self-references down to real packages
+        requirement = pending.pop()
+        if requirement.startswith("medrewardbench["):
+            pending.extend(r for extra in requirement[15:-1].split(",") for r in extras[extra])
+        else:
+            closure |= _names([requirement])
+    closure |= _names(project()["dependencies"])
+    assert {"fastapi", "sqlalchemy", "alembic", "openpyxl", "jinja2"} <= closure
+    assert not closure & {"torch", "transformers", "trl", "ray", "vllm", "accelerate", "peft"}
+
+
 @pytest.mark.slow
 def test_pip_install_dot_then_eval_report_and_a_missing_extra_in_a_fresh_venv(tmp_path: Path) -> None:
     source = tmp_path / "checkout"
