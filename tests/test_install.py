@@ -40,6 +40,21 @@ def test_the_report_dependencies_are_core_and_torch_is_not() -> None:
     assert {"api", "serve", "hf", "train", "annotate"} <= set(extras)
 
 
+def test_the_clinic_install_has_the_app_and_the_reports_without_torch_or_ray() -> None:
+    extras = project()["optional-dependencies"]
+    closure: set[str] = set()
+    pending = list(extras["clinic"])
+    while pending:  # follow medrewardbench[...] self-references down to real packages
+        requirement = pending.pop()
+        if requirement.startswith("medrewardbench["):
+            pending.extend(r for extra in requirement[15:-1].split(",") for r in extras[extra])
+        else:
+            closure |= _names([requirement])
+    closure |= _names(project()["dependencies"])
+    assert {"fastapi", "sqlalchemy", "alembic", "openpyxl", "jinja2"} <= closure
+    assert not closure & {"torch", "transformers", "trl", "ray", "vllm", "accelerate", "peft"}
+
+
 @pytest.mark.slow
 def test_pip_install_dot_then_eval_report_and_a_missing_extra_in_a_fresh_venv(tmp_path: Path) -> None:
     source = tmp_path / "checkout"
@@ -93,8 +108,21 @@ def test_the_readme_first_screen_has_the_two_set_up_commands_then_the_first_step
     assert "pip install '.[api]'" in readme and "pip install 'medrewardbench[api]'" in readme
 
 
-def test_the_readme_says_what_a_new_user_trips_over() -> None:
-    readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
+def _documentation() -> str:
+    """The README and every page of the documentation site, as one text."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return " ".join(" ".join(page.read_text("utf-8").split()) for page in pages)
+
+
+def test_the_readme_is_one_screen_and_a_map_of_the_docs() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert len(readme.splitlines()) <= 100, "the manual lives in docs/, the README is what a newcomer needs"
+    for guide in ("evaluate", "data", "reading-the-numbers", "build", "annotation", "sweeps", "train"):
+        assert f"(docs/guides/{guide}.md)" in readme and (ROOT / "docs" / "guides" / f"{guide}.md").is_file(), guide
+
+
+def test_the_docs_say_what_a_new_user_trips_over() -> None:
+    readme = _documentation()
     assert "`modality_type` holds the organ system**" in readme
     assert "`Accuracy`, `Comprehensiveness`, `over_all`" in readme  # accepted human_answer key spellings
     assert "`--by site` and `--by metadata.site` are the same field" in readme

@@ -164,6 +164,13 @@ def test_remote_image_urls_are_refused_with_a_clear_400(client: Any) -> None:
             "stream",
             "streaming is not supported",
         ),
+        (
+            json.dumps(
+                {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}
+            ).encode(),
+            "response_format",
+            "hf:MODEL#constrained",
+        ),
     ],
 )
 def test_malformed_requests_get_a_4xx_json_error(
@@ -274,7 +281,12 @@ def test_run_server_loads_the_spec_and_serves(tiny_llava: Path, monkeypatch: pyt
     assert not thread.is_alive()
 
 
-def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(generator: VLMGenerator) -> None:
+@pytest.mark.parametrize("structured", [False, True])
+def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(
+    generator: VLMGenerator, structured: bool
+) -> None:
+    # with --structured the server refuses the JSON schema (it cannot honour it), and the judge
+    # falls back to plain requests, which the constrained server answers with the verdict JSON
     import asyncio
 
     from medrewardbench.cases import Case, ImageRef
@@ -293,7 +305,8 @@ def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(generator:
     app = create_app(generator, model_name=MODEL_NAME, constrained=True)
     with BackgroundServer(app) as served:
         judge = build_judge(
-            f"api:{MODEL_NAME}", JudgeOptions(max_tokens=120, api=ApiSettings(base_url=served.base_url))
+            f"api:{MODEL_NAME}",
+            JudgeOptions(max_tokens=120, api=ApiSettings(base_url=served.base_url, structured=structured)),
         )
 
         async def run() -> list[Any]:
@@ -303,6 +316,7 @@ def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(generator:
                 await judge.aclose()
 
         results = asyncio.run(run())
+        assert judge.metadata()["structured_fallback"] is structured  # type: ignore[attr-defined]
     for result in results:
         assert result.failure is None, result.failure
         assert set(result.verdicts) == set(DIMENSIONS)

@@ -7,8 +7,10 @@
   and every format Pillow reads are accepted); ``http(s)`` URLs are refused with a 400, since the
   server fetches nothing from the network. ``max_tokens`` (or ``max_completion_tokens``),
   ``temperature``, ``top_p``, ``seed`` and ``n`` are honoured; ``stream`` is refused with a 400;
-  ``response_format`` and other fields are accepted and ignored (serve with ``#constrained`` to
-  get verdict JSON by construction). Two
+  a ``response_format`` other than ``{"type": "text"}`` is refused with a 400 that names it and
+  says what to do instead (serve ``hf:MODEL#constrained`` to get verdict JSON by construction; the
+  API judge's ``--structured`` then falls back to plain requests, as with any server that lacks
+  structured output); other fields are accepted and ignored. Two
   extensions, sent by the ``openai`` client through ``extra_body``: ``force_prefix`` (text the
   answer continues from) and ``constrained`` (the verdict JSON skeleton, see
   :mod:`medrewardbench.models.constraints`).
@@ -191,6 +193,13 @@ def parse_chat_request(
         raise RequestError("messages must be a non-empty list", "messages")
     if body.get("stream"):
         raise RequestError("streaming is not supported by this server", "stream")
+    response_format = body.get("response_format")
+    if response_format is not None and response_format != {"type": "text"}:
+        raise RequestError(
+            "response_format is not supported by this server: it cannot constrain answers to a JSON schema; "
+            "serve the model as hf:MODEL#constrained to get the verdict JSON by construction",
+            "response_format",
+        )
     conversation = [_message(raw, index) for index, raw in enumerate(messages)]
     max_tokens = _number(body, "max_completion_tokens", int, 1, 1_000_000)
     if max_tokens is None:

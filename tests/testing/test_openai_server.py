@@ -274,3 +274,37 @@ def test_a_server_in_another_process_serves_and_counts() -> None:
     assert counters.get("500", 0) == statuses.count(500)
     assert counters.get("ok", 0) == statuses.count(200)
     assert 0 < statuses.count(500) < 20
+
+
+def test_started_by_hand_in_the_background_it_keeps_serving_until_sigterm(tmp_path: Any) -> None:
+    # a user starts it with `python -m medrewardbench.testing.openai_server --port N &`: its standard
+    # input is closed or /dev/null, and that must not stop it (it used to exit at once)
+    import signal
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "medrewardbench.testing.openai_server", "--answer-mode", "free-text"]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        ready = process.stdout.readline()
+        assert ready.startswith("READY "), ready
+        port = int(ready.split()[1])
+        assert f"http://127.0.0.1:{port}/v1" in process.stderr.readline()  # it says where it listens, how to stop it
+        time.sleep(0.5)  # well past the moment an end of input would have stopped it
+        assert process.poll() is None
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "What is shown?"}]},
+            headers={"Authorization": f"Bearer {FAKE_API_KEY}"},
+            timeout=10,
+        )
+        assert answer.status_code == 200 and answer.json()["choices"][0]["message"]["content"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

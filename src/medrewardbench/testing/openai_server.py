@@ -882,7 +882,7 @@ class ServerProcess:
         Raises:
             RuntimeError: the child exited or stayed silent past ``startup_timeout_s``.
         """
-        command = [sys.executable, "-m", __name__, "--http", self.http, *self.settings.to_args()]
+        command = [sys.executable, "-m", __name__, "--http", self.http, "--stop-on-stdin-eof", *self.settings.to_args()]
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ)
         )
@@ -926,9 +926,15 @@ class ServerProcess:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m medrewardbench.testing.openai_server",
-        description="Serve a local OpenAI-compatible test server until stdin closes or SIGTERM.",
+        description="Serve a local OpenAI-compatible test server (for `eval --judge api:…` and `build responses` "
+        "offline) until Ctrl-C or SIGTERM.",
     )
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on the READY line)")
+    parser.add_argument(
+        "--stop-on-stdin-eof",
+        action="store_true",
+        help="also stop when standard input closes (how a parent process that owns the server stops it)",
+    )
     parser.add_argument("--http", default="auto")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--latency-max", type=float, default=None)
@@ -956,7 +962,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the server in the foreground; writes ``READY PORT`` on stdout once it accepts connections."""
+    """Run the server in the foreground; writes ``READY PORT`` on stdout once it accepts connections.
+
+    It runs until Ctrl-C or SIGTERM, also in the background (``… &``, ``nohup``) where standard input
+    is closed or ``/dev/null``; with ``--stop-on-stdin-eof`` (what :class:`ServerProcess` passes) it
+    also stops when its standard input closes.
+    """
     args = _parser().parse_args(argv)
     settings = ServerSettings(
         latency_s=args.latency,
@@ -971,6 +982,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
 
     def wait_for_stdin_eof() -> None:
         while sys.stdin.readline():
@@ -982,7 +994,14 @@ def main(argv: list[str] | None = None) -> int:
         settings.apply(server.control)
         sys.stdout.write(f"READY {server.port}\n")
         sys.stdout.flush()
-        threading.Thread(target=wait_for_stdin_eof, daemon=True).start()
+        if args.stop_on_stdin_eof:
+            threading.Thread(target=wait_for_stdin_eof, daemon=True).start()
+        else:
+            sys.stderr.write(
+                f"OpenAI-compatible test server on http://127.0.0.1:{server.port}/v1 "
+                f"(answers: {settings.answer_mode.replace('_', '-')}); Ctrl-C or SIGTERM stops it\n"
+            )
+            sys.stderr.flush()
         done.wait()
     return 0
 
