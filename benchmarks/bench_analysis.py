@@ -42,6 +42,7 @@ import numpy as np
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, ORGAN_SYSTEMS, Order, Winner
+from medrewardbench.evaluation.store import StoredJudgment
 from medrewardbench.metrics.analysis import analyze, select_wrong_cases
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.results import Analysis
@@ -49,7 +50,6 @@ from medrewardbench.report.gallery import gallery_from_parts
 from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
 from medrewardbench.report.xlsx import write_xlsx
-from medrewardbench.store import StoredJudgment
 
 MODEL_NAMES = (
     "openai:gpt-4o-2024-08-06",
@@ -182,7 +182,7 @@ def write_store(root: Path, n_judges: int, n_cases: int) -> Path:
     store's own layout), which is what ``eval`` would have left behind. Reused when already built.
     """
     from medrewardbench.data import load_benchmark
-    from medrewardbench.store import RunRecord, Store, judgment_fingerprint, make_run_id
+    from medrewardbench.evaluation.store import RunRecord, Store, judgment_fingerprint, make_run_id
 
     run_dir = root / f"store-{n_judges}x{n_cases}"
     done = run_dir / "complete"

@@ -160,8 +160,8 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
     import tempfile
 
     from medrewardbench.data.benchmark import Benchmark
-    from medrewardbench.evaluation import ProgressSink, evaluate
-    from medrewardbench.runner import RunSummary
+    from medrewardbench.evaluation.job import ProgressSink, evaluate
+    from medrewardbench.evaluation.runner import RunSummary
 
     phase: dict[str, float] = {}
 

@@ -4,11 +4,11 @@ With a server latency L and C requests in flight, no client can exceed C / L req
 this prints how close the builder's generation comes at several concurrency levels, beside a bare
 client, as ``bench_api_concurrency.py`` does for judges. Rows per level:
 
-* build: the whole ``build responses`` step (:func:`medrewardbench.build.pool.run_responses`):
+* build: the whole ``build responses`` step (:func:`medrewardbench.curation.pool.run_responses`):
   questions streamed from the project store chunk by chunk, each with its own image, the answer
   prompt, the API request machinery shared with the judge, every answer stored in SQLite as its
   batch finishes. Timed from the generator's start to its end.
-* generator: the same generator (:class:`~medrewardbench.build.generators.ApiTextGenerator`)
+* generator: the same generator (:class:`~medrewardbench.curation.generators.ApiTextGenerator`)
   driven directly with C requests in flight, nothing stored.
 * bare: a bare client (aiohttp alone: no openai library, no prompt, no store) sending bodies of the
   same size to the same server. Its ratio is the most this machine and server allow.
@@ -41,11 +41,11 @@ from pathlib import Path
 
 from PIL import Image
 
-from medrewardbench.build.generation import GenerationProgress, GenerationSummary, answer_request
-from medrewardbench.build.generators import ApiTextGenerator, load_answer_template
-from medrewardbench.build.importer import import_questions
-from medrewardbench.build.pool import run_responses
-from medrewardbench.build.project import open_project
+from medrewardbench.curation.generation import GenerationProgress, GenerationSummary, answer_request
+from medrewardbench.curation.generators import ApiTextGenerator, load_answer_template
+from medrewardbench.curation.importer import import_questions
+from medrewardbench.curation.pool import run_responses
+from medrewardbench.curation.project import open_project
 from medrewardbench.models.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import ServerProcess, ServerSettings
 

@@ -25,15 +25,15 @@ import json, resource, sys, time
 from collections.abc import Sequence
 from pathlib import Path
 
-from medrewardbench.build.export import export_dataset
-from medrewardbench.build.filtering import run_filter
-from medrewardbench.build.generators import GenerationRequest, GenerationResult, TextGenerator, load_answer_template
-from medrewardbench.build.importer import import_questions
-from medrewardbench.build.labels import attach_labels
-from medrewardbench.build.pairs import sample_pairs
-from medrewardbench.build.pool import run_responses
-from medrewardbench.build.project import open_project
-from medrewardbench.build.report import build_report, write_report
+from medrewardbench.curation.export import export_dataset
+from medrewardbench.curation.filtering import run_filter
+from medrewardbench.curation.generators import GenerationRequest, GenerationResult, TextGenerator, load_answer_template
+from medrewardbench.curation.importer import import_questions
+from medrewardbench.curation.labels import attach_labels
+from medrewardbench.curation.pairs import sample_pairs
+from medrewardbench.curation.pool import run_responses
+from medrewardbench.curation.project import open_project
+from medrewardbench.curation.report import build_report, write_report
 
 
 class InstantGenerator(TextGenerator):

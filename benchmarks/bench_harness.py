@@ -26,8 +26,8 @@ from pathlib import Path
 CHILD = r"""
 import json, resource, sys, time
 from medrewardbench.data import load_benchmark
-from medrewardbench.evaluation import evaluate, ProgressSink
-from medrewardbench.runner import RunSummary
+from medrewardbench.evaluation.job import evaluate, ProgressSink
+from medrewardbench.evaluation.runner import RunSummary
 
 data, out, spec = sys.argv[1], sys.argv[2], sys.argv[3]
 t0 = time.perf_counter()

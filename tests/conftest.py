@@ -22,6 +22,6 @@ pytest_plugins = [
     "helpers.models",
     "helpers.runs",
     "helpers.annotate",
-    "helpers.build",
+    "helpers.curation",
     "helpers.sweep",
 ]

@@ -230,13 +230,11 @@ _ABOVE_DATA = (
     "judges",
     "prompts",
     "parsing",
-    "runner",
-    "store",
     "evaluation",
     "metrics",
     "report",
     "train",
-    "build",
+    "curation",
     "annotate",
     "sweep",
     "serve",
@@ -257,28 +255,48 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "models": (
         "data",
         "judges",
-        "runner",
-        "store",
         "evaluation",
         "metrics",
         "report",
         "train",
         "serve",
-        "build",
+        "curation",
         "sweep",
         "annotate",
         "cli",
     ),
     # judges know nothing of metrics, reports or the commands that run them
-    "judges": ("runner", "store", "evaluation", "metrics", "report", "train", "serve", "cli", "annotate", "build"),
-    "metrics": ("judges", "models", "runner", "evaluation", "report", "train", "serve", "cli", "annotate", "build"),
-    "report": ("judges", "models", "runner", "evaluation", "train", "serve", "cli", "annotate", "build"),
-    "serve": ("judges.api", "runner", "store", "evaluation", "metrics", "report", "train", "cli"),
-    # build's generators reach models through models/, never through the judges (its grader is a
+    "judges": ("evaluation", "metrics", "report", "train", "serve", "cli", "annotate", "curation"),
+    "metrics": (
+        "judges",
+        "models",
+        "evaluation.runner",
+        "evaluation.job",
+        "report",
+        "train",
+        "serve",
+        "cli",
+        "annotate",
+        "curation",
+    ),
+    "report": (
+        "judges",
+        "models",
+        "evaluation.runner",
+        "evaluation.job",
+        "train",
+        "serve",
+        "cli",
+        "annotate",
+        "curation",
+    ),
+    "serve": ("judges.api", "evaluation", "metrics", "report", "train", "cli"),
+    # curation's (``build``'s) generators reach models through models/, never through the judges (its grader is a
     # generator with a grading prompt and parser, not a judge)
-    "build": ("judges",),
-    # the one in-process server, under both serve and the test server: errors only
-    "background_server": ("dimensions", "cases", "images", "data", *_ABOVE_DATA),
+    "curation": ("judges",),
+    # the plumbing (SQLite files, batches, output folders, the key scrubber, the in-process server)
+    # knows nothing of what it carries: errors only
+    "utils": ("dimensions", "cases", "images", "data", *_ABOVE_DATA),
 }
 
 
@@ -287,8 +305,8 @@ def test_the_layers_of_the_architecture_hold() -> None:
     assert not problems, "imports against the layering of ARCHITECTURE.md:\n" + "\n".join(problems)
 
 
-def test_only_the_command_line_imports_build_annotate_sweep_and_itself() -> None:
-    for package, allowed in (("cli", ("cli",)), *((p, (p, "cli")) for p in ("build", "annotate", "sweep"))):
+def test_only_the_command_line_imports_curation_annotate_sweep_and_itself() -> None:
+    for package, allowed in (("cli", ("cli",)), *((p, (p, "cli")) for p in ("curation", "annotate", "sweep"))):
         everyone_else = sorted({n.removeprefix(PACKAGE + ".").split(".")[0] for n in EDGES} - set(allowed))
         problems = _violations(everyone_else, [package])
         assert not problems, f"only {', '.join(allowed)} may import {package}:\n" + "\n".join(problems)

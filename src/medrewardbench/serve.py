@@ -24,7 +24,7 @@ Requests are generated one at a time (the model is not thread-safe; :class:`VLMG
 lock), in a worker thread so the event loop keeps accepting connections. The generation code is
 the one the ``hf:`` judges use, so a model behind this server answers exactly as it does in-process.
 
-:class:`BackgroundServer` (from :mod:`medrewardbench.background_server`, the package's one
+:class:`BackgroundServer` (from :mod:`medrewardbench.utils.background_server`, the package's one
 in-process server, which the test OpenAI server uses too) serves the app in a thread for tests
 and notebooks: ``with BackgroundServer(create_app(generator)) as server: server.base_url``.
 
@@ -44,11 +44,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from medrewardbench.background_server import BackgroundServer
 from medrewardbench.errors import MedRewardBenchError, require
 from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
 from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationSettings, VLMGenerator
 from medrewardbench.models.options import JudgeOptions
+from medrewardbench.utils.background_server import BackgroundServer
 
 logger = logging.getLogger(__name__)
 

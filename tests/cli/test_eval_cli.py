@@ -11,7 +11,7 @@ from helpers.api import API_KEY_ENV
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app
-from medrewardbench.evaluation import failure_hint
+from medrewardbench.evaluation.job import failure_hint
 from medrewardbench.testing.openai_server import OpenAIServer
 
 runner = CliRunner()

@@ -54,7 +54,7 @@ from medrewardbench.data.jsonio import MAX_JSON_DEPTH, parse_json, too_deep
 from medrewardbench.errors import DataError, DataProblem, ImageError
 from medrewardbench.images import files as image_files
 from medrewardbench.images.files import FileRefused, open_regular_file, read_regular_file
-from medrewardbench.safe_text import terminal_safe
+from medrewardbench.utils.safe_text import terminal_safe
 
 T = TypeVar("T")
 runner = CliRunner()

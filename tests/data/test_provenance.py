@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers.data import build_canonical_set, build_fake_hf_cache, build_reference_layout
 
-from medrewardbench.build.export import label_kind, label_provenance
+from medrewardbench.curation.export import label_kind, label_provenance
 from medrewardbench.data import load_benchmark
 from medrewardbench.data.provenance import (
     DEMO_LABELS,
@@ -23,7 +23,7 @@ from medrewardbench.data.provenance import (
 )
 from medrewardbench.data.validate import validate_source
 from medrewardbench.errors import DataError
-from medrewardbench.store import Store
+from medrewardbench.evaluation.store import Store
 
 
 def card(directory: Path, payload: object) -> Path:

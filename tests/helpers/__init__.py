@@ -18,7 +18,7 @@ fixture as an argument and imports nothing for it.
 * :mod:`helpers.annotate` (plugin): the annotation app's PostgreSQL cluster, input files, projects
   and servers; fixtures ``pg_cluster``, ``db_url``, ``cases_file``, ``gold_file``,
   ``project_factory``, ``serve``.
-* :mod:`helpers.build` (plugin): the benchmark builder's servers, files and fake Hub cache; fixtures
+* :mod:`helpers.curation` (plugin): the benchmark builder's servers, files and fake Hub cache; fixtures
   ``answer_server``, ``tiny_llava_dir``, ``fake_hf_home``.
 * :mod:`helpers.sweep` (plugin): case and sweep files, a progress recorder, store readers and the
   command line of the sweep tests; fixtures ``sweep_cases``, ``ray_cluster``.

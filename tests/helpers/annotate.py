@@ -12,7 +12,7 @@ A pytest plugin (registered in tests/conftest.py); the tests import the helpers 
   models that wrote the answers (which annotators must never see), with DICOM and other images
   shipped by installed packages, a PNG file, and an answer carrying a ``<script>`` payload.
 * ``serve``: runs the app on 127.0.0.1 and a free port in a background thread (the package's
-  :class:`~medrewardbench.background_server.BackgroundServer`).
+  :class:`~medrewardbench.utils.background_server.BackgroundServer`).
 * ``attack_site`` (module): a served project on SQLite and on PostgreSQL (parametrised), with
   users, tokens and a saved label of bob's, for the tests that attack every route.
 """
@@ -301,7 +301,7 @@ def project_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., A
 def serve_in_thread(project: Any, app: Any = None) -> Iterator[str]:
     """Serve ``app`` (default: the project's app) on 127.0.0.1 in a background thread; yields its URL."""
     from medrewardbench.annotate.web import create_app
-    from medrewardbench.background_server import BackgroundServer
+    from medrewardbench.utils.background_server import BackgroundServer
 
     app = app if app is not None else create_app(project)
     with BackgroundServer(app, startup_timeout_s=20, label="the annotation test server") as server:

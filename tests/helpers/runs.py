@@ -21,10 +21,10 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data import load_benchmark, write_canonical
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, Position, Winner
+from medrewardbench.evaluation.runner import run_judge
+from medrewardbench.evaluation.store import Store
 from medrewardbench.judges import build_judge
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
-from medrewardbench.runner import run_judge
-from medrewardbench.store import Store
 
 PLANTED = "<script>alert('pwned')</script>"
 PLANTED_REASON = "Answer <b>A</b> names the lesion"

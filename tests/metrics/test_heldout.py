@@ -14,7 +14,7 @@ import pytest
 
 from medrewardbench.data import load_benchmark
 from medrewardbench.errors import StoreError
-from medrewardbench.evaluation import evaluate
+from medrewardbench.evaluation.job import evaluate
 from medrewardbench.metrics.analysis import load_run_bundles
 from medrewardbench.metrics.heldout import CV_FILE, is_cv_folder, load_cv_bundles
 from medrewardbench.report.render import ReportSettings, render_reports

@@ -5,6 +5,8 @@ import pytest
 from helpers.cases import RecordingJudge, make_benchmark
 
 from medrewardbench.dimensions import DIMENSIONS, Order
+from medrewardbench.evaluation.runner import run_judge
+from medrewardbench.evaluation.store import Store
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.core import (
     RunData,
@@ -16,8 +18,6 @@ from medrewardbench.metrics.core import (
     run_metrics,
 )
 from medrewardbench.metrics.results import RequestCounts, RunMetrics
-from medrewardbench.runner import run_judge
-from medrewardbench.store import Store
 
 
 def arrays(rows: list[tuple[int, int]], labels: list[int]) -> tuple[np.ndarray, np.ndarray]:

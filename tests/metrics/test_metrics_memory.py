@@ -7,8 +7,8 @@ from pathlib import Path
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS, Order
+from medrewardbench.evaluation.store import RunRecord, Store, StoredJudgment, judgment_fingerprint, make_run_id
 from medrewardbench.metrics.analysis import analyze, load_run_bundles
-from medrewardbench.store import RunRecord, Store, StoredJudgment, judgment_fingerprint, make_run_id
 
 
 def write_store(root: Path, n_cases: int) -> Path:

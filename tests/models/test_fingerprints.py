@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from medrewardbench.build.generators import build_generator, load_answer_template
+from medrewardbench.curation.generators import build_generator, load_answer_template
 from medrewardbench.judges import build_judge
 from medrewardbench.models import config_hash
 from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings

@@ -18,7 +18,8 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import JudgeSpecError
-from medrewardbench.evaluation import evaluate
+from medrewardbench.evaluation.job import evaluate
+from medrewardbench.evaluation.store import Store
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import build_judge
@@ -34,7 +35,6 @@ from medrewardbench.models.reward import (
     RewardItem,
     VLMRewardModel,
 )
-from medrewardbench.store import Store
 
 CPU = JudgeOptions(local=LocalSettings(device="cpu", dtype="float32"))
 

@@ -64,7 +64,7 @@ def served(report_dir: Path) -> Iterator[str]:
 def served_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The demo (34 cases, three illustrative raters, organ systems of one to eight cases) with the baselines."""
     from medrewardbench.data import load_benchmark
-    from medrewardbench.evaluation import evaluate
+    from medrewardbench.evaluation.job import evaluate
     from medrewardbench.judges.baselines import BASELINE_NAMES
 
     root = tmp_path_factory.mktemp("browser-demo")

@@ -18,7 +18,7 @@ from medrewardbench.cases import Annotation, Case
 from medrewardbench.cli import app
 from medrewardbench.data import load_benchmark, write_canonical
 from medrewardbench.dimensions import DIMENSIONS, Winner
-from medrewardbench.evaluation import evaluate
+from medrewardbench.evaluation.job import evaluate
 from medrewardbench.metrics.results import HUMAN_LABEL, TOO_FEW, Analysis
 from medrewardbench.report.format import estimate, points, ratio
 from medrewardbench.report.render import ReportSettings, render_report

@@ -38,7 +38,7 @@ from medrewardbench.judges.baselines import BASELINE_NAMES
 def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of the demo's report.html (five baselines, per-annotator labels), served on 127.0.0.1."""
     from medrewardbench.data import load_benchmark
-    from medrewardbench.evaluation import evaluate
+    from medrewardbench.evaluation.job import evaluate
     from medrewardbench.report.render import render_report
 
     root = tmp_path_factory.mktemp("report-screens")

@@ -17,6 +17,8 @@ from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.data.provenance import UNKNOWN_LABELS
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
+from medrewardbench.evaluation.runner import run_judge
+from medrewardbench.evaluation.store import Store
 from medrewardbench.judges import build_judge
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.loading import analyze_paths
@@ -26,8 +28,6 @@ from medrewardbench.report.html import render_html
 from medrewardbench.report.markdown import render_markdown
 from medrewardbench.report.render import CSV_COLUMNS, FILE_NAMES, ReportSettings, read_analysis_json, render_report
 from medrewardbench.report.xlsx import SUMMARY_SHEETS, sheet_names
-from medrewardbench.runner import run_judge
-from medrewardbench.store import Store
 
 N_RESAMPLES = 300
 

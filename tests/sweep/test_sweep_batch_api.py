@@ -21,8 +21,8 @@ import pytest
 from helpers.api import API_KEY_ENV, FAKE_API_KEY, verdict_json
 from helpers.sweep import cli, cli_env, judgments_of, stored_rows, write_sweep
 
+from medrewardbench.evaluation.store import BatchSubmission, Store
 from medrewardbench.metrics.cost import Price, recorded_cost
-from medrewardbench.store import BatchSubmission, Store
 from medrewardbench.sweep import SweepOptions, load_sweep, run_sweep
 from medrewardbench.testing.openai_server import OpenAIServer
 

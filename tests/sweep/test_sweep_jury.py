@@ -16,8 +16,8 @@ from helpers.api import API_KEY_ENV, verdict_json
 from helpers.sweep import judgments_of, write_sweep
 
 from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.evaluation.store import Store
 from medrewardbench.metrics.analysis import load_run_bundles
-from medrewardbench.store import Store
 from medrewardbench.sweep import SweepOptions, load_sweep, run_sweep
 from medrewardbench.sweep.jury import NO_MAJORITY, decide
 from medrewardbench.testing.openai_server import OpenAIServer

@@ -13,15 +13,15 @@ from helpers.sweep import judgments_of, stored_rows, write_cases, write_sweep
 from typer.testing import CliRunner
 
 from medrewardbench.cli.main import app
-from medrewardbench.evaluation import evaluate
+from medrewardbench.evaluation.job import evaluate
+from medrewardbench.evaluation.store import Store
 from medrewardbench.metrics.cost import Price, recorded_cost, run_cost
-from medrewardbench.outdir import OutputLock
 from medrewardbench.prompts import load_template
 from medrewardbench.report.format import dollars
-from medrewardbench.store import Store
 from medrewardbench.sweep import SweepOptions, load_sweep, load_sweep_data, run_sweep
 from medrewardbench.sweep.budget import CostEstimator, dollar_figures
 from medrewardbench.testing.openai_server import OpenAIServer
+from medrewardbench.utils.outdir import OutputLock
 
 
 def _api(server: OpenAIServer, model: str, extra: str = "") -> str:

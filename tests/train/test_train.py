@@ -17,13 +17,13 @@ from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data import load_benchmark
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order, to_position
-from medrewardbench.evaluation import evaluate
+from medrewardbench.evaluation.job import evaluate
+from medrewardbench.evaluation.runner import to_stored
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeResult
 from medrewardbench.models.options import JudgeOptions, LocalSettings
 from medrewardbench.parsing import parse_verdicts
 from medrewardbench.prompts import load_template
-from medrewardbench.runner import to_stored
 from medrewardbench.train import (
     RecordingProgress,
     TrainConfig,

@@ -334,7 +334,7 @@ def check_export_target(fmt: str, out: str | Path, *, force: bool = False) -> No
     """
     from medrewardbench.data.canonical import CANONICAL_SUFFIXES
     from medrewardbench.data.reference import GT_DIR
-    from medrewardbench.outdir import check_output_dir, check_output_file
+    from medrewardbench.utils.outdir import check_output_dir, check_output_file
 
     path = Path(out)
     if fmt not in FORMATS:

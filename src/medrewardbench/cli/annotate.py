@@ -174,7 +174,7 @@ def _check_new_project(project: Path, db: str | None) -> None:
     """Refuse, before any case is read, a project directory or database URL that cannot be used."""
     from medrewardbench.annotate.config import CONFIG_FILE, DB_FILE
     from medrewardbench.errors import OutputDirError
-    from medrewardbench.outdir import check_output_dir
+    from medrewardbench.utils.outdir import check_output_dir
 
     try:
         check_output_dir(project, option="PROJECT")

@@ -10,7 +10,7 @@
 
 Commands that write hold the project directory's lock (another one stops at once with exit status
 75, or waits with ``--wait``); the generation steps are resumable and stop on Ctrl-C with exit
-status 130 after storing what finished. The library is :mod:`medrewardbench.build`.
+status 130 after storing what finished. The library is :mod:`medrewardbench.curation`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from medrewardbench.build.generation import GenerationProgress, GenerationSummary
 from medrewardbench.cli.errors import command_errors
 from medrewardbench.cli.options import ExternalImagesOpt, ForceReplaceOpt, VerboseOpt
 from medrewardbench.cli.progress import RichProgress
@@ -39,7 +38,8 @@ from medrewardbench.cli.support import (
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
-from medrewardbench.secrets import install_log_scrubber
+from medrewardbench.curation.generation import GenerationProgress, GenerationSummary
+from medrewardbench.utils.secrets import install_log_scrubber
 
 __all__ = ["app"]
 
@@ -201,8 +201,8 @@ def import_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Import questions into a project (created when missing), validating every row."""
-    from medrewardbench.build.importer import ColumnMapping, import_questions
-    from medrewardbench.build.project import open_project
+    from medrewardbench.curation.importer import ColumnMapping, import_questions
+    from medrewardbench.curation.project import open_project
 
     _setup_logging(verbose)
     if not source.strip():
@@ -269,9 +269,9 @@ def filter_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Small models answer every question; keep those at most K of them get right."""
-    from medrewardbench.build.filtering import load_grade_template, run_filter
-    from medrewardbench.build.generators import load_answer_template
-    from medrewardbench.build.project import open_project
+    from medrewardbench.curation.filtering import load_grade_template, run_filter
+    from medrewardbench.curation.generators import load_answer_template
+    from medrewardbench.curation.project import open_project
 
     _setup_logging(verbose)
     install_log_scrubber()
@@ -343,9 +343,9 @@ def responses_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """The response pool: every generator answers every kept question (resumable)."""
-    from medrewardbench.build.generators import load_answer_template
-    from medrewardbench.build.pool import run_responses
-    from medrewardbench.build.project import open_project
+    from medrewardbench.curation.generators import load_answer_template
+    from medrewardbench.curation.pool import run_responses
+    from medrewardbench.curation.project import open_project
 
     _setup_logging(verbose)
     install_log_scrubber()
@@ -402,8 +402,8 @@ def pairs_command(
     wait: WaitOpt = False,
 ) -> None:
     """Sample two responses per question from different generators, as canonical cases without labels."""
-    from medrewardbench.build.pairs import sample_pairs
-    from medrewardbench.build.project import open_project
+    from medrewardbench.curation.pairs import sample_pairs
+    from medrewardbench.curation.project import open_project
 
     with _errors(out=out), open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
         summary = sample_pairs(
@@ -445,8 +445,8 @@ def labels_command(
     wait: WaitOpt = False,
 ) -> None:
     """Attach per-annotator labels to the project's pairs."""
-    from medrewardbench.build.labels import attach_labels
-    from medrewardbench.build.project import open_project
+    from medrewardbench.curation.labels import attach_labels
+    from medrewardbench.curation.project import open_project
 
     with _errors(), open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
         summary = attach_labels(store, file)
@@ -488,8 +488,8 @@ def export_command(
 
     Files already at --out (an earlier export, its dataset.json) are replaced only with --force.
     """
-    from medrewardbench.build.export import export_dataset
-    from medrewardbench.build.project import open_project
+    from medrewardbench.curation.export import export_dataset
+    from medrewardbench.curation.project import open_project
 
     nonempty_text(name, "--name")
     nonempty_text(provenance, "--provenance")
@@ -529,9 +529,9 @@ def report_command(
     ] = None,
 ) -> None:
     """Where the project stands: what the filter dropped per source and organ system, the pool, pairs, labels."""
-    from medrewardbench.build.project import open_project
-    from medrewardbench.build.report import GROUP_COLUMNS, build_report, write_report
-    from medrewardbench.outdir import check_output_dir
+    from medrewardbench.curation.project import open_project
+    from medrewardbench.curation.report import GROUP_COLUMNS, build_report, write_report
+    from medrewardbench.utils.outdir import check_output_dir
 
     out_dir = out or Path(project) / "report"
     with _errors(out=out_dir), open_project(project, lock=False) as store:

@@ -23,7 +23,7 @@ import typer
 
 from medrewardbench.cli.support import err_console, fail
 from medrewardbench.errors import EvaluationInterrupted, MedRewardBenchError, OutputLockedError
-from medrewardbench.secrets import scrub
+from medrewardbench.utils.secrets import scrub
 
 __all__ = [
     "EXIT_BUSY",

@@ -1,7 +1,7 @@
 """``medrewardbench eval``: judge every case in both orders, store, report agreement with the experts.
 
 The command is its steps in order: load the data (:func:`_load_data`), say what is about to be judged
-(:func:`_announce`), warn about training overlap, judge and store (:func:`medrewardbench.evaluation.evaluate`),
+(:func:`_announce`), warn about training overlap, judge and store (:func:`medrewardbench.evaluation.job.evaluate`),
 print the tables and failures, and exit with the status the failures call for (:func:`_exit_on_failures`).
 Errors and Ctrl-C go through the one handler of :mod:`medrewardbench.cli.errors`.
 """
@@ -24,10 +24,10 @@ from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_list as _split
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
-from medrewardbench.evaluation import EvaluationResult, RunHealth, evaluate
+from medrewardbench.evaluation.job import EvaluationResult, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS
 from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
-from medrewardbench.secrets import install_log_scrubber
+from medrewardbench.utils.secrets import install_log_scrubber
 
 if TYPE_CHECKING:
     from medrewardbench.data.benchmark import Benchmark

@@ -13,7 +13,7 @@ from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.evaluation import evaluate
+from medrewardbench.evaluation.job import evaluate
 
 
 def import_reference_command(

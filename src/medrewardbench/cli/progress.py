@@ -17,8 +17,8 @@ from rich.progress import (
 from rich.text import Text
 
 from medrewardbench.cli.support import err_console
-from medrewardbench.evaluation import ProgressSink
-from medrewardbench.runner import RunSummary
+from medrewardbench.evaluation.job import ProgressSink
+from medrewardbench.evaluation.runner import RunSummary
 from medrewardbench.train.progress import TrainProgress
 
 __all__ = ["RichProgress", "RichTrainProgress"]

@@ -21,7 +21,7 @@ import typer.core
 from rich.console import Console
 from rich.markup import escape
 
-from medrewardbench.safe_text import terminal_safe
+from medrewardbench.utils.safe_text import terminal_safe
 
 __all__ = [
     "console",

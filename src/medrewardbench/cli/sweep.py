@@ -16,7 +16,7 @@ from medrewardbench.cli.options import QuietOpt, VerboseOpt
 from medrewardbench.cli.support import console, err_console, nonempty_path, nonempty_text, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
-from medrewardbench.secrets import install_log_scrubber
+from medrewardbench.utils.secrets import install_log_scrubber
 
 EXIT_ENTRY_FAILED = 1
 """An entry could not finish, or failed every request (what finished is stored)."""

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
+from medrewardbench.evaluation.store import RunRecord, Store, find_stores
 from medrewardbench.metrics import power, stats
 from medrewardbench.metrics.core import CaseTable, RunData, load_case_table, load_run_data, request_counts
 from medrewardbench.metrics.cost import recorded_cost
@@ -59,7 +60,6 @@ from medrewardbench.metrics.results import (
     fixed_p,
 )
 from medrewardbench.metrics.stats import FloatArray, IntArray
-from medrewardbench.store import RunRecord, Store, find_stores
 
 log = logging.getLogger(__name__)
 

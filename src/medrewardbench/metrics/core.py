@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from medrewardbench.dimensions import DIMENSIONS, Order
+from medrewardbench.evaluation.store import RunRecord, Store
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.annotators import MISSING as MISSING_RATING
 from medrewardbench.metrics.results import (
@@ -33,7 +34,6 @@ from medrewardbench.metrics.results import (
     RunMetrics,
 )
 from medrewardbench.metrics.stats import FAILED, NOT_RUN, IntArray
-from medrewardbench.store import RunRecord, Store
 
 ORDER_INDEX: dict[Order, int] = {Order.ORIGINAL: stats.ORIGINAL, Order.SWAPPED: stats.SWAPPED}
 

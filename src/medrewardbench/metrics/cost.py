@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.store import StoredJudgment
+from medrewardbench.evaluation.store import StoredJudgment
 
 __all__ = ["COST_KEY", "Price", "RunCost", "judgment_cost", "recorded_cost", "run_cost"]
 
@@ -161,7 +161,7 @@ def run_cost(price: Price, judgments: Iterable[StoredJudgment], n_orders: int) -
 
     Args:
         price: the model's price.
-        judgments: the run's judgments (:meth:`~medrewardbench.store.Store.judgments_for_run`).
+        judgments: the run's judgments (:meth:`~medrewardbench.evaluation.store.Store.judgments_for_run`).
         n_orders: the orders the run asks for per case (1 or 2).
 
     Returns:

@@ -20,10 +20,10 @@ import numpy as np
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import StoreError
+from medrewardbench.evaluation.store import STORE_FILENAME, RunRecord, Store
 from medrewardbench.metrics.analysis import LoadedRun, load_run_bundles
 from medrewardbench.metrics.core import RunData, load_run_data
 from medrewardbench.metrics.stats import NOT_RUN
-from medrewardbench.store import STORE_FILENAME, RunRecord, Store
 
 __all__ = ["CV_FILE", "CV_FORMAT", "COMPARISON_DIR", "is_cv_folder", "load_cv_bundles"]
 

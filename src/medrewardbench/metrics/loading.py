@@ -14,6 +14,7 @@ from pathlib import Path
 
 from medrewardbench.cases import Case
 from medrewardbench.errors import MedRewardBenchError, StoreError
+from medrewardbench.evaluation.store import Store, StoredJudgment
 from medrewardbench.metrics.analysis import (
     DataSet,
     LoadedRun,
@@ -24,7 +25,6 @@ from medrewardbench.metrics.analysis import (
 )
 from medrewardbench.metrics.heldout import is_cv_folder, load_cv_bundles
 from medrewardbench.metrics.results import DEFAULT_EPSILON, STRATA, Analysis
-from medrewardbench.store import Store, StoredJudgment
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@
   and file digests.
 
 Nothing here knows of judges or generators: :mod:`medrewardbench.judges` (a prompt, a model and a
-parser) and :mod:`medrewardbench.build.generators` (a prompt and a model) build on these. Served
+parser) and :mod:`medrewardbench.curation.generators` (a prompt and a model) build on these. Served
 models are API models whose server a sweep starts (:mod:`medrewardbench.sweep.served`). No back
 end exposes log-probabilities today; reward models give scores (:mod:`~medrewardbench.models.reward`).
 torch, transformers and peft are imported only when a model is loaded (the ``hf`` extra), and

@@ -5,7 +5,7 @@ and concurrency its caller should use, a :meth:`Backend.config` holding everythi
 its outputs and, hashed, its :meth:`Backend.fingerprint`, run facts in :meth:`Backend.metadata`
 that do not change outputs, and :meth:`Backend.aclose` to release clients or models.
 :class:`~medrewardbench.judges.base.Judge` adds ``judge_batch``;
-:class:`~medrewardbench.build.generators.TextGenerator` adds ``generate_batch``.
+:class:`~medrewardbench.curation.generators.TextGenerator` adds ``generate_batch``.
 """
 
 from __future__ import annotations

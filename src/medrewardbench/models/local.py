@@ -9,7 +9,7 @@ dtype, sampling, around the prompt's name and digest), loads each request's imag
 (:meth:`LocalModel.load_images`), generates a batch off the event loop with a failing
 conversation retried alone (:meth:`LocalModel.generate`), and frees its memory
 (:meth:`LocalModel.release`). The judge (:mod:`medrewardbench.judges.hf`) adds the pairwise
-prompt and the verdict parser; the generator (:mod:`medrewardbench.build.generators`) adds the
+prompt and the verdict parser; the generator (:mod:`medrewardbench.curation.generators`) adds the
 answer prompt.
 """
 

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.evaluation.store import RunRecord, Store
 from medrewardbench.metrics.results import (
     METRICS_SCHEMA,
     AccuracyCell,
@@ -27,7 +28,6 @@ from medrewardbench.metrics.results import (
     RunMetrics,
     number,
 )
-from medrewardbench.store import RunRecord, Store
 
 CSV_COLUMNS: tuple[str, ...] = (
     "run_id",

@@ -18,11 +18,11 @@ from typing import Any
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import MedRewardBenchError
+from medrewardbench.evaluation.store import StoredJudgment
 from medrewardbench.images import dicom_display, is_dicom, load_image
 from medrewardbench.metrics.analysis import LoadedRun, case_difficulty_order, judge_labels, select_wrong_cases
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.loading import load_judged_cases
-from medrewardbench.store import StoredJudgment
 
 IMAGE_MAX_SIDE = 1536
 """Longest side of an embedded image: shown as a thumbnail, opened at this size (images are never enlarged)."""

@@ -29,7 +29,7 @@ from medrewardbench.report.format import (
     small_sample_banner,
     verdict,
 )
-from medrewardbench.safe_text import terminal_safe
+from medrewardbench.utils.safe_text import terminal_safe
 
 _SHORT = {
     "accuracy": "acc",

@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from medrewardbench.errors import require
+from medrewardbench.evaluation.runner import to_stored
+from medrewardbench.evaluation.store import BatchSubmission, Store
 from medrewardbench.judges.api import PLACEHOLDER_API_KEY, ApiJudge, public_url
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.models.api.chat import CHAT_COMPLETIONS_URL
-from medrewardbench.runner import to_stored
-from medrewardbench.store import BatchSubmission, Store
 from medrewardbench.sweep.budget import Budget, EndpointLimits
 from medrewardbench.sweep.config import BatchApiSettings
 from medrewardbench.sweep.dispatch import EntryPlan, JudgeBackend, StoreWriter, dispatch

@@ -25,10 +25,10 @@ import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from medrewardbench.evaluation.store import StoredJudgment
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.metrics.cost import Price, judgment_cost
 from medrewardbench.prompts import PromptTemplate
-from medrewardbench.store import StoredJudgment
 from medrewardbench.sweep.config import JudgeEntry, SweepConfig
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Dispatch one entry's batches to wherever its judge runs, and store every finished batch at once.
 
 The driver of a sweep is the only process that writes the store, however many processes or nodes
-judge. For each entry it plans the run as ``eval`` does (:func:`medrewardbench.runner.plan_run`:
+judge. For each entry it plans the run as ``eval`` does (:func:`medrewardbench.evaluation.runner.plan_run`:
 same fingerprints, same resume), cuts the pending requests into the judge's batches, and keeps
 ``concurrency`` of them in flight through a :class:`JudgeBackend`: the judge itself in this process
 (:class:`LocalBackend`) or a Ray worker (:mod:`medrewardbench.sweep.ray_backend`). A batch's
@@ -21,14 +21,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from medrewardbench.batching import TurnWriter, batched, guarded_batch
+from medrewardbench.evaluation.runner import RunPlan, to_stored
+from medrewardbench.evaluation.store import Store, StoredJudgment
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.metrics.cost import Price
-from medrewardbench.runner import RunPlan, to_stored
-from medrewardbench.store import Store, StoredJudgment
 from medrewardbench.sweep.budget import Budget, CostEstimator, EndpointLimits, result_cost
 from medrewardbench.sweep.errors import EntryFailed, ServerError
 from medrewardbench.sweep.progress import EntryOutcome, SweepProgress
+from medrewardbench.utils.batching import TurnWriter, batched, guarded_batch
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class JudgeBackend(Protocol):
 
 
 async def judge_safely(judge: Judge, batch: Sequence[JudgeRequest]) -> list[JudgeResult]:
-    """Judge a batch as ``eval`` does (:func:`~medrewardbench.batching.guarded_batch`).
+    """Judge a batch as ``eval`` does (:func:`~medrewardbench.utils.batching.guarded_batch`).
 
     A judge that raises fails the batch's requests instead of the run; errors that concern the
     whole entry (its server died) are raised, not stored.
@@ -98,7 +98,7 @@ class LocalBackend:
 class StoreWriter(TurnWriter[tuple[str, StoredJudgment]]):
     """Commits finished batches of several judges; those that finish in one loop turn share a write.
 
-    The mechanism is :class:`~medrewardbench.batching.TurnWriter`'s; the write groups the rows by
+    The mechanism is :class:`~medrewardbench.utils.batching.TurnWriter`'s; the write groups the rows by
     judge configuration, one transaction for each.
 
     Args:
@@ -122,7 +122,10 @@ class StoreWriter(TurnWriter[tuple[str, StoredJudgment]]):
 
 
 def batches_of(requests: Sequence[JudgeRequest], size: int) -> list[Sequence[JudgeRequest]]:
-    """The plan's requests cut into batches, in plan order: the cut :func:`~medrewardbench.batching.batched` makes."""
+    """The plan's requests cut into batches, in plan order.
+
+    The cut :func:`~medrewardbench.utils.batching.batched` makes.
+    """
     size = max(1, size)
     return [requests[start : start + size] for start in range(0, len(requests), size)]
 

@@ -33,8 +33,8 @@ from typing import Any
 
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS, Order, Winner
+from medrewardbench.evaluation.store import RunRecord, Store, StoredJudgment, judgment_fingerprint, make_run_id
 from medrewardbench.models.identity import config_hash
-from medrewardbench.store import RunRecord, Store, StoredJudgment, judgment_fingerprint, make_run_id
 from medrewardbench.sweep.config import JURY_KIND, JuryEntry
 
 __all__ = ["JURY_RULE", "NO_MAJORITY", "JuryDecision", "JuryOutcome", "decide", "jury_config", "store_jury"]

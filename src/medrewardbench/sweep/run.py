@@ -40,6 +40,8 @@ from medrewardbench.errors import (
     OutputDirError,
     StoreError,
 )
+from medrewardbench.evaluation.runner import plan_run
+from medrewardbench.evaluation.store import RunRecord, Store
 from medrewardbench.judges.api import DEFAULT_API_KEY_ENV, ApiJudge
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import build_judge
@@ -48,7 +50,6 @@ from medrewardbench.metrics.core import load_run_data, run_metrics
 from medrewardbench.metrics.cost import COST_KEY, Price, RunCost, per_1000, recorded_cost, run_cost
 from medrewardbench.metrics.results import Analysis
 from medrewardbench.models.options import JudgeOptions
-from medrewardbench.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 from medrewardbench.prompts import load_template
 from medrewardbench.report.files import (
     metrics_csv_rows,
@@ -57,8 +58,6 @@ from medrewardbench.report.files import (
     write_metrics_csv,
     write_metrics_json,
 )
-from medrewardbench.runner import plan_run
-from medrewardbench.store import RunRecord, Store
 from medrewardbench.sweep.batch_api import BatchRunner
 from medrewardbench.sweep.budget import Budget, CostEstimator, EndpointLimits, check_budget, resolve_prices
 from medrewardbench.sweep.config import JudgeEntry, SweepConfig
@@ -68,6 +67,7 @@ from medrewardbench.sweep.jury import JuryMember, JuryOutcome, store_jury
 from medrewardbench.sweep.progress import EntryOutcome, SweepProgress
 from medrewardbench.sweep.served import SERVED_KEY_ENV, ServedApiJudge, ServedModel, stop_all_servers
 from medrewardbench.sweep.served_groups import RECORD_FILENAME, ServedGroupRecords, stop_leftover_groups
+from medrewardbench.utils.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ The server speaks enough of the Chat Completions API for the API judge: ``POST
 ``/v1/files`` and ``/v1/batches`` (see :mod:`medrewardbench.testing.openai_batches`; batches are
 answered with the same logic as live requests, answer mode included, and ``control.batches`` sets
 their delay and failures). It runs FastAPI under uvicorn on ``127.0.0.1`` in a background thread
-(the package's one :class:`~medrewardbench.background_server.BackgroundServer`, which the model
+(the package's one :class:`~medrewardbench.utils.background_server.BackgroundServer`, which the model
 server of :mod:`medrewardbench.serve` uses too), so a test talks to it over real sockets through the
 official ``openai`` client. Its behaviour is set at run time through a thread-safe
 :class:`ServerControl`:
@@ -69,10 +69,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from medrewardbench.background_server import BackgroundServer, http_implementation
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
 from medrewardbench.testing.openai_batches import BatchState, add_batch_routes
+from medrewardbench.utils.background_server import BackgroundServer, http_implementation
 
 logger = logging.getLogger(__name__)
 

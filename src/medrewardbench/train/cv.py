@@ -6,7 +6,7 @@ organ system), :func:`cross_validate`
 1. trains on the other folds (:func:`~medrewardbench.train.api.train`),
 2. checks from the training card that no held-out case was trained on, in either order,
 3. judges fold ``i`` in both presentation orders through the ordinary judges and
-   :func:`~medrewardbench.evaluation.evaluate`: ``hf:BASE`` with the fold's adapter (SFT, DPO) or
+   :func:`~medrewardbench.evaluation.job.evaluate`: ``hf:BASE`` with the fold's adapter (SFT, DPO) or
    ``rm:FOLD_MODEL`` (reward models).
 
 The held-out judgments of all folds are pooled (each case judged once per order, by the model
@@ -46,13 +46,13 @@ import numpy.typing as npt
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import DIMENSIONS, Order
 from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.evaluation import ProgressSink, evaluate
+from medrewardbench.evaluation.job import ProgressSink, evaluate
+from medrewardbench.evaluation.store import Store
 from medrewardbench.judges.registry import JudgeOptions
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.core import RunData, load_run_data
 from medrewardbench.metrics.heldout import COMPARISON_DIR, CV_FILE, CV_FORMAT
 from medrewardbench.metrics.results import STRATA, ColumnTable, Estimate, PairwiseComparison, number
-from medrewardbench.store import Store
 from medrewardbench.train.api import TrainResult, train
 from medrewardbench.train.card import CARD_FILE, read_training_card
 from medrewardbench.train.config import TrainConfig

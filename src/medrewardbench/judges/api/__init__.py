@@ -16,7 +16,7 @@ by itself so that every attempt is visible and bounded:
 
 A request that still fails becomes ``JudgeResult.failed(reason)``; nothing is raised per request.
 The API key never appears in config, metadata, results, logs or messages: texts that leave this
-module pass through :func:`medrewardbench.secrets.scrub`, and the key is registered there, so the
+module pass through :func:`medrewardbench.utils.secrets.scrub`, and the key is registered there, so the
 store and the command's log handlers remove it too when an endpoint echoes it back. Settings that
 would fail on the first request (a base URL that is not http(s) or carries credentials, a timeout
 of 0 or less, negative retries) are refused when the settings are made (:func:`check_api_settings`).

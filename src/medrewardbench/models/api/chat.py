@@ -6,7 +6,7 @@ and the free-text generators of ``medrewardbench build`` both need, so that neit
 * the settings (:class:`~medrewardbench.models.options.ApiSettings`: endpoint, key variable,
   timeout, retries, backoff, HTTP backend, image cache), checked when the client is made;
 * the key: read from its environment variable (a placeholder for a local server given by URL),
-  registered with :func:`medrewardbench.secrets.register_secret` and scrubbed from every reason;
+  registered with :func:`medrewardbench.utils.secrets.register_secret` and scrubbed from every reason;
 * concurrency: at most ``concurrency`` HTTP attempts in flight, and twice that many requests being
   prepared, sent or waiting to retry (:meth:`ChatClient.admission`), per event loop;
 * images: ``image`` message parts holding an :class:`~medrewardbench.cases.ImageRef` become data
@@ -42,7 +42,7 @@ from medrewardbench.errors import JudgeSpecError, MissingExtraError
 from medrewardbench.models.api.images import DataUrlCache, inline_data_url
 from medrewardbench.models.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from medrewardbench.models.options import HTTP_BACKENDS, JudgeOptions, check_api_settings
-from medrewardbench.secrets import register_secret, scrub
+from medrewardbench.utils.secrets import register_secret, scrub
 
 logger = logging.getLogger(__name__)
 

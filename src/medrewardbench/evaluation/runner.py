@@ -1,0 +1,298 @@
+"""Plan requests, skip what the store has, dispatch batches with bounded concurrency, store results.
+
+The runner is the only place that maps judges' presentation-order verdicts (A/B) back to source
+order (1/2). ``judge.concurrency`` workers take batches from the plan one at a time. A finished
+batch is committed before its worker takes the next one, in one transaction with the batches that
+finished in the same turn of the event loop, so a kill loses at most the batches in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from medrewardbench import __version__
+from medrewardbench.cases import Case
+from medrewardbench.data.benchmark import Benchmark
+from medrewardbench.dimensions import DIMENSIONS, Order, Winner, to_source
+from medrewardbench.evaluation.store import RunRecord, Store, StoredJudgment, judgment_fingerprint, make_run_id
+from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
+from medrewardbench.utils.batching import TurnWriter, batched, guarded_batch
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int], None]
+"""Called with the number of requests just finished."""
+
+
+PLAN_CHUNK = 256
+"""Cases read, registered and looked up in the store at a time while planning and dispatching."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run will do before it does it.
+
+    The plan holds no request: one byte per case says which orders are still to judge, and
+    :meth:`iter_requests` reads the cases from the benchmark again, a chunk at a time, when the run
+    dispatches them.
+    """
+
+    run: RunRecord
+    total_requests: int
+    reused: int
+    benchmark: Benchmark
+    orders: tuple[Order, ...]
+    pending_mask: bytes
+    """Per case, in order: bit ``i`` is set when ``orders[i]`` is still to judge."""
+    n_pending: int
+    """Requests still to judge (the store has the rest)."""
+
+    @property
+    def requests(self) -> tuple[JudgeRequest, ...]:
+        """Every request still to judge, in case order then order, in memory (for small data)."""
+        return tuple(self.iter_requests())
+
+    def iter_requests(self, store: Store | None = None) -> Iterator[JudgeRequest]:
+        """The requests still to judge, in case order then order, read a chunk of cases at a time.
+
+        Args:
+            store: when given, the registered content hashes of cases whose hash the benchmark did
+                not keep are read from it, so that the cases' images are not read again to hash them.
+
+        Yields:
+            The requests.
+        """
+        if not self.n_pending:
+            return
+        position = 0
+        for chunk in self.benchmark.iter_chunks(PLAN_CHUNK):
+            start = position
+            masks = self.pending_mask[position : position + len(chunk)]
+            position += len(chunk)
+            wanted = [(offset, case) for offset, (case, mask) in enumerate(zip(chunk, masks, strict=True)) if mask]
+            if not wanted:
+                continue
+            unknown = []
+            for offset, case in wanted:
+                known = self.benchmark.content_hash_at(start + offset)  # kept from the fingerprint pass
+                if known is not None:
+                    case.prime_content_hash(known)
+                else:
+                    unknown.append(case)
+            if store is not None and unknown:
+                stored = store.done_for_cases(
+                    self.run.judge_fingerprint, self.run.data_hash, [case.case_id for case in unknown]
+                )
+                for case in unknown:
+                    if case.case_id in stored:
+                        case.prime_content_hash(stored[case.case_id][0])
+            for offset, case in wanted:
+                mask = masks[offset]
+                for i, order in enumerate(self.orders):
+                    if mask >> i & 1:
+                        yield JudgeRequest(case, order)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run did."""
+
+    run: RunRecord
+    judged: int
+    reused: int
+    failed: int
+    wall_s: float
+
+
+def plan_run(
+    judge: Judge,
+    benchmark: Benchmark,
+    store: Store,
+    orders: Sequence[Order] = (Order.ORIGINAL, Order.SWAPPED),
+    *,
+    fresh: bool = False,
+    retry_failures: bool = False,
+) -> RunPlan:
+    """Register the run in the store and work out which requests are still missing.
+
+    The benchmark is read twice, a chunk at a time: once for its fingerprint, once to record its
+    cases (unless the store holds them already) and ask the store which of each chunk's requests it
+    has. Memory holds one chunk and one byte per case.
+
+    Args:
+        judge: the judge to run.
+        benchmark: the cases (already selected by organ and limit).
+        store: the results store.
+        orders: presentation orders to judge (at most 8).
+        fresh: forget every stored judgment of this judge configuration first.
+        retry_failures: judge again requests whose stored judgment failed as a whole.
+
+    Returns:
+        The run record and which requests are still to judge.
+    """
+    orders = tuple(orders)
+    judge_fp = judge.fingerprint()
+    data_hash = benchmark.data_hash()
+    run = RunRecord(
+        run_id=make_run_id(judge.spec, judge_fp, data_hash),
+        judge_spec=judge.spec,
+        judge_fingerprint=judge_fp,
+        data_hash=data_hash,
+        dataset_name=benchmark.name,
+        dataset_source=benchmark.source,
+        orders=orders,
+        config=judge.config(),
+        # the tool's version, for the report's configuration table (not part of the fingerprint)
+        metadata={**judge.metadata(), "medrewardbench_version": __version__},
+        n_cases=len(benchmark),
+    )
+    if fresh:
+        removed = store.delete_judgments(judge_fp)
+        log.info("fresh run: removed %d stored judgments of %s", removed, judge.spec)
+    registered = store.count_cases(data_hash) == len(benchmark)
+    mask = bytearray(len(benchmark))
+    reused = pending = position = 0
+    for chunk in benchmark.iter_chunks(PLAN_CHUNK):
+        if not registered:
+            for offset, case in enumerate(chunk):
+                known = benchmark.content_hash_at(position + offset)
+                if known is not None:
+                    case.prime_content_hash(known)  # hashed with the data: the image is not read again
+            store.add_cases(data_hash, chunk, position)
+        done = store.done_for_cases(
+            judge_fp, data_hash, [case.case_id for case in chunk], include_failures=not retry_failures
+        )
+        for case in chunk:
+            stored = done.get(case.case_id)
+            bits = 0
+            for i, order in enumerate(orders):
+                if stored is not None and order.value in stored[1]:
+                    reused += 1
+                else:
+                    bits |= 1 << i
+                    pending += 1
+            mask[position] = bits
+            position += 1
+    store.register_run(run, (), data_hash)  # after its cases: a kill while planning leaves no half-registered run
+    return RunPlan(
+        run=run,
+        total_requests=len(benchmark) * len(orders),
+        reused=reused,
+        benchmark=benchmark,
+        orders=orders,
+        pending_mask=bytes(mask),
+        n_pending=pending,
+    )
+
+
+def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> StoredJudgment:
+    """Map one judge result to a stored judgment in source order."""
+    case: Case = request.case
+    case_hash = case.content_hash()
+    verdicts: dict[str, Winner] = {}
+    dimension_failures = dict(result.dimension_failures)
+    for dim in DIMENSIONS:
+        letter = result.verdicts.get(dim)
+        if letter in ("A", "B"):
+            verdicts[dim] = to_source(letter, request.order)
+        elif result.failure is None and dim not in dimension_failures:
+            dimension_failures[dim] = "no verdict"
+    return StoredJudgment(
+        case_id=case.case_id,
+        order=request.order,
+        case_hash=case_hash,
+        fingerprint=judgment_fingerprint(judge_fp, case_hash, request.order),
+        verdicts=verdicts if result.failure is None else {},
+        raw_output=result.raw_output,
+        failure=result.failure,
+        dimension_failures=dimension_failures,
+        latency_s=result.latency_s,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        scores=None if result.scores is None else dict(result.scores),
+        extra=dict(result.extra),
+    )
+
+
+class _JudgmentCounter:
+    """Stores finished judgments for :class:`~medrewardbench.utils.batching.TurnWriter`, counting them."""
+
+    def __init__(self, store: Store, judge_fp: str, progress: ProgressCallback | None) -> None:
+        self.store = store
+        self.judge_fp = judge_fp
+        self.progress = progress
+        self.judged = 0
+        self.failed = 0
+
+    def __call__(self, rows: list[StoredJudgment]) -> None:
+        self.store.write_judgments(self.judge_fp, rows)
+        self.judged += len(rows)
+        self.failed += sum(1 for r in rows if r.failure is not None)
+        if self.progress is not None:
+            self.progress(len(rows))
+
+
+async def execute_plan(
+    judge: Judge,
+    plan: RunPlan,
+    store: Store,
+    *,
+    progress: ProgressCallback | None = None,
+) -> RunSummary:
+    """Judge every pending request of a plan and store each batch as it finishes.
+
+    At most ``judge.concurrency`` batches of ``judge.batch_size`` requests are in flight: one per
+    worker, each taking the next batch of the plan when its last one is stored. The requests are
+    made as the workers take them (:meth:`RunPlan.iter_requests`), never all at once.
+    """
+    started = time.perf_counter()
+    judge_fp = plan.run.judge_fingerprint
+    batches = batched(plan.iter_requests(store), judge.batch_size)
+    counter = _JudgmentCounter(store, judge_fp, progress)
+    writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
+
+    async def worker() -> None:
+        # the plan's iterator is shared: each batch goes to exactly one worker
+        for batch in batches:
+            results = await guarded_batch(
+                judge.judge_batch, batch, JudgeResult.failed, role="judge", name=judge.spec, log=log
+            )
+            await writer.add([to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)])
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, judge.concurrency))]
+    try:
+        done, _pending = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()  # a worker's error (the store failing) ends the run
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        writer.flush()
+    judged, failed = counter.judged, counter.failed
+    return RunSummary(
+        run=plan.run,
+        judged=judged,
+        reused=plan.reused,
+        failed=failed,
+        wall_s=time.perf_counter() - started,
+    )
+
+
+def run_judge(
+    judge: Judge,
+    benchmark: Benchmark,
+    store: Store,
+    orders: Sequence[Order] = (Order.ORIGINAL, Order.SWAPPED),
+    *,
+    fresh: bool = False,
+    retry_failures: bool = False,
+    progress: ProgressCallback | None = None,
+) -> RunSummary:
+    """Plan and execute one run synchronously (creates its own event loop)."""
+    plan = plan_run(judge, benchmark, store, orders, fresh=fresh, retry_failures=retry_failures)
+    return asyncio.run(execute_plan(judge, plan, store, progress=progress))
