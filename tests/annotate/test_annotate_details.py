@@ -174,9 +174,8 @@ def test_the_zoom_label_reads_screen_pixels_per_image_pixel_in_a_browser(tmp_pat
     rows[0]["image"] = {"builtin": "pydicom:MR_small.dcm"}
     project = make_project(tmp_path / "proj", write_cases(tmp_path / "input", rows), annotators=("alice",), per_case=1)
     case = project.queue(as_user(project, "alice")).rows[0].public_id
-    size = (
-        "(() => { const b = document.querySelector('#viewer').getBoundingClientRect(); return [b.width, b.height]; })()"
-    )
+    size = "(() => { let b = document.querySelector('#viewer').getBoundingClientRect();return [b.width, b.height]; })"
+    size += "()"
     loaded = "document.querySelector('#viewer-img').complete && document.querySelector('#viewer-img').naturalWidth"
     try:
         with serve_in_thread(project) as base, sync_playwright() as playwright:
