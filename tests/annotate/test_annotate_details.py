@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.annotate import as_user, client_for, login, serve_in_thread
+from helpers.annotate import ADMIN, as_user, client_for, login, serve_in_thread
 from PIL import Image
 
 from medrewardbench.annotate.service import PairAnswer, Project
@@ -204,3 +204,53 @@ def test_the_zoom_label_reads_screen_pixels_per_image_pixel_in_a_browser(tmp_pat
             browser.close()
     finally:
         project.close()
+
+
+def _both_clicked_a_on_one_item(project: Project) -> tuple[str, dict[str, str]]:
+    """alice and bob click A on every primary item; returns an item they saw in different orders."""
+    from sqlalchemy import select
+
+    from medrewardbench.annotate.db import Assignment, Item, User
+
+    for name in ("alice", "bob"):
+        me = as_user(project, name)
+        for row in project.queue(me).rows:
+            project.submit_pair(me, row.public_id, PairAnswer(ALL_A))
+    with project.db.read() as s:
+        rows = s.execute(
+            select(Item.public_id, User.name, Assignment.order_shown)
+            .join(Assignment, Assignment.item_id == Item.id)
+            .join(User, User.id == Assignment.user_id)
+            .where(Assignment.purpose == "primary", Item.role == "primary")
+        ).all()
+    orders: dict[str, dict[str, str]] = {}
+    for item, name, order in rows:
+        orders.setdefault(item, {})[name] = order
+    item, seen = next((i, o) for i, o in orders.items() if len(set(o.values())) == 2)
+    return item, seen
+
+
+def test_the_adjudicator_reads_each_vote_in_their_own_ab_and_in_the_doctors(project: Project) -> None:
+    item, seen = _both_clicked_a_on_one_item(project)
+    review = project.item_review(as_user(project, ADMIN), item)
+    shown = {v.annotator: v for v in review.votes_as_shown()}
+    for name, order in seen.items():
+        # both clicked A; for the adjudicator (A = response 1) that is A when shown original, else B
+        expected = "A" if order == "original" else "B"
+        assert shown[name].swapped == (order == "swapped")
+        assert {letters for letters in shown[name].letters.values()} == {(expected, "A")}
+    assert review.majority == {} and set(review.unresolved) == set(DIMENSIONS)
+    with serve_in_thread(project) as base, client_for(base) as client:
+        login(client, ADMIN)
+        page = client.get(f"{base}/admin/items/{item}").text
+        queue = client.get(f"{base}/admin/adjudication").text
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert csrf is not None
+        saved = client.post(f"{base}/admin/items/{item}", data={"csrf_token": csrf.group(1), "adj_overall": "2"})
+    assert "Answer A <span" in page and 'id="ab-legend"' in page
+    assert "swapped: their A = your B" in page and "same: their A = your A" in page
+    assert '<strong>B</strong> <span class="muted">(their A)</span>' in page
+    assert '<option value="1">A (response 1)</option>' in page and '<option value="2">B (response 2)</option>' in page
+    assert "A &times;1, B &times;1" in queue and "response 1" in queue
+    assert saved.status_code in (200, 303)
+    assert project.item_review(as_user(project, ADMIN), item).adjudicated["overall"] == "2"

@@ -32,7 +32,7 @@ from medrewardbench.annotate.config import NotFound
 from medrewardbench.annotate.db import Adjudication, Assignment, Item, Submission, User
 from medrewardbench.annotate.services.base import PUBLIC_ID, Identity, ProjectContext, require_admin
 from medrewardbench.data.annotations import strict_majority
-from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.dimensions import DIMENSIONS, Order, to_position
 from medrewardbench.metrics.annotators import DimensionAgreement, dimension_agreement
 
 DECISION_CODES = {"accept": 1, "reject": 2}
@@ -421,6 +421,44 @@ class ItemReview:
     """(annotator, dimension -> value, cannot judge, reason, comment) per submitted label."""
     pending: int
     """Assignments of this item not submitted yet."""
+    orders: tuple[str, ...] = ()
+    """The order each annotator of :attr:`labels` was shown (``original``: their A was response 1)."""
+
+    def votes_as_shown(self) -> tuple[ShownVotes, ...]:
+        """Each annotator's votes in the adjudicator's A/B (A = response 1) and in the annotator's own.
+
+        Returns:
+            One entry per submitted label, as :attr:`labels` orders them; empty for screening.
+        """
+        if self.kind != "pair":
+            return ()
+        out = []
+        for (name, values, cannot, reason, comment), order in zip(self.labels, self.orders, strict=True):
+            swapped = order == Order.SWAPPED.value
+            letters = {
+                dim: (
+                    to_position(1 if v == "1" else 2, Order.ORIGINAL),
+                    to_position(1 if v == "1" else 2, Order(order)),
+                )
+                for dim, v in values.items()
+                if v in ("1", "2")
+            }
+            out.append(ShownVotes(name, swapped, letters, cannot, reason, comment))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class ShownVotes:
+    """One annotator's votes on an item, as the adjudication page shows them."""
+
+    annotator: str
+    swapped: bool
+    """The annotator saw response 2 as A (the other way round from the adjudicator)."""
+    letters: dict[str, tuple[str, str]]
+    """dimension -> (the adjudicator's letter, the letter the annotator clicked)."""
+    cannot_judge: bool
+    reason: str
+    comment: str
 
 
 def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
@@ -442,12 +480,14 @@ def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
         kind = item.kind
         has_image = item.image_id is not None
         labels = []
+        orders: list[str] = []
         votes: dict[str, Counter[int]] = {dim: Counter() for dim in dims}
         pending = 0
-        for _assignment, submission, user in rows:
+        for assignment, submission, user in rows:
             if submission is None:
                 pending += 1
                 continue
+            orders.append(assignment.order_shown or Order.ORIGINAL.value)
             codes = _codes(submission, mode)
             for dim, value in codes.items():
                 votes[dim][value] += 1
@@ -487,4 +527,5 @@ def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
         note=note,
         labels=tuple(labels),
         pending=pending,
+        orders=tuple(orders),
     )
