@@ -254,3 +254,32 @@ def test_the_adjudicator_reads_each_vote_in_their_own_ab_and_in_the_doctors(proj
     assert "A &times;1, B &times;1" in queue and "response 1" in queue
     assert saved.status_code in (200, 303)
     assert project.item_review(as_user(project, ADMIN), item).adjudicated["overall"] == "2"
+
+
+def test_the_dashboard_gives_agreement_with_the_reports_intervals_and_says_what_brackets_count(
+    project: Project,
+) -> None:
+    import numpy as np
+
+    _both_clicked_a_on_one_item(project)
+    admin = as_user(project, ADMIN)
+    plain = project.quality.dashboard(admin)
+    board = project.quality.dashboard(admin, intervals=True)
+    assert plain.intervals is None and plain.interval("fleiss_kappa", 0) is None
+    assert board.intervals is not None
+    # the same points as the table's, and the report's case bootstrap around them
+    for index, d in enumerate(board.agreement):
+        assert board.intervals.percent_agreement.point[index] == pytest.approx(d.percent_agreement)
+        low, high = board.interval("percent_agreement", index) or (np.nan, np.nan)
+        assert low <= d.percent_agreement <= high
+    assert board.intervals.fleiss_kappa.point.shape == (len(DIMENSIONS) + 1,)  # the dimensions, then pooled
+    # seeded by the project: the same figures on every load
+    again = project.quality.dashboard(admin, intervals=True)
+    assert again.interval("krippendorff_alpha", -1) == board.interval("krippendorff_alpha", -1)
+    with serve_in_thread(project) as base, client_for(base) as client:
+        login(client, ADMIN)
+        page = client.get(f"{base}/admin").text
+    assert 'id="bracket-legend"' in page and "gold labels compared" in page
+    assert 'id="agreement-legend"' in page and "95 % intervals" in page and "2,000 bootstrap resamples" in page
+    assert page.count('<span class="ci">[') >= 3 * len(DIMENSIONS)
+    assert 'id="agreement-pooled"' in page

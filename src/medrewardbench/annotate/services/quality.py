@@ -33,9 +33,13 @@ from medrewardbench.annotate.db import Adjudication, Assignment, Item, Submissio
 from medrewardbench.annotate.services.base import PUBLIC_ID, Identity, ProjectContext, require_admin
 from medrewardbench.data.annotations import strict_majority
 from medrewardbench.dimensions import DIMENSIONS, Order, to_position
+from medrewardbench.metrics import stats
 from medrewardbench.metrics.annotators import DimensionAgreement, dimension_agreement
+from medrewardbench.metrics.human import PanelEstimates, panel_agreement
 
 DECISION_CODES = {"accept": 1, "reject": 2}
+RESAMPLES = 2000
+"""Bootstrap resamples of the dashboard's agreement intervals (as many as the report draws)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,38 @@ class Dashboard:
     annotators: tuple[AnnotatorStats, ...]
     agreement: tuple[DimensionAgreement, ...]
     pending: tuple[PendingItem, ...]
+    intervals: PanelEstimates | None = None
+    """Agreement with 95 % case-bootstrap intervals (the dimensions, then pooled), when asked for."""
+
+    def interval(self, statistic: str, index: int) -> tuple[float, float] | None:
+        """The 95 % interval of an agreement statistic, or None (not computed, or undefined).
+
+        Args:
+            statistic: ``percent_agreement``, ``fleiss_kappa`` or ``krippendorff_alpha``.
+            index: the dimension's position in :attr:`agreement`; -1 for all dimensions pooled.
+
+        Returns:
+            (low, high), or None.
+        """
+        if self.intervals is None:
+            return None
+        estimate: stats.Estimate = getattr(self.intervals, statistic)
+        low, high = float(estimate.low[index]), float(estimate.high[index])
+        return None if np.isnan(low) or np.isnan(high) else (low, high)
+
+    def pooled(self, statistic: str) -> float | None:
+        """An agreement statistic over every dimension pooled (None when not computed or undefined).
+
+        Args:
+            statistic: ``percent_agreement``, ``fleiss_kappa`` or ``krippendorff_alpha``.
+
+        Returns:
+            The point estimate.
+        """
+        if self.intervals is None:
+            return None
+        point = float(getattr(self.intervals, statistic).point[-1])
+        return None if np.isnan(point) else point
 
     @property
     def per_case_warning(self) -> str | None:
@@ -185,11 +221,12 @@ class QualityService:
     def __init__(self, context: ProjectContext):
         self.context = context
 
-    def dashboard(self, actor: Identity) -> Dashboard:
+    def dashboard(self, actor: Identity, intervals: bool = False) -> Dashboard:
         """Compute every dashboard figure from the database.
 
         Args:
             actor: an admin or the command line.
+            intervals: also the agreement's 95 % case-bootstrap intervals (:data:`RESAMPLES` resamples).
 
         Returns:
             The figures.
@@ -198,7 +235,7 @@ class QualityService:
             Forbidden: not an admin (an annotator never sees the others' work).
         """
         require_admin(actor)
-        return compute_dashboard(self.context)
+        return compute_dashboard(self.context, intervals)
 
     def item_review(self, actor: Identity, item_id: str) -> ItemReview:
         """Everything about one primary item, for adjudication.
@@ -238,11 +275,13 @@ class _Tally:
     per_item: dict[int, list[tuple[Assignment, Submission | None]]] = field(default_factory=lambda: defaultdict(list))
 
 
-def compute_dashboard(context: ProjectContext) -> Dashboard:
+def compute_dashboard(context: ProjectContext, intervals: bool = False) -> Dashboard:
     """Every dashboard figure, computed from the database without an access check (callers check).
 
     Args:
         context: the open project.
+        intervals: also the agreement's 95 % intervals: items resampled (the report's case
+            bootstrap, :func:`medrewardbench.metrics.human.panel_agreement`), seeded by the project.
 
     Returns:
         The figures.
@@ -296,6 +335,10 @@ def compute_dashboard(context: ProjectContext) -> Dashboard:
             tally.repeat_n[uid] += 1
             tally.repeat_same[uid] += int(a[dim] == b[dim])
     agreement = tuple(dimension_agreement(ratings, dims)) if len(primary_items) else ()
+    estimates = None
+    if intervals and len(primary_items):
+        weights = stats.bootstrap_weights(len(primary_items), RESAMPLES, seed=context.settings.seed)
+        estimates = panel_agreement(ratings, weights)
     annotators = tuple(_annotator_stats(users[uid], column[uid], tally, agreement) for uid in people)
     pending, complete = _pending(primary_items, tally, items, users, decided, mode, dims)
     return Dashboard(
@@ -312,6 +355,7 @@ def compute_dashboard(context: ProjectContext) -> Dashboard:
         annotators=annotators,
         agreement=agreement,
         pending=pending,
+        intervals=estimates,
     )
 
 
