@@ -283,3 +283,19 @@ def test_the_dashboard_gives_agreement_with_the_reports_intervals_and_says_what_
     assert 'id="agreement-legend"' in page and "95 % intervals" in page and "2,000 bootstrap resamples" in page
     assert page.count('<span class="ci">[') >= 3 * len(DIMENSIONS)
     assert 'id="agreement-pooled"' in page
+
+
+def test_user_add_counts_its_assignments_in_english(tmp_path: Path) -> None:
+    from helpers.annotate import PASSWORD, case_rows, write_cases
+    from typer.testing import CliRunner
+
+    from medrewardbench.cli import app
+
+    cases = write_cases(tmp_path / "input", case_rows(1))
+    project = str(tmp_path / "proj")
+    runner = CliRunner()
+    assert runner.invoke(app, ["annotate", "init", project, "--cases", str(cases), "--per-case", "1"]).exit_code == 0
+    added = runner.invoke(
+        app, ["annotate", "user", "add", "dr_a", "-p", project, "--password-stdin"], input=PASSWORD + "\n"
+    )
+    assert added.exit_code == 0 and "Added annotator dr_a with 1 assignment\n" in added.output, added.output
