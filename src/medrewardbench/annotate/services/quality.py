@@ -479,7 +479,7 @@ class ItemReview:
         out = []
         for (name, values, cannot, reason, comment), order in zip(self.labels, self.orders, strict=True):
             swapped = order == Order.SWAPPED.value
-            letters = {
+            letters: dict[str, tuple[str, str]] = {
                 dim: (
                     to_position(1 if v == "1" else 2, Order.ORIGINAL),
                     to_position(1 if v == "1" else 2, Order(order)),
