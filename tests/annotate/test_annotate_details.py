@@ -207,12 +207,12 @@ def test_the_zoom_label_reads_screen_pixels_per_image_pixel_in_a_browser(tmp_pat
 
 
 def _both_clicked_a_on_one_item(project: Project) -> tuple[str, dict[str, str]]:
-    """alice and bob click A on every primary item; returns an item they saw in different orders."""
+    """Every annotator clicks A on every item; returns an item its two annotators saw in different orders."""
     from sqlalchemy import select
 
     from medrewardbench.annotate.db import Assignment, Item, User
 
-    for name in ("alice", "bob"):
+    for name in ("alice", "bob", "carol"):
         me = as_user(project, name)
         for row in project.queue(me).rows:
             project.submit_pair(me, row.public_id, PairAnswer(ALL_A))
@@ -261,8 +261,12 @@ def test_the_dashboard_gives_agreement_with_the_reports_intervals_and_says_what_
 ) -> None:
     import numpy as np
 
-    _both_clicked_a_on_one_item(project)
     admin = as_user(project, ADMIN)
+    alice = as_user(project, "alice")
+    project.submit_pair(alice, project.queue(alice).rows[0].public_id, PairAnswer(ALL_A))
+    few = project.quality.dashboard(admin, intervals=True)
+    assert few.intervals is not None and few.interval("fleiss_kappa", 0) is None  # too few items to resample
+    _both_clicked_a_on_one_item(project)
     plain = project.quality.dashboard(admin)
     board = project.quality.dashboard(admin, intervals=True)
     assert plain.intervals is None and plain.interval("fleiss_kappa", 0) is None

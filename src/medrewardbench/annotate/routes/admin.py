@@ -14,7 +14,7 @@ from medrewardbench.annotate.deps import Before, FormAdmin, PageAdmin, ProjectDe
 from medrewardbench.annotate.guidelines import render_markdown
 from medrewardbench.annotate.rendering import redirect, render
 from medrewardbench.annotate.routes.downloads import export_response
-from medrewardbench.annotate.services.quality import RESAMPLES
+from medrewardbench.annotate.services.quality import MIN_INTERVAL_ITEMS, RESAMPLES
 
 router = APIRouter(prefix="/admin")
 
@@ -23,7 +23,9 @@ router = APIRouter(prefix="/admin")
 def admin_page(request: Request, me: PageAdmin, project: ProjectDep) -> Response:
     """The dashboard: progress, agreement, time, gold accuracy, position consistency."""
     board = project.quality.dashboard(me, intervals=True)
-    return render(request, "admin.html", me=me, board=board, resamples=f"{RESAMPLES:,}")
+    return render(
+        request, "admin.html", me=me, board=board, resamples=f"{RESAMPLES:,}", min_interval_items=MIN_INTERVAL_ITEMS
+    )
 
 
 @router.get("/adjudication", response_class=HTMLResponse)

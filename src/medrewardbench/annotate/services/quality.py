@@ -40,6 +40,9 @@ from medrewardbench.metrics.human import PanelEstimates, panel_agreement
 DECISION_CODES = {"accept": 1, "reject": 2}
 RESAMPLES = 2000
 """Bootstrap resamples of the dashboard's agreement intervals (as many as the report draws)."""
+MIN_INTERVAL_ITEMS = 5
+"""Fewer items with two labels give no interval: resampling two or three items says nothing (the
+percentile interval of a handful can even miss its own point)."""
 
 
 @dataclass(frozen=True)
@@ -120,11 +123,14 @@ class Dashboard:
             index: the dimension's position in :attr:`agreement`; -1 for all dimensions pooled.
 
         Returns:
-            (low, high), or None.
+            (low, high), or None (also with fewer than :data:`MIN_INTERVAL_ITEMS` items labelled twice).
         """
         if self.intervals is None:
             return None
         estimate: stats.Estimate = getattr(self.intervals, statistic)
+        items = self.intervals.n_cases if index == -1 else int(estimate.n[index])
+        if items < MIN_INTERVAL_ITEMS:
+            return None
         low, high = float(estimate.low[index]), float(estimate.high[index])
         return None if np.isnan(low) or np.isnan(high) else (low, high)
 
