@@ -303,3 +303,18 @@ def test_user_add_counts_its_assignments_in_english(tmp_path: Path) -> None:
         app, ["annotate", "user", "add", "dr_a", "-p", project, "--password-stdin"], input=PASSWORD + "\n"
     )
     assert added.exit_code == 0 and "Added annotator dr_a with 1 assignment\n" in added.output, added.output
+
+
+def test_the_api_queue_counts_apart_and_flags_cannot_judge(project: Project) -> None:
+    from medrewardbench.annotate.service import Identity
+
+    alice = as_user(project, "alice")
+    first = project.queue(alice).rows[0].public_id
+    project.submit_pair(alice, first, PairAnswer({}, cannot_judge=True, cannot_judge_reason="no image"))
+    token = project.create_api_token(Identity.command_line(), "alice", "script")
+    with serve_in_thread(project) as base, client_for(base) as client:
+        body = client.get(f"{base}/api/v1/queue", headers={"authorization": f"Bearer {token}"}).json()
+    queue = project.queue(alice)
+    assert body["counts"] == {"cases": queue.cases, "repeats": queue.repeats, "gold": queue.gold}
+    assert [a["cannot_judge"] for a in body["assignments"]] == [a["id"] == first for a in body["assignments"]]
+    assert not {"purpose", "role", "gold", "repeat"} & set(body["assignments"][0])
