@@ -124,4 +124,4 @@ def test_no_other_module_runs_uvicorn_in_a_thread() -> None:
         for path in package.rglob("*.py")
         if re.search(r"uvicorn\.Server\(", text := path.read_text(encoding="utf-8")) and re.search(r"Thread\(", text)
     )  # `annotate serve` runs uvicorn.Server in the foreground, on a socket it bound and checked first
-    assert starters == ["background_server.py"]
+    assert starters == ["utils/background_server.py"]

@@ -322,7 +322,8 @@ def user_add(
         password, generated = _read_password(password_stdin, generate)
         _run(lambda: opened.add_user(Identity.command_line(), name, role, password))
         info = next(u for u in opened.list_users() if u.name == name)
-        _print(f"Added {role} {name}" + (f" with {info.assigned} assignments" if role == "annotator" else ""))
+        count = f"{info.assigned} assignment{'' if info.assigned == 1 else 's'}"
+        _print(f"Added {role} {name}" + (f" with {count}" if role == "annotator" else ""))
         if generated:
             _print(f"Password: {password}")
         _warn_per_case(opened)

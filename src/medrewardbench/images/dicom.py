@@ -64,6 +64,39 @@ class DicomDisplay:
     maximum: float
     rows: int
     columns: int
+    percentile_windows: tuple[tuple[str, float, float], ...] = ()
+    """(name, center, width) of windows from the shown frame's values: the full range and the
+    ones that clip the darkest and brightest 1 % and 5 % (see :data:`PERCENTILE_WINDOWS`). They fit
+    any modality, unlike CT presets in Hounsfield units (MR values have no fixed scale)."""
+
+
+PERCENTILE_WINDOWS: tuple[tuple[str, float, float], ...] = (
+    ("full range", 0.0, 100.0),
+    ("1-99 %", 1.0, 99.0),
+    ("5-95 %", 5.0, 95.0),
+)
+"""(name, low percentile, high percentile) of the windows :func:`dicom_display` computes."""
+
+
+def percentile_windows(values: np.ndarray) -> tuple[tuple[str, float, float], ...]:
+    """Windows (name, center, width) spanning percentiles of an image's values (finite ones only).
+
+    Args:
+        values: the values after the modality LUT (any shape).
+
+    Returns:
+        One window per entry of :data:`PERCENTILE_WINDOWS`, each at least 1 wide; empty when no
+        value is finite.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return ()
+    bounds = np.percentile(finite, [p for _, low, high in PERCENTILE_WINDOWS for p in (low, high)])
+    out = []
+    for index, (name, _, _) in enumerate(PERCENTILE_WINDOWS):
+        low, high = float(bounds[2 * index]), float(bounds[2 * index + 1])
+        out.append((name, (low + high) / 2.0, max(high - low, 1.0)))
+    return tuple(out)
 
 
 def is_dicom(ref: ImageRef) -> bool:
@@ -112,7 +145,9 @@ def dicom_display(ref: ImageRef) -> DicomDisplay:
     low, high = finite_range(values)
     window = None if view.get("VOILUTSequence") else _window(view)
     center, width = (window[0], window[1]) if window is not None else ((low + high) / 2.0, max(high - low, 1.0))
-    return DicomDisplay(True, modality, units, float(center), float(width), low, high, rows, columns)
+    return DicomDisplay(
+        True, modality, units, float(center), float(width), low, high, rows, columns, percentile_windows(values)
+    )
 
 
 def render_dicom_window(ref: ImageRef, center: float, width: float) -> Image.Image:

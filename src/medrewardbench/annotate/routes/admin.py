@@ -14,6 +14,7 @@ from medrewardbench.annotate.deps import Before, FormAdmin, PageAdmin, ProjectDe
 from medrewardbench.annotate.guidelines import render_markdown
 from medrewardbench.annotate.rendering import redirect, render
 from medrewardbench.annotate.routes.downloads import export_response
+from medrewardbench.annotate.services.quality import MIN_INTERVAL_ITEMS, RESAMPLES
 
 router = APIRouter(prefix="/admin")
 
@@ -21,7 +22,10 @@ router = APIRouter(prefix="/admin")
 @router.get("", response_class=HTMLResponse)
 def admin_page(request: Request, me: PageAdmin, project: ProjectDep) -> Response:
     """The dashboard: progress, agreement, time, gold accuracy, position consistency."""
-    return render(request, "admin.html", me=me, board=project.quality.dashboard(me))
+    board = project.quality.dashboard(me, intervals=True)
+    return render(
+        request, "admin.html", me=me, board=board, resamples=f"{RESAMPLES:,}", min_interval_items=MIN_INTERVAL_ITEMS
+    )
 
 
 @router.get("/adjudication", response_class=HTMLResponse)

@@ -65,8 +65,15 @@ def api_queue(me: ApiUser, project: ProjectDep) -> dict[str, Any]:
         "done": queue.done,
         "total": queue.total,
         "next": queue.next_todo,
+        "counts": {"cases": queue.cases, "repeats": queue.repeats, "gold": queue.gold},
         "assignments": [
-            {"id": row.public_id, "position": row.position, "done": row.done, "seconds": row.seconds}
+            {
+                "id": row.public_id,
+                "position": row.position,
+                "done": row.done,
+                "cannot_judge": row.cannot_judge,
+                "seconds": row.seconds,
+            }
             for row in queue.rows
         ],
     }

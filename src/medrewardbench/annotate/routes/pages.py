@@ -6,6 +6,9 @@ only the caller's own assignments, by opaque ids that never name a case or a sou
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
@@ -32,6 +35,9 @@ from medrewardbench.annotate.service import (
 )
 from medrewardbench.dimensions import DIMENSIONS
 
+if TYPE_CHECKING:
+    from medrewardbench.images.dicom import DicomDisplay
+
 WINDOW_PRESETS: dict[str, tuple[float, float]] = {
     "lung": (-600.0, 1500.0),
     "mediastinum": (50.0, 350.0),
@@ -39,7 +45,51 @@ WINDOW_PRESETS: dict[str, tuple[float, float]] = {
     "brain": (40.0, 80.0),
     "abdomen": (40.0, 400.0),
 }
-"""Window presets (center, width) in Hounsfield units."""
+"""Window presets (center, width) in Hounsfield units: offered for CT (and images in HU) only."""
+
+
+@dataclass(frozen=True)
+class WindowPreset:
+    """A window button of the case viewer."""
+
+    key: str
+    label: str
+    center: float
+    width: float
+    title: str
+
+
+def window_presets(dicom: DicomDisplay | None) -> tuple[WindowPreset, ...]:
+    """The window presets that fit an image: CT's in HU, else windows from its own value percentiles.
+
+    MR and other modalities have no fixed value scale, so a CT window in HU would show them as a
+    black or white box; their presets span percentiles of the shown frame's values instead.
+
+    Args:
+        dicom: the image's display facts (None: not DICOM, no presets).
+
+    Returns:
+        The presets, in button order (the file's own window comes first, separately).
+    """
+    if dicom is None or not dicom.monochrome:
+        return ()
+    if dicom.units == "HU":
+        return tuple(
+            WindowPreset(name, name.capitalize(), c, w, f"center {int(c)}, width {int(w)} HU")
+            for name, (c, w) in WINDOW_PRESETS.items()
+        )
+    return tuple(
+        WindowPreset(
+            f"p{index}",
+            name.capitalize(),
+            c,
+            w,
+            f"{name} of this image's values: center {round(c)}, width {round(w)}",
+        )
+        for index, (name, c, w) in enumerate(dicom.percentile_windows)
+    )
+
+
 _STALE_MESSAGE = (
     "This case was saved in another tab or window after you opened it, so your answer below was "
     "not saved. Reload the case to see the saved answer, or save again to replace it with yours."
@@ -89,7 +139,7 @@ def _case_page(
         dimensions=DIMENSIONS,
         reasons=SCREENING_REASONS,
         reason_labels=SCREENING_REASON_LABELS,
-        presets=WINDOW_PRESETS,
+        presets=window_presets(view.dicom),
         dicom=view.dicom,
         opened=project.signer.opened_token(view.public_id),
         image_url=f"/a/{view.public_id}/image",
@@ -134,10 +184,15 @@ def case_post(request: Request, assignment_id: str, pair: FormUser, project: Pro
 
 @router.get("/a/{assignment_id}/image")
 def case_image(
-    assignment_id: str, me: PageUser, project: ProjectDep, center: Window = None, width: Window = None
+    assignment_id: str,
+    me: PageUser,
+    project: ProjectDep,
+    center: Window = None,
+    width: Window = None,
+    size: Literal["thumb"] | None = None,
 ) -> Response:
-    """The image of one of the caller's cases (DICOM windowed on request)."""
-    data, media = project.images.assignment_image(me, assignment_id, center, width)
+    """The image of one of the caller's cases (DICOM windowed on request; ``size=thumb``: the queue's)."""
+    data, media = project.images.assignment_image(me, assignment_id, center, width, thumbnail=size == "thumb")
     return Response(data, media_type=media, headers={"cache-control": "private, max-age=600"})
 
 

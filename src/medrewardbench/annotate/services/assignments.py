@@ -8,6 +8,7 @@ only in the A/B order its annotator was shown: nothing that names a source or a 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,6 +42,11 @@ class QueueRow:
     done: bool
     seconds: float | None
     updated_at: datetime | None
+    cannot_judge: bool = False
+    """The saved answer says the case cannot be judged (pairs)."""
+    question_start: str = ""
+    """The question's first words, so the annotator can tell the cases apart."""
+    has_image: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,44 @@ class QueueView:
     done: int
     total: int
     next_todo: str | None
+    cases: int = 0
+    """Items of the study itself; ``total`` also counts repeats and gold checks."""
+    repeats: int = 0
+    """Items shown a second time (position consistency); which ones is never said."""
+    gold: int = 0
+    """Gold checks (items with a known answer); which ones is never said."""
+
+    @property
+    def composition(self) -> str:
+        """What ``total`` counts, as totals only: never which item is a repeat or a gold check."""
+        parts = [_counted(self.cases, "case")]
+        if self.repeats:
+            parts.append(_counted(self.repeats, "repeat"))
+        if self.gold:
+            parts.append(_counted(self.gold, "gold check"))
+        return f"{_counted(self.total, 'item')}: {', '.join(parts)}"
+
+
+QUESTION_WORDS = 10
+"""How many words of the question a queue row shows."""
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def question_start(question: str, words: int = QUESTION_WORDS) -> str:
+    """The first ``words`` words of a question, with an ellipsis when there are more.
+
+    Args:
+        question: the question's text.
+        words: how many words to keep.
+
+    Returns:
+        The shortened text, whitespace collapsed.
+    """
+    split = question.split()
+    return " ".join(split[:words]) + (" …" if len(split) > words else "")
 
 
 @dataclass(frozen=True)
@@ -134,17 +178,44 @@ class AssignmentService:
         """
         with self.context.db.read() as s:
             rows = s.execute(
-                select(Assignment.public_id, Submission.seconds, Submission.updated_at)
+                select(
+                    Assignment.public_id,
+                    Assignment.purpose,
+                    Submission.seconds,
+                    Submission.updated_at,
+                    Submission.cannot_judge,
+                    Item.payload,
+                    Item.image_id,
+                )
+                .join(Item, Item.id == Assignment.item_id)
                 .outerjoin(Submission, Submission.assignment_id == Assignment.id)
                 .where(Assignment.user_id == identity.user_id)
                 .order_by(Assignment.sort_key, Assignment.id)
             ).all()
         out = tuple(
-            QueueRow(pid, index, updated is not None, seconds, updated)
-            for index, (pid, seconds, updated) in enumerate(rows, start=1)
+            QueueRow(
+                pid,
+                index,
+                updated is not None,
+                seconds,
+                updated,
+                cannot_judge=bool(cannot),
+                question_start=question_start(str((payload or {}).get("question", ""))),
+                has_image=image_id is not None,
+            )
+            for index, (pid, _purpose, seconds, updated, cannot, payload, image_id) in enumerate(rows, start=1)
         )
+        purposes = Counter(row.purpose for row in rows)
         todo = next((row.public_id for row in out if not row.done), None)
-        return QueueView(out, sum(row.done for row in out), len(out), todo)
+        return QueueView(
+            out,
+            sum(row.done for row in out),
+            len(out),
+            todo,
+            cases=purposes["primary"],
+            repeats=purposes["repeat"],
+            gold=purposes["gold"],
+        )
 
     def assignment_kind(self, identity: Identity, assignment_id: str) -> str:
         """Whether one of the caller's assignments is a ``pair`` or a ``question`` (a light query).

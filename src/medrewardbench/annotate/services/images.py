@@ -23,6 +23,8 @@ from medrewardbench.errors import ImageError
 
 _IMAGE_CACHE_BYTES = 128 * 1024 * 1024
 _IMAGE_CACHE_ITEMS = 64
+THUMBNAIL_SIZE = 96
+"""The longest side, in pixels, of the thumbnails of the queue."""
 
 
 class ImageService:
@@ -34,13 +36,18 @@ class ImageService:
 
     def __init__(self, context: ProjectContext):
         self.context = context
-        self._images: OrderedDict[tuple[int, float | None, float | None], tuple[bytes, str]] = OrderedDict()
+        self._images: OrderedDict[tuple[int, float | None, float | None, int], tuple[bytes, str]] = OrderedDict()
         self._image_bytes = 0
         self._images_lock = threading.Lock()
         self._displays: dict[int, Any] = {}
 
     def assignment_image(
-        self, identity: Identity, assignment_id: str, center: float | None = None, width: float | None = None
+        self,
+        identity: Identity,
+        assignment_id: str,
+        center: float | None = None,
+        width: float | None = None,
+        thumbnail: bool = False,
     ) -> tuple[bytes, str]:
         """The image of one of the caller's assignments, ready for a browser.
 
@@ -49,6 +56,7 @@ class ImageService:
             assignment_id: the assignment's public id.
             center: DICOM window center (with ``width``); None for the default rendering.
             width: DICOM window width.
+            thumbnail: a small copy (longest side :data:`THUMBNAIL_SIZE`) for the queue, default rendering.
 
         Returns:
             (bytes, media type). DICOM and formats browsers cannot show are rendered to PNG.
@@ -62,6 +70,10 @@ class ImageService:
             image_id = item.image_id
         if image_id is None:
             raise NotFound("this case has no image")
+        if thumbnail:
+            if center is not None or width is not None:
+                raise InvalidInput("a thumbnail has the default window only")
+            return self._render(image_id, None, None, THUMBNAIL_SIZE)
         return self._render(image_id, center, width)
 
     def item_image(
@@ -91,11 +103,12 @@ class ImageService:
             raise NotFound("no such item image")
         return self._render(image_id, center, width)
 
-    def _render(self, image_id: int, center: float | None, width: float | None) -> tuple[bytes, str]:
+    def _render(self, image_id: int, center: float | None, width: float | None, size: int = 0) -> tuple[bytes, str]:
+        """The browser image (``size`` > 0: a thumbnail of that longest side), from the cache when there."""
         for value, name in ((center, "center"), (width, "width")):
             if value is not None and not math.isfinite(value):
                 raise InvalidInput(f"{name}: the window {name} must be a finite number")
-        key = (image_id, center, width)
+        key = (image_id, center, width, size)
         with self._images_lock:
             cached = self._images.get(key)
             if cached is not None:
@@ -107,6 +120,8 @@ class ImageService:
                 raise NotFound("no such image")
             data, name = bytes(blob.data), blob.name
         result = _browser_image(data, name, center, width)
+        if size:
+            result = _thumbnail(result[0], size), "image/png"
         with self._images_lock:
             if key not in self._images:
                 self._images[key] = result
@@ -142,6 +157,20 @@ class ImageService:
         with self._images_lock:
             self._displays[image_id] = found
         return found
+
+
+def _thumbnail(png: bytes, size: int) -> bytes:
+    """A browser PNG scaled down to at most ``size`` pixels on its longest side (never up)."""
+    import io
+
+    from PIL import Image
+
+    from medrewardbench.images.pixels import encode_png, to_rgb
+
+    with Image.open(io.BytesIO(png)) as opened:
+        small = opened.copy() if opened.mode in ("L", "RGB") else to_rgb(opened)
+    small.thumbnail((size, size))
+    return encode_png(small, compress_level=6)
 
 
 def _browser_image(data: bytes, name: str, center: float | None, width: float | None) -> tuple[bytes, str]:

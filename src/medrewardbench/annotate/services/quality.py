@@ -32,10 +32,17 @@ from medrewardbench.annotate.config import NotFound
 from medrewardbench.annotate.db import Adjudication, Assignment, Item, Submission, User
 from medrewardbench.annotate.services.base import PUBLIC_ID, Identity, ProjectContext, require_admin
 from medrewardbench.data.annotations import strict_majority
-from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.dimensions import DIMENSIONS, Order, to_position
+from medrewardbench.metrics import stats
 from medrewardbench.metrics.annotators import DimensionAgreement, dimension_agreement
+from medrewardbench.metrics.human import PanelEstimates, panel_agreement
 
 DECISION_CODES = {"accept": 1, "reject": 2}
+RESAMPLES = 2000
+"""Bootstrap resamples of the dashboard's agreement intervals (as many as the report draws)."""
+MIN_INTERVAL_ITEMS = 5
+"""Fewer items with two labels give no interval: resampling two or three items says nothing (the
+percentile interval of a handful can even miss its own point)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,41 @@ class Dashboard:
     annotators: tuple[AnnotatorStats, ...]
     agreement: tuple[DimensionAgreement, ...]
     pending: tuple[PendingItem, ...]
+    intervals: PanelEstimates | None = None
+    """Agreement with 95 % case-bootstrap intervals (the dimensions, then pooled), when asked for."""
+
+    def interval(self, statistic: str, index: int) -> tuple[float, float] | None:
+        """The 95 % interval of an agreement statistic, or None (not computed, or undefined).
+
+        Args:
+            statistic: ``percent_agreement``, ``fleiss_kappa`` or ``krippendorff_alpha``.
+            index: the dimension's position in :attr:`agreement`; -1 for all dimensions pooled.
+
+        Returns:
+            (low, high), or None (also with fewer than :data:`MIN_INTERVAL_ITEMS` items labelled twice).
+        """
+        if self.intervals is None:
+            return None
+        estimate: stats.Estimate = getattr(self.intervals, statistic)
+        items = self.intervals.n_cases if index == -1 else int(estimate.n[index])
+        if items < MIN_INTERVAL_ITEMS:
+            return None
+        low, high = float(estimate.low[index]), float(estimate.high[index])
+        return None if np.isnan(low) or np.isnan(high) else (low, high)
+
+    def pooled(self, statistic: str) -> float | None:
+        """An agreement statistic over every dimension pooled (None when not computed or undefined).
+
+        Args:
+            statistic: ``percent_agreement``, ``fleiss_kappa`` or ``krippendorff_alpha``.
+
+        Returns:
+            The point estimate.
+        """
+        if self.intervals is None:
+            return None
+        point = float(getattr(self.intervals, statistic).point[-1])
+        return None if np.isnan(point) else point
 
     @property
     def per_case_warning(self) -> str | None:
@@ -185,11 +227,12 @@ class QualityService:
     def __init__(self, context: ProjectContext):
         self.context = context
 
-    def dashboard(self, actor: Identity) -> Dashboard:
+    def dashboard(self, actor: Identity, intervals: bool = False) -> Dashboard:
         """Compute every dashboard figure from the database.
 
         Args:
             actor: an admin or the command line.
+            intervals: also the agreement's 95 % case-bootstrap intervals (:data:`RESAMPLES` resamples).
 
         Returns:
             The figures.
@@ -198,7 +241,7 @@ class QualityService:
             Forbidden: not an admin (an annotator never sees the others' work).
         """
         require_admin(actor)
-        return compute_dashboard(self.context)
+        return compute_dashboard(self.context, intervals)
 
     def item_review(self, actor: Identity, item_id: str) -> ItemReview:
         """Everything about one primary item, for adjudication.
@@ -238,11 +281,13 @@ class _Tally:
     per_item: dict[int, list[tuple[Assignment, Submission | None]]] = field(default_factory=lambda: defaultdict(list))
 
 
-def compute_dashboard(context: ProjectContext) -> Dashboard:
+def compute_dashboard(context: ProjectContext, intervals: bool = False) -> Dashboard:
     """Every dashboard figure, computed from the database without an access check (callers check).
 
     Args:
         context: the open project.
+        intervals: also the agreement's 95 % intervals: items resampled (the report's case
+            bootstrap, :func:`medrewardbench.metrics.human.panel_agreement`), seeded by the project.
 
     Returns:
         The figures.
@@ -296,6 +341,10 @@ def compute_dashboard(context: ProjectContext) -> Dashboard:
             tally.repeat_n[uid] += 1
             tally.repeat_same[uid] += int(a[dim] == b[dim])
     agreement = tuple(dimension_agreement(ratings, dims)) if len(primary_items) else ()
+    estimates = None
+    if intervals and len(primary_items):
+        weights = stats.bootstrap_weights(len(primary_items), RESAMPLES, seed=context.settings.seed)
+        estimates = panel_agreement(ratings, weights)
     annotators = tuple(_annotator_stats(users[uid], column[uid], tally, agreement) for uid in people)
     pending, complete = _pending(primary_items, tally, items, users, decided, mode, dims)
     return Dashboard(
@@ -312,6 +361,7 @@ def compute_dashboard(context: ProjectContext) -> Dashboard:
         annotators=annotators,
         agreement=agreement,
         pending=pending,
+        intervals=estimates,
     )
 
 
@@ -421,6 +471,44 @@ class ItemReview:
     """(annotator, dimension -> value, cannot judge, reason, comment) per submitted label."""
     pending: int
     """Assignments of this item not submitted yet."""
+    orders: tuple[str, ...] = ()
+    """The order each annotator of :attr:`labels` was shown (``original``: their A was response 1)."""
+
+    def votes_as_shown(self) -> tuple[ShownVotes, ...]:
+        """Each annotator's votes in the adjudicator's A/B (A = response 1) and in the annotator's own.
+
+        Returns:
+            One entry per submitted label, as :attr:`labels` orders them; empty for screening.
+        """
+        if self.kind != "pair":
+            return ()
+        out = []
+        for (name, values, cannot, reason, comment), order in zip(self.labels, self.orders, strict=True):
+            swapped = order == Order.SWAPPED.value
+            letters: dict[str, tuple[str, str]] = {
+                dim: (
+                    to_position(1 if v == "1" else 2, Order.ORIGINAL),
+                    to_position(1 if v == "1" else 2, Order(order)),
+                )
+                for dim, v in values.items()
+                if v in ("1", "2")
+            }
+            out.append(ShownVotes(name, swapped, letters, cannot, reason, comment))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class ShownVotes:
+    """One annotator's votes on an item, as the adjudication page shows them."""
+
+    annotator: str
+    swapped: bool
+    """The annotator saw response 2 as A (the other way round from the adjudicator)."""
+    letters: dict[str, tuple[str, str]]
+    """dimension -> (the adjudicator's letter, the letter the annotator clicked)."""
+    cannot_judge: bool
+    reason: str
+    comment: str
 
 
 def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
@@ -442,12 +530,14 @@ def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
         kind = item.kind
         has_image = item.image_id is not None
         labels = []
+        orders: list[str] = []
         votes: dict[str, Counter[int]] = {dim: Counter() for dim in dims}
         pending = 0
-        for _assignment, submission, user in rows:
+        for assignment, submission, user in rows:
             if submission is None:
                 pending += 1
                 continue
+            orders.append(assignment.order_shown or Order.ORIGINAL.value)
             codes = _codes(submission, mode)
             for dim, value in codes.items():
                 votes[dim][value] += 1
@@ -487,4 +577,5 @@ def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
         note=note,
         labels=tuple(labels),
         pending=pending,
+        orders=tuple(orders),
     )

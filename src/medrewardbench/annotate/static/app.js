@@ -41,9 +41,15 @@
     var scale = 1, x = 0, y = 0, fit = 1, placed = false;
     var onWindowDrag = null;
 
+    /* The label is the true scale: screen pixels per image pixel (so a 64x64 MR fitted to a
+     * 400-pixel box reads 625%), counting the display's device pixels, not CSS pixels. */
     function apply() {
       img.style.transform = "translate(" + x + "px, " + y + "px) scale(" + scale + ")";
-      if (label) label.textContent = Math.round((scale / fit) * 100) + "%";
+      if (label) {
+        var ratio = scale * (window.devicePixelRatio || 1);
+        label.textContent = (ratio < 0.995 ? Math.round(ratio * 1000) / 10 : Math.round(ratio * 100)) + "%";
+        label.title = "screen pixels per image pixel (" + (img.naturalWidth || "?") + " x " + (img.naturalHeight || "?") + " image)";
+      }
     }
     function reset() {
       var box = root.getBoundingClientRect();
@@ -68,6 +74,14 @@
     img.addEventListener("load", function () { if (!placed) { placed = true; reset(); } });
     if (img.complete && img.naturalWidth) { placed = true; reset(); }
     window.addEventListener("resize", reset);
+    if (window.ResizeObserver) {
+      var lastBox = null;
+      new ResizeObserver(function () {
+        var box = root.getBoundingClientRect(), size = box.width + "x" + box.height;
+        if (placed && size !== lastBox) reset();
+        lastBox = size;
+      }).observe(root);
+    }
     root.addEventListener("wheel", function (event) {
       event.preventDefault();
       var box = root.getBoundingClientRect();
