@@ -1,0 +1,149 @@
+"""One Chat Completions POST over a plain ``aiohttp`` session: what the ``openai`` client does, for less CPU.
+
+The API judge's aiohttp backend used to go through ``openai.AsyncOpenAI`` over its aiohttp
+transport: per request the client builds an httpx request (URL parsing, header models, option
+copies), the transport turns it into an aiohttp request and the answer back into an httpx
+response. At dozens of requests in flight that work was most of the client's CPU, and importing
+``openai`` was most of the ``eval`` command's start-up. Here the request goes to aiohttp directly,
+and every way it can end is read as the ``openai`` client reads it, so that
+:meth:`~medrewardbench.judges.api.chat.ChatClient.call` gives the same outcome, reason and retry
+decision on either backend:
+
+* an HTTP status outside 2xx is a status error with the message ``openai`` would give
+  (:func:`status_message`) and the ``Retry-After`` headers;
+* timeouts and dropped connections are problems (``timeout`` or ``connection error``, told apart
+  as :func:`~medrewardbench.judges.api.chat._root_is_timeout` tells them apart for ``openai``);
+* an unreadable 2xx body is malformed.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+__all__ = ["Answer", "make_session", "post", "status_message"]
+
+KEEPALIVE_S = 5.0
+"""How long an idle connection is kept (httpx's default, which the ``openai`` client used)."""
+
+
+@dataclass
+class Answer:
+    """How one attempt ended: exactly one of a payload, a status error, a problem or a malformed body.
+
+    Attributes:
+        payload: the parsed JSON of a 2xx answer.
+        status: the HTTP status of an error answer.
+        message: that answer's error message.
+        retry_after: seconds the server asked to wait.
+        problem: ``"timeout"`` or ``"connection error"``.
+        cause: for a connection error, what met it (``Type: message``), as ``openai`` reports it.
+        malformed: why a 2xx answer could not be read.
+    """
+
+    payload: Any = None
+    status: int | None = None
+    message: str = ""
+    retry_after: float | None = None
+    problem: str | None = None
+    cause: str | None = None
+    malformed: str | None = None
+
+
+def _ssl_context() -> ssl.SSLContext:
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:  # pragma: no cover - certifi comes with openai
+        return ssl.create_default_context()
+
+
+def make_session(connections: int) -> aiohttp.ClientSession:
+    """A session with a pool of ``connections`` (made inside the event loop that will use it).
+
+    Args:
+        connections: the most connections open at once.
+
+    Returns:
+        The session.
+    """
+    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=KEEPALIVE_S, ssl=_ssl_context())
+    return aiohttp.ClientSession(connector=connector)
+
+
+async def post(
+    session: aiohttp.ClientSession, url: str, headers: Mapping[str, str], body: Mapping[str, Any], timeout_s: float
+) -> Answer:
+    """POST one JSON body and read the answer; never raises except on cancellation.
+
+    Args:
+        session: the loop's session (:func:`make_session`).
+        url: the endpoint.
+        headers: the request headers (key and the like; the JSON content type is added).
+        body: the JSON body.
+        timeout_s: the connect and read timeout, as the ``openai`` client applied it.
+
+    Returns:
+        How the attempt ended.
+    """
+    from medrewardbench.judges.api.chat import _root_is_timeout
+    from medrewardbench.judges.api.retry import parse_retry_after
+
+    timeout = aiohttp.ClientTimeout(sock_connect=timeout_s, sock_read=timeout_s, connect=timeout_s)
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    try:
+        async with session.post(
+            url, data=data, headers={**headers, "Content-Type": "application/json"}, timeout=timeout
+        ) as response:
+            raw = await response.read()
+            status = response.status
+            charset = response.charset or "utf-8"
+            retry_after = parse_retry_after(response.headers) if status >= 400 else None
+    except aiohttp.ClientPayloadError as exc:  # openai: httpx ReadError, a connection error
+        return Answer(problem="connection error", cause=f"ReadError: {exc}")
+    except (aiohttp.ClientConnectionError, TimeoutError) as exc:  # openai: a timeout exception
+        return Answer(problem="timeout" if _root_is_timeout(exc) else "connection error")
+    except Exception as exc:  # anything else on the way: openai calls it a connection error
+        return Answer(problem="connection error", cause=f"{type(exc).__name__}: {exc}")
+    if not 200 <= status < 300:
+        return Answer(
+            status=status,
+            message=status_message(status, raw.decode(charset, errors="replace")),
+            retry_after=retry_after,
+        )
+    try:
+        return Answer(payload=json.loads(raw))
+    except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
+        return Answer(malformed=f"{type(exc).__name__}: {exc}")
+
+
+def status_message(status: int, text: str) -> str:
+    """The message of an error answer, as the API judge reads it from an ``openai`` status error.
+
+    Args:
+        status: the HTTP status.
+        text: the answer's body.
+
+    Returns:
+        The error's ``message`` (with its ``param``) when the body is JSON that has one, else
+        ``Error code: <status>``.
+    """
+    text = text.strip()
+    body: Any = text
+    try:
+        body = json.loads(text)
+    except Exception:  # a plain-text error body
+        pass
+    data = body.get("error", body) if isinstance(body, Mapping) else body
+    if isinstance(data, dict):
+        inner = data.get("error", data)
+        if isinstance(inner, dict) and inner.get("message"):
+            param = inner.get("param")
+            return f"{inner['message']}" + (f" (param: {param})" if param else "")
+    return f"Error code: {status}"
