@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -247,7 +247,7 @@ def eval_command(
             "interrupted while loading the data: no request was sent; rerun the same command to resume", highlight=False
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    unmeasurable = nothing_to_measure(benchmark.source, benchmark.cases)
+    unmeasurable = nothing_to_measure(benchmark.source, benchmark)  # its counts: nothing is read
     if unmeasurable is not None:
         raise _fail(str(unmeasurable))
     if not quiet:
@@ -259,7 +259,7 @@ def eval_command(
         for line in summarize_warnings(benchmark.warnings):
             shown_line = escape(terminal_safe(line, keep_newlines=False))
             err_console.print(f"[yellow]warning:[/] {shown_line}", highlight=False)
-    _warn_about_training_overlap(specs, adapter, benchmark.case_ids())
+    _warn_about_training_overlap(specs, adapter, benchmark.case_ids)
     try:
         options = JudgeOptions(
             seed=seed,
@@ -345,16 +345,23 @@ def _too_many(health: RunHealth, max_failure_rate: float | None) -> bool:
     return max_failure_rate is not None and health.failure_rate > max_failure_rate
 
 
-def _warn_about_training_overlap(specs: Sequence[str], adapter: str | None, case_ids: Sequence[str]) -> None:
-    """Warn when a judge's adapter or reward model was trained on cases about to be evaluated."""
+def _warn_about_training_overlap(
+    specs: Sequence[str], adapter: str | None, case_ids: Sequence[str] | Callable[[], Sequence[str]]
+) -> None:
+    """Warn when a judge's adapter or reward model was trained on cases about to be evaluated.
+
+    ``case_ids`` may be a callable that reads the ids (all the data): it is called only when a judge
+    has a model to check.
+    """
     models = [adapter] if adapter and any(spec.startswith("hf:") for spec in specs) else []
     models += [spec[len("rm:") :] for spec in specs if spec.startswith("rm:")]
     if not models:
         return
     from medrewardbench.train.card import training_overlap
 
+    ids = case_ids() if callable(case_ids) else case_ids
     for model in models:
-        overlap = training_overlap(model, case_ids)
+        overlap = training_overlap(model, ids)
         if overlap is None:
             continue
         advice = (

@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-__all__ = ["Answer", "make_session", "post", "status_message"]
+__all__ = ["Answer", "encode_body", "make_session", "post", "status_message"]
 
 KEEPALIVE_S = 5.0
 """How long an idle connection is kept (httpx's default, which the ``openai`` client used)."""
@@ -96,7 +96,7 @@ async def post(
     from medrewardbench.judges.api.retry import parse_retry_after
 
     timeout = aiohttp.ClientTimeout(sock_connect=timeout_s, sock_read=timeout_s, connect=timeout_s)
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    data = encode_body(body)
     try:
         async with session.post(
             url, data=data, headers={**headers, "Content-Type": "application/json"}, timeout=timeout
@@ -121,6 +121,74 @@ async def post(
         return Answer(payload=json.loads(raw))
     except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
         return Answer(malformed=f"{type(exc).__name__}: {exc}")
+
+
+SPLICE_MIN_CHARS = 4096
+"""Image URLs at least this long are spliced into the encoded body instead of going through the encoder."""
+
+
+def _encode(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def _splices(url: Any) -> bool:
+    """Whether a URL is a long base64 ``data:`` URL whose JSON form is itself in quotes (nothing to escape)."""
+    if not isinstance(url, str) or len(url) < SPLICE_MIN_CHARS or not url.isascii():
+        return False
+    head, separator, payload = url.partition(";base64,")
+    return (
+        bool(separator)
+        and len(head) <= 256
+        and head.isprintable()
+        and '"' not in head
+        and "\\" not in head
+        and not payload.encode("ascii").translate(None, _BASE64_ALPHABET)
+    )
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """The request body as compact JSON, the same bytes as ``json.dumps`` gives, for less CPU.
+
+    A data URL of an image is most of a request's bytes, and the JSON encoder scans every one of
+    them for characters to escape, though base64 has none. The URLs are set aside, the rest is
+    encoded, and each URL goes back in its place as it is.
+
+    Args:
+        body: the request body (``messages`` with ``image_url`` parts).
+
+    Returns:
+        The UTF-8 JSON bytes.
+    """
+    messages = body.get("messages")
+    urls: list[str] = []
+    if isinstance(messages, list):
+        shown = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                parts = []
+                for part in content:
+                    image = part.get("image_url") if isinstance(part, dict) else None
+                    url = image.get("url") if isinstance(image, dict) else None
+                    if _splices(url):
+                        parts.append({**part, "image_url": {**image, "url": f"\x00mrb-image-{len(urls)}\x00"}})
+                        urls.append(url)
+                    else:
+                        parts.append(part)
+                message = {**message, "content": parts}
+            shown.append(message)
+    if not urls:
+        return _encode(body).encode("utf-8")
+    text = _encode({**body, "messages": shown})
+    for index, url in enumerate(urls):
+        marker = _encode(f"\x00mrb-image-{index}\x00")
+        if text.count(marker) != 1:  # the marker's text occurs elsewhere: encode it all the usual way
+            return _encode(body).encode("utf-8")
+        text = text.replace(marker, f'"{url}"')
+    return text.encode("utf-8")
 
 
 def status_message(status: int, text: str) -> str:
