@@ -1,4 +1,4 @@
-"""A Ray worker reads its cases a chunk at a time as batches name them (no Ray needed: the worker is called directly)."""
+"""A Ray worker reads its cases a chunk at a time as batches name them (no Ray needed: it is called directly)."""
 
 from __future__ import annotations
 

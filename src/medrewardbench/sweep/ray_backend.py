@@ -179,8 +179,8 @@ class CaseWindow:
         Raises:
             KeyError: no case of the data has it.
         """
-        for chunk in self._chunks:
-            case = chunk.get(case_id)
+        for kept in self._chunks:
+            case = kept.get(case_id)
             if case is not None:
                 return case
         for _ in range(2):  # on from the chunk at hand, then once from the first case
@@ -190,11 +190,11 @@ class CaseWindow:
                 self.readings += 1
             for chunk in self._reader:
                 start, self._position = self._position, self._position + len(chunk)
-                for offset, case in enumerate(chunk):
+                for offset, read in enumerate(chunk):
                     known = self.benchmark.content_hash_at(start + offset)
                     if known is not None:
-                        case.prime_content_hash(known)  # hashed with the data: the image is not read again
-                found = {case.case_id: case for case in chunk}
+                        read.prime_content_hash(known)  # hashed with the data: the image is not read again
+                found = {read.case_id: read for read in chunk}
                 self._chunks.append(found)
                 if case_id in found:
                     return found[case_id]

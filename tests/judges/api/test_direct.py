@@ -27,7 +27,7 @@ LONG_URL = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 40).d
     "body",
     [
         _body(LONG_URL),
-        _body(LONG_URL, 'quotes " and \\ backslashes, é, \x00mrb-image-0\x00 and a marker\'s text'),
+        _body(LONG_URL, "quotes \" and \\ backslashes, é, \x00mrb-image-0\x00 and a marker's text"),
         _body(LONG_URL + "\x01"),  # not base64: encoded the usual way
         _body("data:image/png;base64,AAAA"),  # short: encoded the usual way
         {"model": "m", "messages": [{"role": "user", "content": "plain"}], "seed": 0, "temperature": 0.5},

@@ -280,7 +280,7 @@ class ChatClient:
         if self.http_backend == "aiohttp":
             from medrewardbench.judges.api.direct import make_session
 
-            return make_session(self.concurrency + 16), dict
+            return make_session(self.concurrency + 16, self.base_url or DEFAULT_BASE_URL), dict
         openai = self._openai
         http = _http_module(openai)
         connections = self.concurrency + 16

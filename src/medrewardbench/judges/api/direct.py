@@ -18,6 +18,7 @@ decision on either backend:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 from collections.abc import Mapping
@@ -64,16 +65,20 @@ def _ssl_context() -> ssl.SSLContext:
         return ssl.create_default_context()
 
 
-def make_session(connections: int) -> aiohttp.ClientSession:
+def make_session(connections: int, url: str) -> aiohttp.ClientSession:
     """A session with a pool of ``connections`` (made inside the event loop that will use it).
 
     Args:
         connections: the most connections open at once.
+        url: the endpoint; an ``https`` one verifies certificates against certifi's roots, as the
+            ``openai`` client does (loading them takes a noticeable part of a second, so a plain
+            ``http`` endpoint skips it).
 
     Returns:
         The session.
     """
-    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=KEEPALIVE_S, ssl=_ssl_context())
+    ssl_context = _ssl_context() if url.lower().startswith("https:") else True
+    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=KEEPALIVE_S, ssl=ssl_context)
     return aiohttp.ClientSession(connector=connector)
 
 
@@ -173,7 +178,7 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
                 for part in content:
                     image = part.get("image_url") if isinstance(part, dict) else None
                     url = image.get("url") if isinstance(image, dict) else None
-                    if _splices(url):
+                    if isinstance(image, dict) and isinstance(url, str) and _splices(url):
                         parts.append({**part, "image_url": {**image, "url": f"\x00mrb-image-{len(urls)}\x00"}})
                         urls.append(url)
                     else:
@@ -204,10 +209,8 @@ def status_message(status: int, text: str) -> str:
     """
     text = text.strip()
     body: Any = text
-    try:
+    with contextlib.suppress(Exception):  # else a plain-text error body
         body = json.loads(text)
-    except Exception:  # a plain-text error body
-        pass
     data = body.get("error", body) if isinstance(body, Mapping) else body
     if isinstance(data, dict):
         inner = data.get("error", data)
