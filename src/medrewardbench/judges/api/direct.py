@@ -139,9 +139,25 @@ def _encode(value: Any) -> str:
 _BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
 
-def _splices(url: Any) -> bool:
+_CHECKED: dict[str, bool] = {}
+"""URLs checked lately (both orders of a case send the same URL object: its check is a dict lookup)."""
+_CHECKED_MAX = 256
+
+
+def _splices(url: str) -> bool:
     """Whether a URL is a long base64 ``data:`` URL whose JSON form is itself in quotes (nothing to escape)."""
-    if not isinstance(url, str) or len(url) < SPLICE_MIN_CHARS or not url.isascii():
+    if len(url) < SPLICE_MIN_CHARS:
+        return False
+    known = _CHECKED.get(url)
+    if known is None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        known = _CHECKED[url] = _check_splice(url)
+    return known
+
+
+def _check_splice(url: str) -> bool:
+    if not url.isascii():
         return False
     head, separator, payload = url.partition(";base64,")
     return (
