@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError, MissingExtraError
 from medrewardbench.judges.api.images import DataUrlCache, inline_data_url
-from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after, root_is_timeout
 from medrewardbench.judges.options import HTTP_BACKENDS, JudgeOptions, check_api_settings
 from medrewardbench.secrets import register_secret, scrub
 
@@ -470,7 +470,7 @@ class ChatClient:
                     return outcome
             except openai.APITimeoutError as exc:
                 # the aiohttp backend reports a dropped connection as a connect timeout
-                problem = "timeout" if _root_is_timeout(exc) else "connection error"
+                problem = "timeout" if root_is_timeout(exc) else "connection error"
             except openai.APIConnectionError as exc:
                 problem = "connection error"
                 cause = exc.__cause__
@@ -640,18 +640,6 @@ def choose_http_backend(choice: str) -> str:
     if choice == "aiohttp":
         raise MissingExtraError("aiohttp", "api", "the aiohttp HTTP backend of the API judge")
     return "httpx"
-
-
-def _root_is_timeout(exc: BaseException) -> bool:
-    """False when a client "timeout" was caused by the server hanging up (aiohttp reports it so)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionError) or "disconnected" in type(current).__name__.lower():
-            return False
-        current = current.__cause__ or current.__context__
-    return True
 
 
 def _error_message(exc: Any) -> str:

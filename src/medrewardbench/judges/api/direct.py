@@ -12,7 +12,7 @@ decision on either backend:
 * an HTTP status outside 2xx is a status error with the message ``openai`` would give
   (:func:`status_message`) and the ``Retry-After`` headers;
 * timeouts and dropped connections are problems (``timeout`` or ``connection error``, told apart
-  as :func:`~medrewardbench.judges.api.chat._root_is_timeout` tells them apart for ``openai``);
+  as :func:`~medrewardbench.judges.api.retry.root_is_timeout` tells them apart for ``openai``);
 * an unreadable 2xx body is malformed.
 """
 
@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+
+from medrewardbench.judges.api.retry import parse_retry_after, root_is_timeout
 
 __all__ = ["Answer", "encode_body", "make_session", "post", "status_message"]
 
@@ -97,9 +99,6 @@ async def post(
     Returns:
         How the attempt ended.
     """
-    from medrewardbench.judges.api.chat import _root_is_timeout
-    from medrewardbench.judges.api.retry import parse_retry_after
-
     timeout = aiohttp.ClientTimeout(sock_connect=timeout_s, sock_read=timeout_s, connect=timeout_s)
     data = encode_body(body)
     try:
@@ -113,7 +112,7 @@ async def post(
     except aiohttp.ClientPayloadError as exc:  # openai: httpx ReadError, a connection error
         return Answer(problem="connection error", cause=f"ReadError: {exc}")
     except (aiohttp.ClientConnectionError, TimeoutError) as exc:  # openai: a timeout exception
-        return Answer(problem="timeout" if _root_is_timeout(exc) else "connection error")
+        return Answer(problem="timeout" if root_is_timeout(exc) else "connection error")
     except Exception as exc:  # anything else on the way: openai calls it a connection error
         return Answer(problem="connection error", cause=f"{type(exc).__name__}: {exc}")
     if not 200 <= status < 300:
