@@ -33,7 +33,9 @@ Usage::
 
 Every row also prints ``vs bare``: its rate over the bare client's in the same call. The goals: the
 judge and the eval job's judging phase >= 0.97 of bare, the whole command >= 0.90 (3,000 requests
-at concurrency 64 against 100 ms).
+at concurrency 64 against 100 ms). On a machine whose cores are busy with other work every client
+is short of CPU and the ratios fall with the load; ``cpu ms/req`` (this process's CPU time per
+request, the command's child included) is then the figure to compare between versions.
 """
 
 from __future__ import annotations
@@ -565,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"      ! {failed} requests failed in fault-free runs")
     print(
         "bound = concurrency / latency; ratio = the median run's req/s over the bound; vs bare = the median run's "
-        "req/s over the bare client's in the same call; judge = ApiJudge (official openai client, prompt, image, "
+        "req/s over the bare client's in the same call; judge = ApiJudge (its HTTP backend, prompt, image, "
         "parser); eval = the whole eval job's judging phase (runner, judge, every judgment stored in SQLite); "
         "command = the whole 'medrewardbench eval' command in a new process, from its launch to its exit (start-up, "
         "loading, hashing, judging, analysis and outputs); bare = aiohttp alone with bodies of the same size, the "
