@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError, MissingExtraError
 from medrewardbench.judges.api.images import DataUrlCache, inline_data_url
-from medrewardbench.judges.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after, root_is_timeout
+from medrewardbench.judges.api.retry import RETRYABLE_STATUS, Attempt, RetryPolicy, parse_retry_after, root_is_timeout
 from medrewardbench.judges.options import HTTP_BACKENDS, JudgeOptions, check_api_settings
 from medrewardbench.secrets import register_secret, scrub
 
@@ -434,83 +434,15 @@ class ChatClient:
             The completion's text, or a failure reason, with attempts, retries and usage.
         """
         resources = self.resources()
-        if self.http_backend == "aiohttp":
-            return await self._call_direct(resources, messages, response_format)
-        openai = self._openai
         policy = self.retry_policy
-        outcome = CallOutcome(structured=response_format is not None and self.structured_active)
-        while True:
-            outcome.attempts += 1
-            retry_after: float | None = None
-            try:
-                async with resources.slots:
-                    # the client's generic POST: same auth, errors and timeouts as
-                    # chat.completions.create, without its per-request transform of the parameters
-                    # and model construction, which cost more CPU than the rest of the request
-                    response = await resources.client.post(
-                        "/chat/completions",
-                        body=self.request_body(messages, response_format if outcome.structured else None),
-                        cast_to=resources.response_type,
-                        options={"timeout": self.settings.timeout_s},
-                    )
-                    payload = response.json()
-            except openai.APIStatusError as exc:
-                status = int(exc.status_code)
-                message = _error_message(exc)
-                if outcome.structured and status in (400, 422) and _about_response_format(message):
-                    self._fall_back_from_structured(status, message)
-                    outcome.structured = False
-                    outcome.structured_fallback = True
-                    continue
-                if status in RETRYABLE_STATUS or status >= 500:
-                    problem = f"HTTP {status}"
-                    retry_after = parse_retry_after(exc.response.headers)
-                else:
-                    outcome.failure = self.reason(f"HTTP {status}: {message}")
-                    return outcome
-            except openai.APITimeoutError as exc:
-                # the aiohttp backend reports a dropped connection as a connect timeout
-                problem = "timeout" if root_is_timeout(exc) else "connection error"
-            except openai.APIConnectionError as exc:
-                problem = "connection error"
-                cause = exc.__cause__
-                if cause is not None:
-                    outcome.errors.append(self.reason(f"{type(cause).__name__}: {cause}"))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
-                outcome.failure = self.reason(f"malformed response: {type(exc).__name__}: {exc}")
-                return outcome
-            else:
-                return self.read_completion(payload, outcome)
-            if outcome.retries >= policy.max_retries:
-                outcome.failure = f"{problem} after {outcome.retries} retries"
-                return outcome
-            delay = policy.delay(outcome.retries, retry_after, self._rng)
-            outcome.retries += 1
-            outcome.errors.append(problem)
-            logger.debug(
-                "%s: %s; retry %d of %d in %.3f s", self.spec, problem, outcome.retries, policy.max_retries, delay
-            )
-            await asyncio.sleep(delay)
-
-    async def _call_direct(
-        self, resources: _LoopResources, messages: list[dict[str, Any]], response_format: Mapping[str, Any] | None
-    ) -> CallOutcome:
-        """:meth:`call` on the aiohttp backend: the same attempts, retries and reasons, without ``openai``."""
-        from medrewardbench.judges.api.direct import post
-
-        policy = self.retry_policy
-        url = (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        headers = self._direct_headers()
         outcome = CallOutcome(structured=response_format is not None and self.structured_active)
         while True:
             outcome.attempts += 1
             async with resources.slots:
                 body = self.request_body(messages, response_format if outcome.structured else None)
-                answer = await post(resources.client, url, headers, body, self.settings.timeout_s)
-            if answer.status is not None:
-                status, message = answer.status, answer.message
+                attempt = await self._attempt(resources, body)
+            if attempt.status is not None:
+                status, message = attempt.status, attempt.message
                 if outcome.structured and status in (400, 422) and _about_response_format(message):
                     self._fall_back_from_structured(status, message)
                     outcome.structured = False
@@ -520,19 +452,19 @@ class ChatClient:
                     outcome.failure = self.reason(f"HTTP {status}: {message}")
                     return outcome
                 problem = f"HTTP {status}"
-            elif answer.problem is not None:
-                problem = answer.problem
-                if answer.cause is not None:
-                    outcome.errors.append(self.reason(answer.cause))
-            elif answer.malformed is not None:
-                outcome.failure = self.reason(f"malformed response: {answer.malformed}")
+            elif attempt.problem is not None:
+                problem = attempt.problem
+                if attempt.cause is not None:
+                    outcome.errors.append(self.reason(attempt.cause))
+            elif attempt.malformed is not None:
+                outcome.failure = self.reason(f"malformed response: {attempt.malformed}")
                 return outcome
             else:
-                return self.read_completion(answer.payload, outcome)
+                return self.read_completion(attempt.payload, outcome)
             if outcome.retries >= policy.max_retries:
                 outcome.failure = f"{problem} after {outcome.retries} retries"
                 return outcome
-            delay = policy.delay(outcome.retries, answer.retry_after, self._rng)
+            delay = policy.delay(outcome.retries, attempt.retry_after, self._rng)
             outcome.retries += 1
             outcome.errors.append(problem)
             logger.debug(
@@ -540,14 +472,40 @@ class ChatClient:
             )
             await asyncio.sleep(delay)
 
-    def _direct_headers(self) -> dict[str, str]:
-        """The headers the ``openai`` client would send that a server may act on (key, organisation, project)."""
-        headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"}
-        for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
-            value = os.environ.get(variable)
-            if value:
-                headers[header] = value
-        return headers
+    async def _attempt(self, resources: _LoopResources, body: dict[str, Any]) -> Attempt:
+        """One HTTP attempt; both backends read its end alike (never raises except on cancellation)."""
+        if self.http_backend == "aiohttp":
+            from medrewardbench.judges.api.direct import post, request_headers
+
+            url = (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+            return await post(resources.client, url, request_headers(self._api_key), body, self.settings.timeout_s)
+        openai = self._openai
+        try:
+            # the client's generic POST: same auth, errors and timeouts as chat.completions.create,
+            # without its per-request transform of the parameters and model construction
+            response = await resources.client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=resources.response_type,
+                options={"timeout": self.settings.timeout_s},
+            )
+            payload = response.json()
+        except openai.APIStatusError as exc:
+            retry_after = parse_retry_after(exc.response.headers)
+            return Attempt(status=int(exc.status_code), message=_error_message(exc), retry_after=retry_after)
+        except openai.APITimeoutError as exc:
+            # the aiohttp transport reports a dropped connection as a connect timeout
+            return Attempt(problem="timeout" if root_is_timeout(exc) else "connection error")
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__
+            return Attempt(
+                problem="connection error", cause=None if cause is None else f"{type(cause).__name__}: {cause}"
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
+            return Attempt(malformed=f"{type(exc).__name__}: {exc}")
+        return Attempt(payload=payload)
 
     def read_response(self, status_code: int, body: Any, *, structured: bool = False) -> CallOutcome:
         """Read an answer that came outside a live call (a Batch API output line) as a live one.

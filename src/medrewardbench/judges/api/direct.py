@@ -20,42 +20,37 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from medrewardbench.judges.api.retry import parse_retry_after, root_is_timeout
+from medrewardbench.judges.api.retry import Attempt, parse_retry_after, root_is_timeout
 
-__all__ = ["Answer", "encode_body", "make_session", "post", "status_message"]
+__all__ = ["encode_body", "make_session", "post", "request_headers", "status_message"]
 
 KEEPALIVE_S = 5.0
 """How long an idle connection is kept (httpx's default, which the ``openai`` client used)."""
 
 
-@dataclass
-class Answer:
-    """How one attempt ended: exactly one of a payload, a status error, a problem or a malformed body.
+def request_headers(api_key: str) -> dict[str, str]:
+    """The headers the ``openai`` client sends that a server may act on: key, organisation, project.
 
-    Attributes:
-        payload: the parsed JSON of a 2xx answer.
-        status: the HTTP status of an error answer.
-        message: that answer's error message.
-        retry_after: seconds the server asked to wait.
-        problem: ``"timeout"`` or ``"connection error"``.
-        cause: for a connection error, what met it (``Type: message``), as ``openai`` reports it.
-        malformed: why a 2xx answer could not be read.
+    Args:
+        api_key: the key (or the placeholder for a local server).
+
+    Returns:
+        ``Authorization`` and ``Accept``, with ``OpenAI-Organization`` and ``OpenAI-Project`` when
+        ``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID`` are set.
     """
-
-    payload: Any = None
-    status: int | None = None
-    message: str = ""
-    retry_after: float | None = None
-    problem: str | None = None
-    cause: str | None = None
-    malformed: str | None = None
+    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+    for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+        value = os.environ.get(variable)
+        if value:
+            headers[header] = value
+    return headers
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -86,7 +81,7 @@ def make_session(connections: int, url: str) -> aiohttp.ClientSession:
 
 async def post(
     session: aiohttp.ClientSession, url: str, headers: Mapping[str, str], body: Mapping[str, Any], timeout_s: float
-) -> Answer:
+) -> Attempt:
     """POST one JSON body and read the answer; never raises except on cancellation.
 
     Args:
@@ -110,21 +105,21 @@ async def post(
             charset = response.charset or "utf-8"
             retry_after = parse_retry_after(response.headers) if status >= 400 else None
     except aiohttp.ClientPayloadError as exc:  # openai: httpx ReadError, a connection error
-        return Answer(problem="connection error", cause=f"ReadError: {exc}")
+        return Attempt(problem="connection error", cause=f"ReadError: {exc}")
     except (aiohttp.ClientConnectionError, TimeoutError) as exc:  # openai: a timeout exception
-        return Answer(problem="timeout" if root_is_timeout(exc) else "connection error")
+        return Attempt(problem="timeout" if root_is_timeout(exc) else "connection error")
     except Exception as exc:  # anything else on the way: openai calls it a connection error
-        return Answer(problem="connection error", cause=f"{type(exc).__name__}: {exc}")
+        return Attempt(problem="connection error", cause=f"{type(exc).__name__}: {exc}")
     if not 200 <= status < 300:
-        return Answer(
+        return Attempt(
             status=status,
             message=status_message(status, raw.decode(charset, errors="replace")),
             retry_after=retry_after,
         )
     try:
-        return Answer(payload=json.loads(raw))
+        return Attempt(payload=json.loads(raw))
     except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
-        return Answer(malformed=f"{type(exc).__name__}: {exc}")
+        return Attempt(malformed=f"{type(exc).__name__}: {exc}")
 
 
 SPLICE_MIN_CHARS = 4096

@@ -101,3 +101,26 @@ def root_is_timeout(exc: BaseException) -> bool:
             return False
         current = current.__cause__ or current.__context__
     return True
+
+
+@dataclass
+class Attempt:
+    """How one HTTP attempt ended, whatever the backend: one of a payload, a status, a problem or a malformed body.
+
+    Attributes:
+        payload: the parsed JSON of a 2xx answer.
+        status: the HTTP status of an error answer.
+        message: that answer's error message.
+        retry_after: seconds the server asked to wait.
+        problem: ``"timeout"`` or ``"connection error"``.
+        cause: for a connection error, what met it (``Type: message``).
+        malformed: why a 2xx answer could not be read.
+    """
+
+    payload: Any = None
+    status: int | None = None
+    message: str = ""
+    retry_after: float | None = None
+    problem: str | None = None
+    cause: str | None = None
+    malformed: str | None = None
