@@ -16,6 +16,10 @@ figure; the range shows the machine's noise). Beside the judge alone, two more r
 
 * eval: the same requests through the whole ``eval`` job (plan, runner, every judgment stored in
   SQLite), timed over its judging phase.
+* command: the whole ``medrewardbench eval`` command in a new process on the same cases written to
+  disk (canonical JSONL, an image file each), timed from its launch to its exit: start-up, loading,
+  hashing, planning, judging, analysis and outputs. Below the rows, where its time went, phase by
+  phase (``--profile-command FILE`` adds a cProfile of it).
 * bare: a bare client (aiohttp alone: no openai library, no prompt, no parsing) sending bodies of
   the same size to the same server. Its ratio is the most this machine and server allow, so the
   judge's shortfall splits into the machine's part and the client's part.
@@ -25,6 +29,13 @@ Usage::
     python benchmarks/bench_api_concurrency.py
     python benchmarks/bench_api_concurrency.py --levels 1,8,64 --requests-per-slot 40 --backend httpx
     python benchmarks/bench_api_concurrency.py --levels 64 --repeat 5 --skip-faults
+    python benchmarks/bench_api_concurrency.py --levels 64 --requests-per-slot 47 --max-requests 3000 --skip-faults
+
+Every row also prints ``vs bare``: its rate over the bare client's in the same call. The goals: the
+judge and the eval job's judging phase >= 0.97 of bare, the whole command >= 0.90 (3,000 requests
+at concurrency 64 against 100 ms). On a machine whose cores are busy with other work every client
+is short of CPU and the ratios fall with the load; ``cpu ms/req`` (this process's CPU time per
+request, the command's child included) is then the figure to compare between versions.
 """
 
 from __future__ import annotations
@@ -191,6 +202,176 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
     )
 
 
+COMMAND_CHILD = r"""
+import inspect, json, os, sys, time
+
+started = float(os.environ["MRB_BENCH_T0"])
+phases = {}
+marks = {"entered": time.time()}
+
+
+def timed(owner, name, phase, first_only=False):
+    original = getattr(owner, name)
+
+    def add(t):
+        phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t
+
+    async def awaited(coroutine, t):
+        try:
+            return await coroutine
+        finally:
+            add(t)
+
+    def wrapper(*args, **kwargs):
+        if first_only and phase in phases:
+            return original(*args, **kwargs)
+        t = time.perf_counter()
+        result = original(*args, **kwargs)
+        if inspect.iscoroutine(result):
+            return awaited(result, t)
+        add(t)
+        return result
+
+    setattr(owner, name, wrapper)
+
+
+from medrewardbench.cli.main import app
+import medrewardbench.data as data
+import medrewardbench.evaluation.job as evaluation
+from medrewardbench.data.benchmark import Benchmark
+from medrewardbench.evaluation.store import Store
+
+marks["imported"] = time.time()
+timed(data, "load_benchmark", "loading")
+timed(Benchmark, "data_hash", "hashing", first_only=True)
+timed(evaluation, "plan_run", "planning")
+timed(evaluation, "execute_plan", "judging")
+timed(Store, "write_judgments", "store writes (in judging)")
+for name in ("load_run_data", "run_metrics", "analyze"):
+    timed(evaluation, name, "analysis")
+for name in ("write_judgments_jsonl", "write_metrics_json", "write_metrics_csv"):
+    timed(evaluation, name, "outputs")
+profile = os.environ.get("MRB_BENCH_PROFILE")
+if profile:
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+try:
+    app(sys.argv[1:], prog_name="medrewardbench", standalone_mode=False)
+finally:
+    marks["left"] = time.time()
+    if profile:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    with open(os.environ["MRB_BENCH_PHASES"], "w") as handle:
+        json.dump({"phases": phases, "startup": marks["imported"] - started, "left": marks["left"]}, handle)
+"""
+"""Runs the ``medrewardbench eval`` command in a fresh interpreter and times its phases from inside."""
+
+COMMAND_PHASES = ("start-up", "loading", "hashing", "planning", "judging", "analysis", "outputs", "other", "exit")
+
+
+def write_eval_data(directory: str, cases: Sequence[Case]) -> str:
+    """The cases as canonical JSONL with an image file each, as a real data set on disk."""
+    from pathlib import Path
+
+    root = Path(directory)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    path = root / "cases.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        for case in cases:
+            assert case.image is not None
+            name = f"images/{case.case_id}-{case.image.location}"
+            (root / name).write_bytes(case.image.raw_bytes())
+            row = {
+                "id": case.case_id,
+                "image": name,
+                "question": case.question,
+                "response_1": case.response_1,
+                "response_2": case.response_2,
+                "labels": {d: 1 for d in DIMENSIONS},
+                "organ_system": case.organ_system,
+            }
+            handle.write(json.dumps(row) + "\n")
+    return str(path)
+
+
+def run_command_level(
+    base_url: str, concurrency: int, count: int, data_path: str, profile: str | None = None
+) -> tuple[RunFigures, dict[str, float]]:
+    """The whole ``medrewardbench eval`` command in a fresh process, from its launch to its exit.
+
+    Returns its figures (``count`` requests over the command's whole wall time) and its phases in
+    seconds: start-up (interpreter and imports), loading (reading and checking the data), hashing
+    (the data fingerprint), planning (recording the cases, asking the store), judging (the requests,
+    store writes included), analysis (metrics and the leaderboard), outputs (judgments.jsonl,
+    metrics.json, metrics.csv), other (the rest of the command) and exit (after the command until
+    the process ended).
+    """
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mrb-bench-cmd-") as out:
+        phases_file = os.path.join(out, "phases.json")
+        env = dict(os.environ, MRB_BENCH_PHASES=phases_file, HF_HUB_OFFLINE="1")
+        if profile:
+            env["MRB_BENCH_PROFILE"] = profile
+        argv = [
+            sys.executable,
+            "-c",
+            COMMAND_CHILD,
+            "eval",
+            "--data",
+            data_path,
+            "--judge",
+            "api:bench-model",
+            "--out",
+            os.path.join(out, "results"),
+            "--base-url",
+            base_url,
+            "--api-key-env",
+            KEY_ENV,
+            "--concurrency",
+            str(concurrency),
+            "--quiet",
+        ]
+        cpu_before = os.times()
+        env["MRB_BENCH_T0"] = repr(time.time())
+        started = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - started
+        ended = time.time()
+        cpu_after = os.times()
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"eval command failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            )
+        with open(phases_file, encoding="utf-8") as handle:
+            found = json.load(handle)
+    cpu = (cpu_after.children_user - cpu_before.children_user) + (
+        cpu_after.children_system - cpu_before.children_system
+    )
+    timed = found["phases"]
+    phases = {"start-up": found["startup"]}
+    for name in ("loading", "hashing", "planning", "judging", "analysis", "outputs"):
+        phases[name] = timed.get(name, 0.0)
+    phases["exit"] = ended - found["left"]
+    phases["other"] = max(0.0, wall - sum(phases.values()))  # options, output directory, lock, printing
+    phases["store writes (in judging)"] = timed.get("store writes (in judging)", 0.0)
+    return RunFigures(concurrency, count, wall, cpu, count, 0, count, []), phases
+
+
+def print_breakdown(level: int, runs: list[tuple[RunFigures, dict[str, float]]]) -> None:
+    """Where the median whole-command run's time went, phase by phase."""
+    figures, phases = sorted(runs, key=lambda r: r[0].rate)[len(runs) // 2]
+    parts = ", ".join(f"{name} {phases[name]:.2f}" for name in COMMAND_PHASES if name in phases)
+    print(
+        f"      command at {level}: {figures.wall_s:.2f} s = {parts} "
+        f"(store writes {phases['store writes (in judging)']:.2f} s of judging)"
+    )
+
+
 def bare_bodies(cases: list[Case], count: int) -> list[bytes]:
     """Chat-completions bodies the size of the judge's: each case's text and image as the judge sends it."""
     from medrewardbench.models.api.images import passthrough_data_url, to_data_url
@@ -242,16 +423,27 @@ def run_bare_level(base_url: str, concurrency: int, bodies: list[bytes]) -> RunF
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, latencies)
 
 
-def print_level(label: str, level: int, count: int, runs: list[RunFigures], latency_s: float) -> None:
-    """One row: the median run of ``runs`` by rate, with the range of ratios over all of them."""
+def median_run(runs: list[RunFigures]) -> RunFigures:
+    """The median run by rate."""
+    return sorted(runs, key=lambda f: f.rate)[len(runs) // 2]
+
+
+def print_level(
+    label: str, level: int, count: int, runs: list[RunFigures], latency_s: float, bare: list[RunFigures]
+) -> None:
+    """One row: the median run of ``runs`` by rate, with the range of ratios over all of them.
+
+    ``vs bare`` is the median run's rate over the median bare run's in the same call ("-" without one).
+    """
     bound = level / latency_s
     ordered = sorted(runs, key=lambda f: f.rate)
-    median = ordered[len(ordered) // 2]
+    median = median_run(runs)
     spread = f"{ordered[0].rate / bound:.1%}..{ordered[-1].rate / bound:.1%}" if len(runs) > 1 else "-"
+    versus = f"{median.rate / median_run(bare).rate:.3f}" if bare else "-"
     print(
-        f"{level:>5} {label:>6} {count:>8} {len(runs):>4} {median.rate:>8.1f} {bound:>7.0f} "
+        f"{level:>5} {label:>7} {count:>8} {len(runs):>4} {median.rate:>8.1f} {bound:>7.0f} "
         f"{median.rate / bound:>6.1%} {spread:>13} {ms(median.latencies, 0.5):>7} {ms(median.latencies, 0.95):>7} "
-        f"{median.cpu_s / count * 1000:>10.2f}"
+        f"{median.cpu_s / count * 1000:>10.2f} {versus:>7}"
     )
 
 
@@ -292,6 +484,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bare", action="store_true", help="skip the bare-client floor")
     parser.add_argument("--no-eval", action="store_true", help="skip the whole-eval rows (runner and SQLite store)")
     parser.add_argument(
+        "--no-command", action="store_true", help="skip the whole-command rows (medrewardbench eval in a new process)"
+    )
+    parser.add_argument(
+        "--profile-command",
+        metavar="FILE",
+        help="write a cProfile of the last whole-command run to FILE (pstats format) and print its top functions",
+    )
+    parser.add_argument(
         "--images",
         default="distinct",
         choices=["distinct", "shared"],
@@ -319,14 +519,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'conc':>5} {'client':>6} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
-        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10}"
+        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7}"
     )
-    with serve(ServerSettings(latency_s=args.latency), args.in_process) as (base_url, _):
+    import tempfile
+
+    scratch = tempfile.TemporaryDirectory(prefix="mrb-bench-data-")
+    with scratch, serve(ServerSettings(latency_s=args.latency), args.in_process) as (base_url, _):
         for level in levels:
             count = counts[level]
-            judge_runs, eval_runs, bare_runs = [], [], []
+            judge_runs: list[RunFigures] = []
+            eval_runs: list[RunFigures] = []
+            bare_runs: list[RunFigures] = []
+            command_runs: list[tuple[RunFigures, dict[str, float]]] = []
             bodies = [] if args.no_bare else bare_bodies(cases, count)
-            for _ in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits both
+            data_path = (
+                "" if args.no_command else write_eval_data(f"{scratch.name}/c{level}", cases[: (count + 1) // 2])
+            )
+            for repeat in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits all
                 judge_runs.append(
                     run_level(
                         base_url,
@@ -340,20 +549,35 @@ def main(argv: list[str] | None = None) -> int:
                     eval_runs.append(run_eval_level(base_url, level, count, cases))
                 if not args.no_bare:
                     bare_runs.append(run_bare_level(base_url, level, bodies))
-            print_level("judge", level, count, judge_runs, args.latency)
+                if not args.no_command:
+                    last = repeat == max(1, args.repeat) - 1
+                    profile = args.profile_command if last else None
+                    command_runs.append(run_command_level(base_url, level, count, data_path, profile))
+            print_level("judge", level, count, judge_runs, args.latency, bare_runs)
             if eval_runs:
-                print_level("eval", level, eval_runs[0].requests, eval_runs, args.latency)
+                print_level("eval", level, eval_runs[0].requests, eval_runs, args.latency, bare_runs)
+            if command_runs:
+                print_level("command", level, count, [r for r, _ in command_runs], args.latency, bare_runs)
             if bare_runs:
-                print_level("bare", level, count, bare_runs, args.latency)
+                print_level("bare", level, count, bare_runs, args.latency, bare_runs)
+            if command_runs:
+                print_breakdown(level, command_runs)
             failed = sum(f.failed for f in judge_runs + eval_runs)
             if failed:
                 print(f"      ! {failed} requests failed in fault-free runs")
     print(
-        "bound = concurrency / latency; ratio = the median run's req/s over the bound; judge = ApiJudge "
-        "(official openai client, prompt, image, parser); eval = the whole eval job's judging phase (runner, "
-        "judge, every judgment stored in SQLite); bare = aiohttp alone with bodies of the same size, the most "
-        "this machine and server allow"
+        "bound = concurrency / latency; ratio = the median run's req/s over the bound; vs bare = the median run's "
+        "req/s over the bare client's in the same call; judge = ApiJudge (its HTTP backend, prompt, image, "
+        "parser); eval = the whole eval job's judging phase (runner, judge, every judgment stored in SQLite); "
+        "command = the whole 'medrewardbench eval' command in a new process, from its launch to its exit (start-up, "
+        "loading, hashing, judging, analysis and outputs); bare = aiohttp alone with bodies of the same size, the "
+        "most this machine and server allow"
     )
+    if args.profile_command and not args.no_command:
+        import pstats
+
+        print(f"\nwhole command, top functions by cumulative time ({args.profile_command}):")
+        pstats.Stats(args.profile_command, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
 
     if args.skip_faults:
         return 0

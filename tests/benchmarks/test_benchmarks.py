@@ -43,11 +43,29 @@ def test_api_concurrency_benchmark_prints_ratios_for_judge_eval_and_bare_client_
         "--fault-requests", "24",
         "--retry-after", "0.05",
     )  # fmt: skip
-    row = r"^\s+(\d+)\s+(judge|eval|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
+    row = r"^\s+(\d+)\s+(judge|eval|command|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
     rows = re.findall(row, out, re.MULTILINE)
     assert {(level, client) for level, client, *_ in rows} == {
-        (level, client) for level in ("1", "4") for client in ("judge", "eval", "bare")
+        (level, client) for level in ("1", "4") for client in ("judge", "eval", "command", "bare")
     }, out
+    # every row against the bare client of the same call; the whole command's phases add up to its time
+    versus = dict(re.findall(r"^\s+4\s+(judge|eval|command|bare)\s.*\s([\d.]+)$", out, re.MULTILINE))
+    assert versus["bare"] == "1.000" and all(float(v) > 0 for v in versus.values()), out
+    breakdown = re.search(r"command at 4: ([\d.]+) s = (.*) \(store writes", out)
+    assert breakdown is not None, out
+    phases = dict((name, float(value)) for name, value in re.findall(r"([a-z-]+) ([\d.]+)", breakdown.group(2)))
+    assert set(phases) == {
+        "start-up",
+        "loading",
+        "hashing",
+        "planning",
+        "judging",
+        "analysis",
+        "outputs",
+        "other",
+        "exit",
+    }
+    assert abs(sum(phases.values()) - float(breakdown.group(1))) < 0.1
     for level, _client, requests, runs, rate, bound, ratio in rows:
         assert int(runs) == 2
         assert int(requests) == max(int(level) * 5, 20)
@@ -64,6 +82,7 @@ def test_build_benchmark_prints_generation_ratios_for_the_build_step_the_generat
     out = run_script("bench_build.py", "--quick")
     row = r"^\s+(\d+)\s+(build|generator|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
     rows = re.findall(row, out, re.MULTILINE)
+    assert re.findall(r"^\s+\d+\s+bare\s.*\s1\.000$", out, re.MULTILINE), out  # the vs-bare column
     assert {(level, client) for level, client, *_ in rows} == {
         (level, client) for level in ("1", "8") for client in ("build", "generator", "bare")
     }, out

@@ -249,3 +249,25 @@ def test_the_batch_table_is_a_named_migration_and_keeps_its_rows(tmp_path: Path)
         assert store.batch_submissions("fp", open_only=True) == []
         with pytest.raises(ValueError, match="cannot change run_id"):
             store.update_batch_submission("sub-1", run_id="other")
+
+
+def test_the_batch_path_streams_requests_and_answers_in_bounded_pieces(
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from medrewardbench.evaluation.runner import RunPlan
+    from medrewardbench.sweep import batch_api
+
+    def whole(self: RunPlan) -> None:
+        raise AssertionError("the batch path read a whole entry's requests into memory")
+
+    monkeypatch.setattr(RunPlan, "requests", property(whole))
+    monkeypatch.setattr(batch_api, "STORE_EVERY", 5)  # answers stored 5 at a time as they are read
+    openai_server.control.set_responder(_responder)
+    config = load_sweep(_sweep(tmp_path, openai_server, sweep_cases, ", max_requests: 7"))
+    result = run_sweep(config, SweepOptions(out_dir=tmp_path / "out", batch_api=True, report=False))
+    outcome = result.outcomes[0]
+    assert outcome.status == "done" and outcome.judged == 12 and len(outcome.batch_ids) == 2  # 7 + 5 requests
+    assert len(set(stored_rows(tmp_path / "out"))) == len(stored_rows(tmp_path / "out"))
+    # only the request files stay: the downloaded answers are read from disk, then removed
+    assert sorted(p.suffix for p in (tmp_path / "out" / "batches").iterdir()) == [".jsonl", ".jsonl"]
+    assert all(".output" not in p.name and ".part" not in p.name for p in (tmp_path / "out" / "batches").iterdir())

@@ -246,7 +246,7 @@ def eval_command(
         selected_orders = Order.parse_selection(orders)
         benchmark, group_by = _load_data(data, organs, limit, labels, by, allow_external_images, quiet=quiet)
     _announce(benchmark, selected_orders, quiet=quiet)
-    _warn_about_training_overlap(specs, adapter, benchmark.case_ids())
+    _warn_about_training_overlap(specs, adapter, benchmark.case_ids)
     with command_errors(INTERRUPTED_LOADING, value_errors=False):
         options = JudgeOptions(
             seed=seed,
@@ -315,7 +315,7 @@ def _load_data(
     if declared is not None:
         benchmark = benchmark.with_labels(declared)
     group_by = benchmark.resolve_group_fields(_split(by))
-    unmeasurable = nothing_to_measure(benchmark.source, benchmark.cases)
+    unmeasurable = nothing_to_measure(benchmark.source, benchmark)  # its counts: nothing is read
     if unmeasurable is not None:
         raise _fail(str(unmeasurable))
     return benchmark, group_by
@@ -370,16 +370,23 @@ def _too_many(health: RunHealth, max_failure_rate: float | None) -> bool:
     return max_failure_rate is not None and health.failure_rate > max_failure_rate
 
 
-def _warn_about_training_overlap(specs: Sequence[str], adapter: str | None, case_ids: Sequence[str]) -> None:
-    """Warn when a judge's adapter or reward model was trained on cases about to be evaluated."""
+def _warn_about_training_overlap(
+    specs: Sequence[str], adapter: str | None, case_ids: Sequence[str] | Callable[[], Sequence[str]]
+) -> None:
+    """Warn when a judge's adapter or reward model was trained on cases about to be evaluated.
+
+    ``case_ids`` may be a callable that reads the ids (all the data): it is called only when a judge
+    has a model to check.
+    """
     models = [adapter] if adapter and any(spec.startswith("hf:") for spec in specs) else []
     models += [spec[len("rm:") :] for spec in specs if spec.startswith("rm:")]
     if not models:
         return
     from medrewardbench.train.card import training_overlap
 
+    ids = case_ids() if callable(case_ids) else case_ids
     for model in models:
-        overlap = training_overlap(model, case_ids)
+        overlap = training_overlap(model, ids)
         if overlap is None:
             continue
         advice = (

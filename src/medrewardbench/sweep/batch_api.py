@@ -18,6 +18,12 @@ For an entry's pending requests the sweep:
    as live requests (``batch_api.retry_failed: live``, the default), or stores them as failures
    (``store``), and marks the submission ``ingested``.
 
+Nothing holds an entry's requests in memory: they are read from the plan a chunk of cases at a
+time (:meth:`~medrewardbench.evaluation.runner.RunPlan.iter_requests`) and written to the request file line
+by line; the file is uploaded from disk; the output and error files are downloaded to disk beside
+it and read back one answer at a time, by the byte offset of each ``custom_id``, then removed (a
+rerun downloads them again). Memory holds a submission's keys and offsets, not its bodies.
+
 A process killed at any step loses nothing and submits nothing twice: a rerun finds the open
 submissions in the store and polls their batches; a submission whose file was uploaded but whose
 batch id was not recorded is matched to the provider's batches by its input file id before any
@@ -33,7 +39,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,27 +78,82 @@ class _Answer:
     error: str | None = None
 
 
+def _record(line: bytes | str, number: int) -> tuple[str, dict[str, Any]] | None:
+    """A result line's ``custom_id`` and record, or None (malformed lines are skipped, and logged)."""
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        log.warning("batch result line %d is not JSON; skipped", number)
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("custom_id"), str):
+        return None
+    return record["custom_id"], record
+
+
+def _answer(record: dict[str, Any]) -> _Answer:
+    response = record.get("response")
+    error = record.get("error")
+    if isinstance(response, dict) and isinstance(response.get("status_code"), int):
+        return _Answer(int(response["status_code"]), response.get("body"))
+    message = error.get("message") if isinstance(error, dict) else error
+    return _Answer(0, None, str(message or "no response"))
+
+
 def _read_lines(text: str) -> dict[str, _Answer]:
-    """custom_id -> answer, from an output or error file (malformed lines are skipped, and logged)."""
+    """custom_id -> answer, from an output or error file held in memory (the last line of an id wins)."""
     answers: dict[str, _Answer] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            log.warning("batch result line %d is not JSON; skipped", number)
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("custom_id"), str):
-            continue
-        response = record.get("response")
-        error = record.get("error")
-        if isinstance(response, dict) and isinstance(response.get("status_code"), int):
-            answers[record["custom_id"]] = _Answer(int(response["status_code"]), response.get("body"))
-        else:
-            message = error.get("message") if isinstance(error, dict) else error
-            answers[record["custom_id"]] = _Answer(0, None, str(message or "no response"))
+        found = _record(line, number)
+        if found is not None:
+            answers[found[0]] = _answer(found[1])
     return answers
+
+
+class _AnswerFiles:
+    """A batch's output and error files on disk, read one answer at a time by ``custom_id``.
+
+    One pass over each file notes the byte offset of every id's line (the last line of an id wins,
+    and an id in the output file wins over the error file); :meth:`get` reads that one line again.
+
+    Args:
+        paths: the downloaded files, output first (missing ones are skipped).
+    """
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self.paths = list(paths)
+        self._handles = [path.open("rb") for path in paths if path.is_file()]
+        self._offsets: dict[str, tuple[int, int]] = {}
+        for which, handle in enumerate(self._handles):
+            found: dict[str, tuple[int, int]] = {}
+            offset = 0
+            for number, line in enumerate(handle, start=1):
+                record = _record(line, number)
+                if record is not None:
+                    found[record[0]] = (which, offset)
+                offset += len(line)
+            for key, place in found.items():
+                self._offsets.setdefault(key, place)
+
+    def get(self, key: str) -> _Answer | None:
+        """The answer to the request ``key``, or None when neither file has one."""
+        place = self._offsets.get(key)
+        if place is None:
+            return None
+        handle = self._handles[place[0]]
+        handle.seek(place[1])
+        record = _record(handle.readline(), 0)
+        return None if record is None else _answer(record[1])
+
+    def close(self) -> None:
+        """Close the files."""
+        for handle in self._handles:
+            handle.close()
+
+
+STORE_EVERY = 512
+"""Answers (or unpreparable requests) stored at a time while a submission is written or read."""
 
 
 class BatchRunner:
@@ -139,7 +200,6 @@ class BatchRunner:
         self.budget = budget
         self.limits = limits
         self.fingerprint = entry.plan.run.judge_fingerprint
-        self.requests = {(r.case.case_id, r.order.value): r for r in entry.plan.requests}
         self._client: Any = None
         self._reserved: dict[str, float] = {}
 
@@ -172,14 +232,13 @@ class BatchRunner:
             open_submissions = self.store.batch_submissions(self.fingerprint, open_only=True)
             covered = {(k[0], k[1]) for s in open_submissions for k in s.request_keys}
             self._reserve_open(open_submissions)
-            fresh = [r for key, r in self.requests.items() if key not in covered]
+            fresh = (r for r in self._pending() if (r.case.case_id, r.order.value) not in covered)
             submissions = list(open_submissions)
-            for start in range(0, len(fresh), self.settings.max_requests):
-                wanted = fresh[start : start + self.settings.max_requests]
-                chunk, reserved = self._within_budget(wanted, len(fresh) - start)
-                if chunk:
-                    submissions.append(await self._submit(chunk, reserved))
-                if len(chunk) < len(wanted):
+            while True:
+                submission, more = await self._submit(fresh)
+                if submission is not None:
+                    submissions.append(submission)
+                if not more:
                     break
             await asyncio.gather(*(self._follow(s) for s in submissions))
         except Exception as exc:
@@ -190,71 +249,99 @@ class BatchRunner:
         finally:
             await self.aclose()
 
+    def _pending(self) -> Iterator[JudgeRequest]:
+        """The entry's requests still to judge, read from its plan a chunk of cases at a time."""
+        return self.entry.plan.iter_requests(self.store)
+
     def _reserve_open(self, submissions: Sequence[BatchSubmission]) -> None:
         """Submissions of an earlier process will cost money too: hold their estimate in the budget."""
-        if self.budget is None or self.entry.estimator is None:
+        if self.budget is None or self.entry.estimator is None or not submissions:
             return
-        for submission in submissions:
-            requests = [self.requests[(k[0], k[1])] for k in submission.request_keys if (k[0], k[1]) in self.requests]
-            estimate = self.entry.estimator.batch(requests, batch=True)
+        owner = {(k[0], k[1]): s.submission_id for s in submissions for k in s.request_keys}
+        estimates = dict.fromkeys((s.submission_id for s in submissions), 0.0)
+        for request in self._pending():
+            submission_id = owner.get((request.case.case_id, request.order.value))
+            if submission_id is not None:
+                estimates[submission_id] += self.entry.estimator.per_request(request, batch=True)
+        for submission_id, estimate in estimates.items():
             self.budget.reserved += estimate
-            self._reserved[submission.submission_id] = estimate
+            self._reserved[submission_id] = estimate
 
-    def _within_budget(self, chunk: list[JudgeRequest], pending: int) -> tuple[list[JudgeRequest], float]:
-        """The head of ``chunk`` whose estimated cost fits the budget, and the estimate reserved for it.
-
-        Without a budget, that is all of ``chunk``.
-        """
+    def _fits(self, request: JudgeRequest, reserved: float) -> float | None:
+        """The estimated cost of one more request when the budget holds it beside ``reserved``, else None."""
         if self.budget is None or self.entry.estimator is None:
-            return chunk, 0.0
-        fitting = 0
-        total = 0.0
-        for request in chunk:
-            cost = self.entry.estimator.per_request(request, batch=True)
-            if self.budget.spent + self.budget.reserved + total + cost > self.budget.limit + 1e-12:
-                self.budget.stopped.setdefault(self.entry.name, pending - fitting)
-                self.outcome.status = "budget"
-                break
-            total += cost
-            fitting += 1
-        self.budget.reserved += total
-        return chunk[:fitting], total
+            return 0.0
+        cost = self.entry.estimator.per_request(request, batch=True)
+        if self.budget.spent + self.budget.reserved + reserved + cost > self.budget.limit + 1e-12:
+            return None
+        return cost
 
-    async def _submit(self, requests: Sequence[JudgeRequest], reserved: float) -> BatchSubmission:
+    async def _submit(self, fresh: Iterator[JudgeRequest]) -> tuple[BatchSubmission | None, bool]:
+        """Write the next request file from ``fresh`` (at most ``max_requests``, within the budget) and submit it.
+
+        Returns:
+            The submission (None when no request was taken), and whether ``fresh`` may hold more.
+        """
         run = self.entry.plan.run
         submission_id = uuid.uuid4().hex[:16]
         folder = self.out_dir / "batches"
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{run.run_id}-{submission_id}.jsonl"
-        lines: list[str] = []
-        kept: list[JudgeRequest] = []
+        partial = path.with_name(path.name + ".part")
+        keys: list[tuple[str, str, str]] = []
         unprepared: list[tuple[JudgeRequest, JudgeResult]] = []
-        for request in requests:
-            try:
-                line = await self.judge.batch_request(custom_id(len(kept)), request)
-            except Exception as exc:  # an unreadable image fails this request only, as it would live
-                reason = f"could not prepare the request: {type(exc).__name__}: {exc}"
-                unprepared.append((request, JudgeResult.failed(self.judge.chat.reason(reason))))
-                continue
-            lines.append(json.dumps(line, ensure_ascii=False))
-            kept.append(request)
-        if unprepared:
-            await self._store([(r, res) for r, res in unprepared])
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        taken = 0
+        reserved = 0.0
+        more = True
+        folder.mkdir(parents=True, exist_ok=True)
+        with partial.open("w", encoding="utf-8") as handle:
+            for request in fresh:
+                cost = self._fits(request, reserved)
+                if cost is None:
+                    assert self.budget is not None
+                    self.budget.stopped.setdefault(self.entry.name, 1 + sum(1 for _ in fresh))
+                    self.outcome.status = "budget"
+                    more = False
+                    break
+                reserved += cost
+                taken += 1
+                try:
+                    line = await self.judge.batch_request(custom_id(len(keys)), request)
+                except Exception as exc:  # an unreadable image fails this request only, as it would live
+                    reason = f"could not prepare the request: {type(exc).__name__}: {exc}"
+                    unprepared.append((request, JudgeResult.failed(self.judge.chat.reason(reason))))
+                    if len(unprepared) >= STORE_EVERY:
+                        await self._store(unprepared)
+                        unprepared = []
+                else:
+                    handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                    keys.append((request.case.case_id, request.order.value, request.case.content_hash()))
+                if taken >= self.settings.max_requests:
+                    break
+            else:
+                more = False
+            if not keys:
+                handle.write("\n")
+        if self.budget is not None:
+            self.budget.reserved += reserved
+        await self._store(unprepared)
+        if not taken:
+            partial.unlink(missing_ok=True)
+            return None, False
+        os.replace(partial, path)
         submission = BatchSubmission(
             submission_id=submission_id,
             judge_fingerprint=self.fingerprint,
             run_id=run.run_id,
             base_url=public_url(self.judge.base_url),
             request_file=str(path),
-            request_keys=tuple((r.case.case_id, r.order.value, r.case.content_hash()) for r in kept),
+            request_keys=tuple(keys),
             input_file_id=None,
             batch_id=None,
             status="uploading",
         )
         self.store.add_batch_submission(submission)
         self._reserved[submission_id] = reserved
-        return await self._upload_and_create(submission)
+        return await self._upload_and_create(submission), more
 
     async def _upload_and_create(self, submission: BatchSubmission) -> BatchSubmission:
         client = self.client()
@@ -266,7 +353,8 @@ class BatchRunner:
                     f"{self.entry.name}: the request file {path} of an unfinished submission is gone; "
                     "rerun to submit its requests again"
                 )
-            uploaded = await client.files.create(file=(path.name, path.read_bytes()), purpose="batch")
+            with path.open("rb") as handle:  # read from disk as it is sent, not held whole
+                uploaded = await client.files.create(file=(path.name, handle), purpose="batch")
             self.store.update_batch_submission(submission.submission_id, input_file_id=uploaded.id, status="uploaded")
             submission = _with(submission, input_file_id=uploaded.id, status="uploaded")
             self.progress.note(f"{self.entry.name}: uploaded {path.name} ({len(submission.request_keys)} requests)")
@@ -312,28 +400,59 @@ class BatchRunner:
             await asyncio.sleep(self.settings.poll_interval_s)
         await self._ingest(_with(submission, status=status), batch)
 
-    async def _download(self, file_id: str | None) -> dict[str, _Answer]:
-        if not file_id:
-            return {}
-        content = await self.client().files.content(file_id)
-        return _read_lines(content.text)
+    async def _download(self, file_id: str | None, path: Path) -> Path:
+        """Download a file to ``path`` as it arrives (an empty file for no id)."""
+        partial = path.with_name(path.name + ".part")
+        with partial.open("wb") as handle:
+            if file_id:
+                async with self.client().files.with_streaming_response.content(file_id) as response:
+                    async for chunk in response.iter_bytes():
+                        handle.write(chunk)
+        os.replace(partial, path)
+        return path
 
     async def _ingest(self, submission: BatchSubmission, batch: Any) -> None:
-        answers = await self._download(batch.output_file_id)
-        for key, error_answer in (await self._download(batch.error_file_id)).items():
-            answers.setdefault(key, error_answer)
+        stem = Path(submission.request_file).with_suffix("")
+        files = _AnswerFiles(
+            [
+                await self._download(batch.output_file_id, stem.with_name(stem.name + ".output.jsonl")),
+                await self._download(batch.error_file_id, stem.with_name(stem.name + ".errors.jsonl")),
+            ]
+        )
+        try:
+            await self._ingest_answers(submission, batch, files)
+        finally:
+            files.close()
+            for path in files.paths:  # downloaded again by a rerun: the results directory keeps none
+                path.unlink(missing_ok=True)
+
+    async def _ingest_answers(self, submission: BatchSubmission, batch: Any, answers: _AnswerFiles) -> None:
         batch_id = str(batch.id)
+        index_of = {
+            (case_id, order): (index, case_hash)
+            for index, (case_id, order, case_hash) in enumerate(submission.request_keys)
+        }
         stored: list[tuple[JudgeRequest, JudgeResult]] = []
         failed: list[tuple[JudgeRequest, JudgeResult]] = []
-        for index, (case_id, order, case_hash) in enumerate(submission.request_keys):
-            request = self.requests.get((case_id, order))
-            if request is None or request.case.content_hash() != case_hash:
-                continue  # judged since, or the case changed: this answer is for other content
+        actual = 0.0
+        n_stored = 0
+        for request in self._pending():
+            place = index_of.get((request.case.case_id, request.order.value))
+            if place is None:
+                continue  # not in this submission, or judged since
+            index, case_hash = place
+            if request.case.content_hash() != case_hash:
+                continue  # the case changed: this answer is for other content
             answer = answers.get(custom_id(index))
             if answer is not None and answer.status_code == 200:
                 stored.append(
                     (request, self.judge.result_from_response(request, 200, answer.body, extra={"batch_id": batch_id}))
                 )
+                if len(stored) >= STORE_EVERY:
+                    actual += self._cost(stored)
+                    n_stored += len(stored)
+                    await self._store(stored)
+                    stored = []
                 continue
             if answer is None:
                 result = JudgeResult.failed(f"batch {batch.status}: no answer", extra={"batch_id": batch_id})
@@ -344,16 +463,13 @@ class BatchRunner:
                     request, answer.status_code, answer.body, extra={"batch_id": batch_id}
                 )
             failed.append((request, result))
+        actual += self._cost(stored)
+        n_stored += len(stored)
         await self._store(stored)
-        actual = sum(
-            self.entry.price.cost(r.prompt_tokens or 0, r.completion_tokens or 0, batch=True)
-            for _, r in stored
-            if self.entry.price is not None
-        )
         if self.budget is not None:
             self.budget.settle(self._reserved.pop(submission.submission_id, 0.0), actual)
-        if self.entry.estimator is not None and stored:
-            self.entry.estimator.observe(actual, len(stored))
+        if self.entry.estimator is not None and n_stored:
+            self.entry.estimator.observe(actual, n_stored)
         if failed:
             if self.settings.retry_failed == "live":
                 self.progress.note(
@@ -380,6 +496,13 @@ class BatchRunner:
         )
         if batch_id not in self.outcome.batch_ids:
             self.outcome.batch_ids.append(batch_id)
+
+    def _cost(self, pairs: Sequence[tuple[JudgeRequest, JudgeResult]]) -> float:
+        """What the answered requests cost at batch prices (0 without a price)."""
+        price = self.entry.price
+        if price is None:
+            return 0.0
+        return sum(price.cost(r.prompt_tokens or 0, r.completion_tokens or 0, batch=True) for _, r in pairs)
 
     async def _store(self, pairs: Sequence[tuple[JudgeRequest, JudgeResult]]) -> None:
         if not pairs:

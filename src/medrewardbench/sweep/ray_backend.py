@@ -2,9 +2,11 @@
 
 Each entry's :class:`JudgeWorker` actor asks the cluster for the entry's resources (``num_cpus``,
 ``num_gpus``, custom ones; a served entry asks for its ``serve.gpus``) and runs wherever the
-cluster has them. When it starts, it loads the data from the same source as the driver (a Hub
+cluster has them. When it starts, it opens the data from the same source as the driver (a Hub
 data set or storage every node shares) and refuses to work when the data's fingerprint differs
-from the driver's (:class:`~medrewardbench.sweep.errors.DataMismatchError`); then it builds the
+from the driver's (:class:`~medrewardbench.sweep.errors.DataMismatchError`); it then reads the cases
+a chunk at a time as the batches name them (:class:`CaseWindow`), as the local path does, so that
+its memory does not grow with the data; then it builds the
 judge (loading a model, or starting the entry's server on its node) and describes it: spec,
 configuration, fingerprint, batch size, concurrency, node and pid.
 
@@ -31,14 +33,17 @@ import os
 import re
 import socket
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from medrewardbench.cases import Case
+from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import require
+from medrewardbench.evaluation.runner import PLAN_CHUNK
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.sweep.config import DataSpec, JudgeEntry
 from medrewardbench.sweep.dispatch import judge_safely
@@ -47,7 +52,16 @@ from medrewardbench.sweep.progress import SweepProgress
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DescribedJudge", "JudgeWorker", "RayBackend", "WorkerDescription", "WorkerPayload", "connect", "ray_module"]
+__all__ = [
+    "CaseWindow",
+    "DescribedJudge",
+    "JudgeWorker",
+    "RayBackend",
+    "WorkerDescription",
+    "WorkerPayload",
+    "connect",
+    "ray_module",
+]
 
 
 def ray_module() -> Any:
@@ -136,6 +150,58 @@ def _node_label() -> str:
     return f"{socket.gethostname()}/{ip}"
 
 
+class CaseWindow:
+    """Cases by id, read from a (streaming) benchmark a chunk at a time as batches name them.
+
+    The driver sends a run's requests in case order, so a forward reading finds each case in the
+    chunk at hand or a few chunks on; the last ``keep`` chunks stay for the batches still in
+    flight. A case behind them (a batch sent again after a restart) starts the reading over from
+    the first case. Memory holds ``keep`` chunks, whatever the size of the data.
+
+    Args:
+        benchmark: the cases (hashed already, so that their content hashes are primed from it).
+        chunk_size: cases read at a time.
+        keep: chunks kept.
+    """
+
+    def __init__(self, benchmark: Benchmark, chunk_size: int = PLAN_CHUNK, keep: int = 4) -> None:
+        self.benchmark = benchmark
+        self.chunk_size = chunk_size
+        self._chunks: deque[dict[str, Case]] = deque(maxlen=max(1, keep))
+        self._reader: Iterator[list[Case]] | None = None
+        self._position = 0
+        self.readings = 0
+        """How many times the data was read from its first case (for tests)."""
+
+    def get(self, case_id: str) -> Case:
+        """The case with this id.
+
+        Raises:
+            KeyError: no case of the data has it.
+        """
+        for kept in self._chunks:
+            case = kept.get(case_id)
+            if case is not None:
+                return case
+        for _ in range(2):  # on from the chunk at hand, then once from the first case
+            if self._reader is None:
+                self._reader = self.benchmark.iter_chunks(self.chunk_size)
+                self._position = 0
+                self.readings += 1
+            for chunk in self._reader:
+                start, self._position = self._position, self._position + len(chunk)
+                for offset, read in enumerate(chunk):
+                    known = self.benchmark.content_hash_at(start + offset)
+                    if known is not None:
+                        read.prime_content_hash(known)  # hashed with the data: the image is not read again
+                found = {read.case_id: read for read in chunk}
+                self._chunks.append(found)
+                if case_id in found:
+                    return found[case_id]
+            self._reader = None
+        raise KeyError(case_id)
+
+
 class JudgeWorker:
     """The judge of one entry, inside a Ray actor (see the module docstring).
 
@@ -166,7 +232,7 @@ class JudgeWorker:
                 f"the driver {payload.data_hash[:12]}; every node must read the same data (a Hub data set or "
                 "shared storage)"
             )
-        self.cases: dict[str, Case] = {case.case_id: case for case in benchmark.cases}
+        self.cases = CaseWindow(benchmark)
         self.server: ServedModel | None = None
         judge: Judge
         if entry.serve is not None:
@@ -204,7 +270,7 @@ class JudgeWorker:
         Raises:
             ServerDiedError: the entry's server exited.
         """
-        requests = [JudgeRequest(self.cases[case_id], Order(order)) for case_id, order in keys]
+        requests = [JudgeRequest(self.cases.get(case_id), Order(order)) for case_id, order in keys]
         return await judge_safely(self.judge, requests)
 
     async def close(self) -> str | None:

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError, MissingExtraError
 from medrewardbench.models.api.images import DataUrlCache, inline_data_url
-from medrewardbench.models.api.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from medrewardbench.models.api.retry import RETRYABLE_STATUS, Attempt, RetryPolicy, parse_retry_after, root_is_timeout
 from medrewardbench.models.options import HTTP_BACKENDS, JudgeOptions, check_api_settings
 from medrewardbench.utils.secrets import register_secret, scrub
 
@@ -63,6 +63,8 @@ PLACEHOLDER_API_KEY = "EMPTY"
 """Sent to a server given by base URL when no key is set (local servers usually accept anything)."""
 DEFAULT_CONCURRENCY = 8
 CHAT_COMPLETIONS_URL = "/v1/chat/completions"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where requests go without --base-url or $OPENAI_BASE_URL (the ``openai`` client's default)."""
 """The endpoint a Batch API request line names (live calls post to ``/chat/completions`` under the base URL)."""
 MAX_REASON_CHARS = 300
 
@@ -155,10 +157,9 @@ class ChatClient:
     """
 
     def __init__(self, model: str, options: JudgeOptions, *, spec: str, purpose: str) -> None:
-        try:
-            self._openai: Any = importlib.import_module("openai")
-        except ImportError as exc:
-            raise MissingExtraError("openai", "api", purpose) from exc
+        if importlib.util.find_spec("openai") is None:
+            raise MissingExtraError("openai", "api", purpose)
+        self._openai: Any = None  # imported for the httpx backend only: the aiohttp one posts directly
         self.model = model
         self.spec = spec
         self.options = options
@@ -198,6 +199,11 @@ class ChatClient:
             retry_after_max_s=float(settings.retry_after_max_s),
         )
         self.http_backend = choose_http_backend(settings.http_backend)
+        if self.http_backend == "httpx":
+            try:
+                self._openai = importlib.import_module("openai")
+            except ImportError as exc:
+                raise MissingExtraError("openai", "api", purpose) from exc
         self.images = DataUrlCache(settings.image_cache_size, passthrough=settings.image_passthrough)
         self._loop_resources: _LoopResources | None = None
         self.structured_active = True
@@ -265,7 +271,16 @@ class ChatClient:
         return self.resources().admission
 
     def _make_client(self) -> tuple[Any, type]:
-        """A fresh ``AsyncOpenAI`` with a pool sized for ``concurrency``, and its HTTP response type."""
+        """A fresh HTTP client with a pool sized for ``concurrency``, and its HTTP response type.
+
+        The aiohttp backend is a plain ``aiohttp.ClientSession`` (:mod:`~medrewardbench.models.api.direct`
+        posts with it as the ``openai`` client would, at a fraction of its CPU per request); the
+        httpx backend is an ``AsyncOpenAI``.
+        """
+        if self.http_backend == "aiohttp":
+            from medrewardbench.models.api.direct import make_session
+
+            return make_session(self.concurrency + 16, self.base_url or DEFAULT_BASE_URL), dict
         openai = self._openai
         http = _http_module(openai)
         connections = self.concurrency + 16
@@ -418,64 +433,79 @@ class ChatClient:
         Returns:
             The completion's text, or a failure reason, with attempts, retries and usage.
         """
-        openai = self._openai
         resources = self.resources()
         policy = self.retry_policy
         outcome = CallOutcome(structured=response_format is not None and self.structured_active)
         while True:
             outcome.attempts += 1
-            retry_after: float | None = None
-            try:
-                async with resources.slots:
-                    # the client's generic POST: same auth, errors and timeouts as
-                    # chat.completions.create, without its per-request transform of the parameters
-                    # and model construction, which cost more CPU than the rest of the request
-                    response = await resources.client.post(
-                        "/chat/completions",
-                        body=self.request_body(messages, response_format if outcome.structured else None),
-                        cast_to=resources.response_type,
-                        options={"timeout": self.settings.timeout_s},
-                    )
-                    payload = response.json()
-            except openai.APIStatusError as exc:
-                status = int(exc.status_code)
-                message = _error_message(exc)
+            async with resources.slots:
+                body = self.request_body(messages, response_format if outcome.structured else None)
+                attempt = await self._attempt(resources, body)
+            if attempt.status is not None:
+                status, message = attempt.status, attempt.message
                 if outcome.structured and status in (400, 422) and _about_response_format(message):
                     self._fall_back_from_structured(status, message)
                     outcome.structured = False
                     outcome.structured_fallback = True
                     continue
-                if status in RETRYABLE_STATUS or status >= 500:
-                    problem = f"HTTP {status}"
-                    retry_after = parse_retry_after(exc.response.headers)
-                else:
+                if not (status in RETRYABLE_STATUS or status >= 500):
                     outcome.failure = self.reason(f"HTTP {status}: {message}")
                     return outcome
-            except openai.APITimeoutError as exc:
-                # the aiohttp backend reports a dropped connection as a connect timeout
-                problem = "timeout" if _root_is_timeout(exc) else "connection error"
-            except openai.APIConnectionError as exc:
-                problem = "connection error"
-                cause = exc.__cause__
-                if cause is not None:
-                    outcome.errors.append(self.reason(f"{type(cause).__name__}: {cause}"))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
-                outcome.failure = self.reason(f"malformed response: {type(exc).__name__}: {exc}")
+                problem = f"HTTP {status}"
+            elif attempt.problem is not None:
+                problem = attempt.problem
+                if attempt.cause is not None:
+                    outcome.errors.append(self.reason(attempt.cause))
+            elif attempt.malformed is not None:
+                outcome.failure = self.reason(f"malformed response: {attempt.malformed}")
                 return outcome
             else:
-                return self.read_completion(payload, outcome)
+                return self.read_completion(attempt.payload, outcome)
             if outcome.retries >= policy.max_retries:
                 outcome.failure = f"{problem} after {outcome.retries} retries"
                 return outcome
-            delay = policy.delay(outcome.retries, retry_after, self._rng)
+            delay = policy.delay(outcome.retries, attempt.retry_after, self._rng)
             outcome.retries += 1
             outcome.errors.append(problem)
             logger.debug(
                 "%s: %s; retry %d of %d in %.3f s", self.spec, problem, outcome.retries, policy.max_retries, delay
             )
             await asyncio.sleep(delay)
+
+    async def _attempt(self, resources: _LoopResources, body: dict[str, Any]) -> Attempt:
+        """One HTTP attempt; both backends read its end alike (never raises except on cancellation)."""
+        if self.http_backend == "aiohttp":
+            from medrewardbench.models.api.direct import post, request_headers
+
+            url = (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+            return await post(resources.client, url, request_headers(self._api_key), body, self.settings.timeout_s)
+        openai = self._openai
+        try:
+            # the client's generic POST: same auth, errors and timeouts as chat.completions.create,
+            # without its per-request transform of the parameters and model construction
+            response = await resources.client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=resources.response_type,
+                options={"timeout": self.settings.timeout_s},
+            )
+            payload = response.json()
+        except openai.APIStatusError as exc:
+            retry_after = parse_retry_after(exc.response.headers)
+            return Attempt(status=int(exc.status_code), message=_error_message(exc), retry_after=retry_after)
+        except openai.APITimeoutError as exc:
+            # the aiohttp transport reports a dropped connection as a connect timeout
+            return Attempt(problem="timeout" if root_is_timeout(exc) else "connection error")
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__
+            return Attempt(
+                problem="connection error", cause=None if cause is None else f"{type(cause).__name__}: {cause}"
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
+            return Attempt(malformed=f"{type(exc).__name__}: {exc}")
+        return Attempt(payload=payload)
 
     def read_response(self, status_code: int, body: Any, *, structured: bool = False) -> CallOutcome:
         """Read an answer that came outside a live call (a Batch API output line) as a live one.
@@ -568,18 +598,6 @@ def choose_http_backend(choice: str) -> str:
     if choice == "aiohttp":
         raise MissingExtraError("aiohttp", "api", "the aiohttp HTTP backend of the API judge")
     return "httpx"
-
-
-def _root_is_timeout(exc: BaseException) -> bool:
-    """False when a client "timeout" was caused by the server hanging up (aiohttp reports it so)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionError) or "disconnected" in type(current).__name__.lower():
-            return False
-        current = current.__cause__ or current.__context__
-    return True
 
 
 def _error_message(exc: Any) -> str:

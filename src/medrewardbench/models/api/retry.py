@@ -82,3 +82,45 @@ def parse_retry_after(headers: Mapping[str, str] | Any, now: datetime | None = N
         when = when.replace(tzinfo=timezone.utc)
     current = now or datetime.now(timezone.utc)
     return max((when - current).total_seconds(), 0.0)
+
+
+def root_is_timeout(exc: BaseException) -> bool:
+    """False when a client "timeout" was caused by the server hanging up (aiohttp reports it so).
+
+    Args:
+        exc: the exception the HTTP client raised (its causes and contexts are walked).
+
+    Returns:
+        True for a real timeout, False for a dropped connection.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError) or "disconnected" in type(current).__name__.lower():
+            return False
+        current = current.__cause__ or current.__context__
+    return True
+
+
+@dataclass
+class Attempt:
+    """How one HTTP attempt ended, whatever the backend: one of a payload, a status, a problem or a malformed body.
+
+    Attributes:
+        payload: the parsed JSON of a 2xx answer.
+        status: the HTTP status of an error answer.
+        message: that answer's error message.
+        retry_after: seconds the server asked to wait.
+        problem: ``"timeout"`` or ``"connection error"``.
+        cause: for a connection error, what met it (``Type: message``).
+        malformed: why a 2xx answer could not be read.
+    """
+
+    payload: Any = None
+    status: int | None = None
+    message: str = ""
+    retry_after: float | None = None
+    problem: str | None = None
+    cause: str | None = None
+    malformed: str | None = None

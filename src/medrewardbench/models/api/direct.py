@@ -1,0 +1,230 @@
+"""One Chat Completions POST over a plain ``aiohttp`` session: what the ``openai`` client does, for less CPU.
+
+The API judge's aiohttp backend used to go through ``openai.AsyncOpenAI`` over its aiohttp
+transport: per request the client builds an httpx request (URL parsing, header models, option
+copies), the transport turns it into an aiohttp request and the answer back into an httpx
+response. At dozens of requests in flight that work was most of the client's CPU, and importing
+``openai`` was most of the ``eval`` command's start-up. Here the request goes to aiohttp directly,
+and every way it can end is read as the ``openai`` client reads it, so that
+:meth:`~medrewardbench.models.api.chat.ChatClient.call` gives the same outcome, reason and retry
+decision on either backend:
+
+* an HTTP status outside 2xx is a status error with the message ``openai`` would give
+  (:func:`status_message`) and the ``Retry-After`` headers;
+* timeouts and dropped connections are problems (``timeout`` or ``connection error``, told apart
+  as :func:`~medrewardbench.models.api.retry.root_is_timeout` tells them apart for ``openai``);
+* an unreadable 2xx body is malformed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from medrewardbench.models.api.retry import Attempt, parse_retry_after, root_is_timeout
+
+__all__ = ["encode_body", "make_session", "post", "request_headers", "status_message"]
+
+KEEPALIVE_S = 5.0
+"""How long an idle connection is kept (httpx's default, which the ``openai`` client used)."""
+
+
+def request_headers(api_key: str) -> dict[str, str]:
+    """The headers the ``openai`` client sends that a server may act on: key, organisation, project.
+
+    Args:
+        api_key: the key (or the placeholder for a local server).
+
+    Returns:
+        ``Authorization`` and ``Accept``, with ``OpenAI-Organization`` and ``OpenAI-Project`` when
+        ``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID`` are set.
+    """
+    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+    for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+        value = os.environ.get(variable)
+        if value:
+            headers[header] = value
+    return headers
+
+
+def _ssl_context() -> ssl.SSLContext:
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:  # pragma: no cover - certifi comes with openai
+        return ssl.create_default_context()
+
+
+def make_session(connections: int, url: str) -> aiohttp.ClientSession:
+    """A session with a pool of ``connections`` (made inside the event loop that will use it).
+
+    Args:
+        connections: the most connections open at once.
+        url: the endpoint; an ``https`` one verifies certificates against certifi's roots, as the
+            ``openai`` client does (loading them takes a noticeable part of a second, so a plain
+            ``http`` endpoint skips it).
+
+    Returns:
+        The session.
+    """
+    ssl_context = _ssl_context() if url.lower().startswith("https:") else True
+    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=KEEPALIVE_S, ssl=ssl_context)
+    return aiohttp.ClientSession(connector=connector)
+
+
+async def post(
+    session: aiohttp.ClientSession, url: str, headers: Mapping[str, str], body: Mapping[str, Any], timeout_s: float
+) -> Attempt:
+    """POST one JSON body and read the answer; never raises except on cancellation.
+
+    Args:
+        session: the loop's session (:func:`make_session`).
+        url: the endpoint.
+        headers: the request headers (key and the like; the JSON content type is added).
+        body: the JSON body.
+        timeout_s: the connect and read timeout, as the ``openai`` client applied it.
+
+    Returns:
+        How the attempt ended.
+    """
+    timeout = aiohttp.ClientTimeout(sock_connect=timeout_s, sock_read=timeout_s, connect=timeout_s)
+    data = encode_body(body)
+    try:
+        async with session.post(
+            url, data=data, headers={**headers, "Content-Type": "application/json"}, timeout=timeout
+        ) as response:
+            raw = await response.read()
+            status = response.status
+            charset = response.charset or "utf-8"
+            retry_after = parse_retry_after(response.headers) if status >= 400 else None
+    except aiohttp.ClientPayloadError as exc:  # openai: httpx ReadError, a connection error
+        return Attempt(problem="connection error", cause=f"ReadError: {exc}")
+    except (aiohttp.ClientConnectionError, TimeoutError) as exc:  # openai: a timeout exception
+        return Attempt(problem="timeout" if root_is_timeout(exc) else "connection error")
+    except Exception as exc:  # anything else on the way: openai calls it a connection error
+        return Attempt(problem="connection error", cause=f"{type(exc).__name__}: {exc}")
+    if not 200 <= status < 300:
+        return Attempt(
+            status=status,
+            message=status_message(status, raw.decode(charset, errors="replace")),
+            retry_after=retry_after,
+        )
+    try:
+        return Attempt(payload=json.loads(raw))
+    except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
+        return Attempt(malformed=f"{type(exc).__name__}: {exc}")
+
+
+SPLICE_MIN_CHARS = 4096
+"""Image URLs at least this long are spliced into the encoded body instead of going through the encoder."""
+
+
+def _encode(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+_CHECKED: dict[str, bool] = {}
+"""URLs checked lately (both orders of a case send the same URL object: its check is a dict lookup)."""
+_CHECKED_MAX = 256
+
+
+def _splices(url: str) -> bool:
+    """Whether a URL is a long base64 ``data:`` URL whose JSON form is itself in quotes (nothing to escape)."""
+    if len(url) < SPLICE_MIN_CHARS:
+        return False
+    known = _CHECKED.get(url)
+    if known is None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        known = _CHECKED[url] = _check_splice(url)
+    return known
+
+
+def _check_splice(url: str) -> bool:
+    if not url.isascii():
+        return False
+    head, separator, payload = url.partition(";base64,")
+    return (
+        bool(separator)
+        and len(head) <= 256
+        and head.isprintable()
+        and '"' not in head
+        and "\\" not in head
+        and not payload.encode("ascii").translate(None, _BASE64_ALPHABET)
+    )
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """The request body as compact JSON, the same bytes as ``json.dumps`` gives, for less CPU.
+
+    A data URL of an image is most of a request's bytes, and the JSON encoder scans every one of
+    them for characters to escape, though base64 has none. The URLs are set aside, the rest is
+    encoded, and each URL goes back in its place as it is.
+
+    Args:
+        body: the request body (``messages`` with ``image_url`` parts).
+
+    Returns:
+        The UTF-8 JSON bytes.
+    """
+    messages = body.get("messages")
+    urls: list[str] = []
+    if isinstance(messages, list):
+        shown = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                parts = []
+                for part in content:
+                    image = part.get("image_url") if isinstance(part, dict) else None
+                    url = image.get("url") if isinstance(image, dict) else None
+                    if isinstance(image, dict) and isinstance(url, str) and _splices(url):
+                        parts.append({**part, "image_url": {**image, "url": f"\x00mrb-image-{len(urls)}\x00"}})
+                        urls.append(url)
+                    else:
+                        parts.append(part)
+                message = {**message, "content": parts}
+            shown.append(message)
+    if not urls:
+        return _encode(body).encode("utf-8")
+    text = _encode({**body, "messages": shown})
+    for index, url in enumerate(urls):
+        marker = _encode(f"\x00mrb-image-{index}\x00")
+        if text.count(marker) != 1:  # the marker's text occurs elsewhere: encode it all the usual way
+            return _encode(body).encode("utf-8")
+        text = text.replace(marker, f'"{url}"')
+    return text.encode("utf-8")
+
+
+def status_message(status: int, text: str) -> str:
+    """The message of an error answer, as the API judge reads it from an ``openai`` status error.
+
+    Args:
+        status: the HTTP status.
+        text: the answer's body.
+
+    Returns:
+        The error's ``message`` (with its ``param``) when the body is JSON that has one, else
+        ``Error code: <status>``.
+    """
+    text = text.strip()
+    body: Any = text
+    with contextlib.suppress(Exception):  # else a plain-text error body
+        body = json.loads(text)
+    data = body.get("error", body) if isinstance(body, Mapping) else body
+    if isinstance(data, dict):
+        inner = data.get("error", data)
+        if isinstance(inner, dict) and inner.get("message"):
+            param = inner.get("param")
+            return f"{inner['message']}" + (f" (param: {param})" if param else "")
+    return f"Error code: {status}"

@@ -1,0 +1,46 @@
+"""The aiohttp backend's direct POST: the same body bytes and error messages as through ``openai``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from medrewardbench.models.api.direct import encode_body, status_message
+
+
+def _plain(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _body(url: str, text: str = "Which answer is better?") -> dict[str, Any]:
+    content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]
+    return {"model": "m", "messages": [{"role": "system", "content": "judge"}, {"role": "user", "content": content}]}
+
+
+LONG_URL = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 40).decode("ascii")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _body(LONG_URL),
+        _body(LONG_URL, "quotes \" and \\ backslashes, é, \x00mrb-image-0\x00 and a marker's text"),
+        _body(LONG_URL + "\x01"),  # not base64: encoded the usual way
+        _body("data:image/png;base64,AAAA"),  # short: encoded the usual way
+        {"model": "m", "messages": [{"role": "user", "content": "plain"}], "seed": 0, "temperature": 0.5},
+    ],
+)
+def test_the_body_is_byte_for_byte_what_json_dumps_gives(body: dict[str, Any]) -> None:
+    assert encode_body(body) == _plain(body)
+
+
+def test_an_error_message_is_read_as_the_openai_client_reads_it() -> None:
+    error = {"error": {"message": "Invalid request (injected).", "type": "invalid", "param": None}}
+    assert status_message(400, json.dumps(error)) == "Invalid request (injected)."
+    with_param = {"error": {"message": "bad", "param": "response_format"}}
+    assert status_message(422, json.dumps(with_param)) == "bad (param: response_format)"
+    assert status_message(503, "upstream down") == "Error code: 503"
+    assert status_message(500, json.dumps({"detail": "x"})) == "Error code: 500"
