@@ -50,6 +50,10 @@ judge's own statement. Passing ``quoted`` is what protects: without it, copied t
 The result keeps one invariant: either at least one dimension is decided, ``failure`` is None and
 every other dimension has an entry in ``dimension_failures``; or none is, ``failure`` says why,
 ``dimension_failures`` is empty and ``method`` is ``"none"``.
+
+Why one module of this size: the verdict parser is one pass over the text, and the adversarial cases
+it must survive (quoted prompts, planted verdicts, fences, two objects) are documented beside the
+code that handles them.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@
 This module imports only typer and the standard library at the top: the web and database
 dependencies (the ``annotate`` extra) are imported inside the commands, and a missing one is
 reported with the command to install it.
+
+Why one module of this size: one typer group (init, user, serve, status, export) of thin commands;
+the module is long because the group has many options, not because a command does much.
 """
 
 from __future__ import annotations

@@ -36,6 +36,10 @@ The rules that tie them to ``labels`` (:func:`resolve_labels`):
   decision) does not change the label: the majority decides, the adjudication is kept as it was
   written, and a warning says so.
 * ``label_sources``, when given, must name a labelled dimension and say what the rules above say.
+
+Why one module of this size: the canonical annotation fields, their checks and the one rule from
+votes and adjudications to labels belong together; split, the rule would sit apart from what it
+reads.
 """
 
 from __future__ import annotations

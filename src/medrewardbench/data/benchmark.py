@@ -1,4 +1,8 @@
-"""The :class:`Benchmark` (a loaded, validated set of cases) and the loaders' common result type."""
+"""The :class:`Benchmark` (a loaded, validated set of cases) and the loaders' common result type.
+
+Why one module of this size: the Benchmark is the loaders' one result type; its streaming, selection
+and grouping methods share its private state.
+"""
 
 from __future__ import annotations
 

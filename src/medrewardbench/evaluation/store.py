@@ -4,6 +4,9 @@ Judgments are keyed by (judge fingerprint, case id, order) and carry the hash of
 they were made on, so a judgment is reused by any later run of the same judge configuration on the
 same case (resume, larger ``--limit``) and is never reused when the case text or image changed.
 Every batch is committed as soon as it is written: a crash or kill loses only what was in flight.
+
+Why one module of this size: the results store owns all of its SQL (schema, migrations, queries);
+keeping it in one module is what makes that rule checkable.
 """
 
 from __future__ import annotations

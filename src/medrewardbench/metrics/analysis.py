@@ -11,6 +11,10 @@ six dimensions' requests together (correct / counted summed over dimensions). It
 of the six when every case is labelled on all six, and it is the leaderboard's score. Its paired
 tests take the case as their unit, as every test does: the bootstrap resamples whole cases, and the
 sign-flip test flips the sign of a case's difference summed over its dimensions and orders.
+
+Why one module of this size: the one place that turns runs into the analysis record (leaderboard,
+tiers, pairwise tests, the human ceiling, sensitivity); each part is a function, the module is their
+composition.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ Reward model directory format (version 1)::
 
 The text the backbone reads (``prompt_format`` ``chat-v1``) is the model's chat template applied
 to a user turn (the image, then ``"Question:\n" + question``) and an assistant turn (the answer).
+
+Why one module of this size: the two reward-model families and their file format share loading and
+scoring; the module is imported only with the [hf] extra.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ Where entries run:
 
 Either way this process alone writes the store, with the same fingerprints as ``eval``: a rerun
 resumes, a judgment is never stored twice, and ``judgments.jsonl`` is the same byte for byte.
+
+Why one module of this size: the sweep job: planning, dispatch, juries, costs and the files, in the
+order they run; each step is a function, the module is the sequence.
 """
 
 from __future__ import annotations

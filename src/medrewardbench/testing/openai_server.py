@@ -46,6 +46,9 @@ Example::
         server.control.set_latency(0.1)
         server.control.script_faults("429")
         client = openai.OpenAI(base_url=server.base_url, api_key="x")
+
+Why one module of this size: a test double shipped with the package: the server, its fault injection
+and its process wrapper are one tool for tests, benchmarks and users (see the test-server guide).
 """
 
 from __future__ import annotations

@@ -28,6 +28,10 @@ Output layout (``medrewardbench report OUT`` renders it as one pooled held-out r
     OUT/fold-<i>/eval/      store, judgments.jsonl, metrics.json of the held-out cases
     OUT/baseline/           the base model and the baseline floor on the pooled held-out cases
     OUT/cv.json             the report
+
+Why one module of this size: the fold loop, its pooling and the comparisons with the base model and
+the floor are one procedure with one record type (the command-line tables already live in
+cli/cv_report.py).
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ Each row of ``W`` (one resample) is drawn from its own generator, seeded from ``
 (:func:`iter_bootstrap_weights`) and the rows never depend on the block size: with 100,000 cases
 and 2,000 resamples the whole matrix never has to exist at once, and the same seed gives the same
 resamples, hence the same intervals, whatever the blocks.
+
+Why one module of this size: the weight matrix, the resampled sums and the intervals built from them
+share private helpers and one random stream; split apart, the order of draws that every seeded
+figure depends on would be easy to break.
 """
 
 from __future__ import annotations

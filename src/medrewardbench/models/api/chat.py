@@ -22,6 +22,10 @@ A call never raises except on cancellation: it ends in a :class:`CallOutcome` ho
 completion's text or a failure reason. Answers that come another way (a Batch API output file) are
 read into the same :class:`CallOutcome` by the same code (:meth:`ChatClient.read_response`), from
 request lines whose bodies the same code built (:meth:`ChatClient.batch_request`).
+
+Why one module of this size: the request machinery of every API model (HTTP back ends, retries,
+structured-output fallback, usage) is one state machine per request; its parts share the client's
+state.
 """
 
 from __future__ import annotations
