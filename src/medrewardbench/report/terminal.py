@@ -94,11 +94,11 @@ ABBREVIATIONS = {"stands in for an annotator?": "stands in?", "macro over organs
 """Shorter headers, tried before any column is left out."""
 NAME_COLUMNS = ("judge", "name")
 """Columns of names: cut in the middle (keeping what tells them apart) where the table is too wide."""
-NAME_WIDTH = 32
+NAME_WIDTH = 48
 """Names are cut to this before any column is left out."""
 MIN_NAME_WIDTH = 18
 """... and down to this after."""
-NARROW_NOTE = "left out to fit: {columns} (see the `report` files or widen the terminal)"
+NARROW_NOTE = "left out to fit: {columns} (in the `report` files, or widen the terminal)"
 
 
 def _header(column: Column) -> str:
