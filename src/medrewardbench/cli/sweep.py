@@ -248,6 +248,13 @@ def _print_result(result: Any, wall_s: float) -> None:
             highlight=False,
             markup=False,
         )
+    if result.cost_usd is not None:
+        console.print(
+            f"cost: ${result.cost_usd:,.4f} for the entries with a price (requests asked again included; "
+            "juries reuse their members' answers and add nothing)",
+            highlight=False,
+            markup=False,
+        )
     for note in result.notes:
         console.print(terminal_safe(note), highlight=False, markup=False)
     judged = sum(o.judged for o in result.outcomes)
