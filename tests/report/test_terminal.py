@@ -92,3 +92,19 @@ def test_a_table_that_fits_is_left_as_it_is() -> None:
     table.add_row("1", "baseline:longer")
     assert fit_table(table, 80) is table
     assert fit_table(table, None) is table
+
+
+def test_columns_sets_the_width_of_piped_output() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "from medrewardbench.cli.support import console; print(console.width)"
+    widths = {}
+    for columns in ("100", None):
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        if columns is not None:
+            env["COLUMNS"] = columns
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        widths[columns] = int(done.stdout.strip())
+    assert widths == {"100": 100, None: 160}, "piped output: COLUMNS when set, else a wide 160"
