@@ -7,11 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.api import API_KEY_ENV
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.results import CANNOT, VERDICTS
+from medrewardbench.testing.openai_server import OpenAIServer
 
 runner = CliRunner()
 
@@ -203,3 +205,24 @@ def test_the_demo_report_marks_organ_cells_on_fewer_than_four_cases_and_decides_
     by_organ = md[md.index("### Agreement between annotators by organ system") :]
     for organ in sizes:
         assert (f"| {organ} (n<4) |" in by_organ.replace("\\", "")) == (organ in small), organ
+
+
+def test_two_servers_of_one_model_read_apart_in_every_format(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    with OpenAIServer() as second:
+        out = tmp_path / "two-ports"
+        for server in (openai_server, second):
+            code, output = cli(
+                "eval", "--judge", "api:tiny-qwen", "--limit", "3", "--base-url", server.base_url,
+                "--api-key-env", API_KEY_ENV, "--max-retries", "0", "--out", str(out), "--quiet",
+            )  # fmt: skip
+            assert code == 0, output
+        labels = [f"api:tiny-qwen @127.0.0.1:{server.port}" for server in (openai_server, second)]
+        code, output = cli("leaderboard", str(out), "--bootstrap", "200")
+        assert code == 0 and all(label in output for label in labels), output
+        code, output = cli(
+            "report", str(out), "--out", str(tmp_path / "r"), "--format", "md,html,xlsx", "--bootstrap", "200"
+        )
+        assert code == 0, output
+        for name in ("report.md", "report.html"):
+            text = (tmp_path / "r" / name).read_text("utf-8")
+            assert all(label in text for label in labels), name

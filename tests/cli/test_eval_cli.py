@@ -11,7 +11,7 @@ from helpers.api import API_KEY_ENV
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app
-from medrewardbench.evaluation.job import failure_hint
+from medrewardbench.evaluation.job import RunHealth, failure_hint
 from medrewardbench.testing.openai_server import OpenAIServer
 
 runner = CliRunner()
@@ -119,7 +119,17 @@ def test_failure_hints_fit_the_reason_and_the_judge(reason: str, spec: str, expe
 
 def test_no_hint_where_there_is_nothing_to_try() -> None:
     assert failure_hint("empty output", "rm:model") is None
+    assert failure_hint("tie: equal lengths", "baseline:longer") is None, "a baseline's ties are not a reward model's"
     assert failure_hint("something nobody anticipated", "api:x") is None
+
+
+def test_no_hint_suggests_structured_output_to_a_run_that_asked_for_it() -> None:
+    hint = failure_hint("empty response", "api:gpt-4o", structured=True)
+    assert hint is not None and "--structured" in hint and "try --structured" not in hint
+    assert "--max-tokens" in hint
+    health = RunHealth("r", "api:gpt-4o", 4, 4, {"empty response": 4}, structured=True)
+    assert all("try --structured" not in h for h in health.hints())
+    assert any("try --structured" in h for h in RunHealth("r", "api:gpt-4o", 4, 4, {"empty response": 4}).hints())
 
 
 def test_eval_warns_when_a_trained_model_is_evaluated_on_its_training_cases(tmp_path: Path) -> None:

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 from helpers.curation import (
+    OPEN_ROWS,
     VQA_MAP,
     api_flags,
     api_options,
     imported_project,
+    open_responder,
     project_store,
     write_jsonl,
     write_vqa_source,
@@ -89,6 +91,26 @@ def test_a_generator_that_fails_everything_exits_1_with_its_reasons(
     code, output = invoke("report", str(tmp_path / "p"))
     assert code == 0 and "api:broken" in output
     assert json.loads(json.dumps(output))  # printable
+
+
+def test_filter_names_models_and_grader_apart_and_its_last_line_says_what_happened(
+    answer_server: OpenAIServer, tmp_path: Path
+) -> None:
+    answer_server.control.set_responder(open_responder)
+    project = imported_project(tmp_path, OPEN_ROWS)
+    flags = ["-m", "api:expert", "-m", "api:novice", "-k", "0", "--grader", "api:grader", *api_flags(answer_server)]
+    code, output = invoke("filter", str(project), *flags)
+    assert code == 0, output
+    assert "Filter models" in output and "grader: api:grader" in output
+    last = " ".join(output.strip().splitlines()[-3:])
+    assert "decisions stored" in last and "(1 not answered, 0 not graded)" not in last
+    flat = " ".join(output.split())
+    assert "1 answer(s) could not be scored and count as wrong (0 not answered, 1 not graded)" in flat
+    answer_server.control.set_faults(rate_400=1.0)
+    code, output = invoke("filter", str(project), *flags, "--fresh", "-q")
+    assert code == 1
+    assert "every request failed for api:expert, api:novice: the decisions are stored" in " ".join(output.split())
+    assert "decided 3 question(s), decisions stored" in output, "the decisions are stated before the error"
 
 
 # ------------------------------------------------------------------------ bad inputs, one line each

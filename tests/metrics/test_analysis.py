@@ -295,6 +295,41 @@ def test_judge_labels_say_what_differs_between_runs_of_one_spec() -> None:
     ]
 
 
+def test_judge_labels_keep_apart_two_servers_of_one_model() -> None:
+    def served(run_id: str, url: str, **config: object) -> RunData:
+        run = tiny_run(run_id, JUDGE_A, spec="api:tiny-qwen")
+        return dataclasses.replace(run, config={"spec": "api:tiny-qwen", "base_url": url, **config})
+
+    ports = [served("r1", "http://127.0.0.1:18001/v1"), served("r2", "http://127.0.0.1:18002/v1")]
+    assert judge_labels(ports) == ["api:tiny-qwen @127.0.0.1:18001", "api:tiny-qwen @127.0.0.1:18002"]
+    paths = [served("r1", "http://host:8000/a/v1"), served("r2", "http://host:8000/b/v1")]
+    assert judge_labels(paths) == ["api:tiny-qwen @host:8000/a/v1", "api:tiny-qwen @host:8000/b/v1"]
+    mixed = [served("r1", "http://127.0.0.1:18001/v1", seed=1), served("r2", "http://127.0.0.1:18002/v1", seed=2)]
+    assert judge_labels(mixed) == [
+        "api:tiny-qwen (@127.0.0.1:18001, seed 1)",
+        "api:tiny-qwen (@127.0.0.1:18002, seed 2)",
+    ]
+
+
+def test_long_differing_values_are_cut_in_the_middle_and_stay_apart() -> None:
+    def adapter(run_id: str, path: str) -> RunData:
+        return dataclasses.replace(tiny_run(run_id, JUDGE_A, spec="hf:m"), config={"spec": "hf:m", "note": path})
+
+    long = "a-very-long-setting-value-that-only-differs-at-the-"
+    labels = judge_labels([adapter("r1", long + "end-one"), adapter("r2", long + "end-two")])
+    assert len(set(labels)) == 2 and all("…" in label for label in labels)
+    assert labels[0].endswith("one)") and labels[1].endswith("two)")
+
+
+def test_a_sweep_entry_reads_by_its_name() -> None:
+    runs = [
+        dataclasses.replace(tiny_run("r1", JUDGE_A, spec="api:m"), metadata={"sweep_entry": "qwen-a"}),
+        dataclasses.replace(tiny_run("r2", JUDGE_A, spec="api:m"), metadata={"sweep_entry": "qwen-b"}),
+        dataclasses.replace(tiny_run("r3", JUDGE_A, spec="baseline:first"), metadata={"sweep_entry": "baseline:first"}),
+    ]
+    assert judge_labels(runs) == ["qwen-a", "qwen-b", "baseline:first"]
+
+
 def test_judge_labels_fall_back_to_the_run_id_when_configurations_are_equal() -> None:
     runs = [tiny_run("run-aaaaaaaaaa", JUDGE_A, spec="x:y"), tiny_run("run-bbbbbbbbbb", JUDGE_A, spec="x:y")]
     assert judge_labels(runs) == ["x:y (run aaaaaaaaaa)", "x:y (run bbbbbbbbbb)"]

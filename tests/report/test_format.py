@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -78,3 +79,12 @@ def test_every_renderer_prints_p_values_through_the_one_formatter() -> None:
             continue
         text = path.read_text("utf-8")
         assert "<0.001" not in text and ":.3g}" not in text and ":.2g}" not in text, path.name
+
+
+def test_plots_keep_apart_labels_that_differ_only_at_their_end() -> None:
+    from medrewardbench.report.plots import forest
+
+    labels = [f"api:tiny-qwen (base url http://127.0.0.1:{port}/v1, x)" for port in (18001, 18002)]
+    svg = forest(labels, [0.5, 0.6], [0.4, 0.5], [0.6, 0.7], title="t")
+    shown = re.findall(r"<text[^>]*>([^<]*18\d{3}[^<]*)</text>", svg)
+    assert len(set(shown)) == 2, shown

@@ -145,6 +145,8 @@ def test_sheet_names_are_valid_and_unique() -> None:
     assert names[2] == "a_b_c_d__e_"
     assert names[3] != "Leaderboard" and names[3].startswith("Leaderboard")
     assert names[5] == "quoted"
+    ports = sheet_names(["api:a-long-model-name-here @127.0.0.1:18001", "api:a-long-model-name-here @127.0.0.1:18002"])
+    assert ports[0].endswith("18001") and ports[1].endswith("18002"), "cut in the middle, the ports stay"
 
 
 def test_html_is_self_contained_and_escapes_judge_output(report: dict[str, Any]) -> None:

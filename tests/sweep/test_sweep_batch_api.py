@@ -101,6 +101,7 @@ def test_batch_answers_are_read_exactly_like_live_ones_and_priced_at_batch_price
     assert outcome.status == "done" and outcome.judged == 12 and len(outcome.batch_ids) == 1
     assert openai_server.control.chat_requests() == []  # nothing went live
     assert openai_server.control.batches.counters["batches_created"] == 1
+    assert _batch_listings(openai_server) == 0, "a new batch does not search the provider's batch list"
     live_rows = judgments_of(tmp_path / "live", "api:batched")
     batch_rows = judgments_of(tmp_path / "batch", "api:batched")
     assert batch_rows == live_rows  # same verdicts, raw outputs, failures, usage and fingerprints
@@ -220,14 +221,20 @@ def test_a_batch_created_by_a_process_killed_before_it_recorded_the_id_is_found_
                 status="uploaded",
             )
         )
+    openai_server.control.clear_requests()
     result = run_sweep(config, SweepOptions(out_dir=out, batch_api=True, report=False))
     assert created.id in result.outcomes[0].batch_ids
+    assert _batch_listings(openai_server) == 1, "searched for the resumed submission only, not for the new one"
     assert openai_server.control.batches.counters["batches_created"] == 2  # ours, and one for the other ten requests
     assert result.outcomes[0].stored == 12
     with Store.in_dir(out) as store:
         found = {s.submission_id: s for s in store.batch_submissions(run.judge_fingerprint)}
     assert found["killed-before-create"].batch_id == created.id and found["killed-before-create"].status == "ingested"
     assert openai_server.control.chat_requests() == []
+
+
+def _batch_listings(server: OpenAIServer) -> int:
+    return sum(1 for r in server.control.requests if r.method == "GET" and r.path.rstrip("/") == "/v1/batches")
 
 
 def _hash(out: Path, case_id: str) -> str:

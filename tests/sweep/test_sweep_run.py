@@ -329,3 +329,48 @@ def test_empty_values_of_paths_and_of_ray_are_one_line(tmp_path: Path, sweep_cas
         lines = [line for line in result.output.splitlines() if line.startswith("error:")]
         assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith(message), (args, result.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "prices.yaml", "sweep.yaml"]
+
+
+def test_a_request_asked_again_is_billed_again_and_a_jury_adds_nothing_to_its_members(
+    tmp_path: Path, openai_server: OpenAIServer, sweep_cases: Path
+) -> None:
+    price = "price: {input: 1000000, output: 1000000}"  # one dollar a token: costs read as token counts
+    sweep = write_sweep(
+        tmp_path / "sweep.yaml",
+        f"data: {sweep_cases}\nreport: {{n_resamples: 50}}\njudges:\n"
+        + _api(openai_server, "one", price)
+        + _api(openai_server, "two", price)
+        + "juries:\n  - name: both\n    members: [api:one, api:two]\n",
+    )
+    out = tmp_path / "out"
+    openai_server.control.set_default_output("I cannot read these answers.")  # unparseable, but billed
+    first = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "-q"])
+    assert first.exit_code in (0, 1), first.output
+    with Store.in_dir(out) as store:
+        run = next(r for r in store.runs() if r.judge_spec == "api:one")
+        paid_first = sum((j.prompt_tokens or 0) + (j.completion_tokens or 0) for j in store.judgments_for_run(run))
+        assert all(j.failure for j in store.judgments_for_run(run)) and paid_first > 0
+    openai_server.control.reset()
+    again = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(out), "--retry-failures"])
+    assert again.exit_code == 0, again.output
+    with Store.in_dir(out) as store:
+        runs = {r.judge_spec: r for r in store.runs()}
+        judgments = store.judgments_for_run(runs["api:one"])
+        paid_now = sum((j.prompt_tokens or 0) + (j.completion_tokens or 0) for j in judgments)
+        one = recorded_cost(runs["api:one"].metadata)
+        two = recorded_cost(runs["api:two"].metadata)
+        jury = recorded_cost(runs["jury:both"].metadata)
+    assert all(j.failure is None for j in judgments)
+    assert one is not None and one.usd == pytest.approx(paid_first + paid_now), "the unreadable answers were paid too"
+    assert two is not None and jury is not None and jury.usd == pytest.approx(one.usd + two.usd)
+    summary = json.loads((out / "sweep.json").read_text("utf-8"))
+    assert summary["cost_usd"] == pytest.approx(one.usd + two.usd), "the jury is not added again"
+    assert "juries reuse their members' answers and add nothing" in " ".join(again.output.split())
+
+
+def test_totals_leave_juries_out() -> None:
+    from medrewardbench.metrics.cost import RunCost, total_usd
+
+    members = [RunCost(1.5, 0.0, 6, 12), RunCost(2.0, 0.0, 6, 12)]
+    jury = RunCost(3.5, 0.0, 6, 0, members=("a", "b"))
+    assert total_usd([*members, jury]) == pytest.approx(3.5)

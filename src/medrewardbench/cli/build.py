@@ -155,25 +155,70 @@ def _generation_table(title: str, summaries: Sequence[Any]) -> Table:
     return table
 
 
-def _report_failures(summaries: Sequence[Any]) -> None:
+def _report_failures(summaries: Sequence[Any], what: str = "answer(s)", *, stop_when_all_failed: bool = True) -> None:
     for s in summaries:
         if not s.stored_failures:
             continue
         reasons = "; ".join(f"{terminal_safe(r)} ({n})" for r, n in s.reasons)
         err_console.print(
-            f"{terminal_safe(s.spec)}: {s.stored_failures} stored answer(s) failed. Most common: {reasons}. "
+            f"{terminal_safe(s.spec)}: {s.stored_failures} stored {what} failed. Most common: {reasons}. "
             "Rerun with --retry-failures to ask again.",
             highlight=False,
             markup=False,
             soft_wrap=True,
         )
     dead = [s.spec for s in summaries if s.all_failed]
-    if dead:
+    if dead and stop_when_all_failed:
         raise _fail(
             f"every request failed for {', '.join(dead)}; the failures are stored (see the reasons above), "
             "fix the cause and rerun with --retry-failures",
             EXIT_ALL_FAILED,
         )
+
+
+def _print_filter(summary: Any, project: Path, quiet: bool) -> None:
+    """The filter's outcome: models and grader apart, their failures, and a last line that says what happened.
+
+    The decisions are stored even when a model or the grader failed everything (its answers count as
+    wrong): the last line says so, and the exit status is then :data:`EXIT_ALL_FAILED`.
+    """
+    if not quiet:
+        table = _generation_table("Filter models (answer every question)", summary.models)
+        if summary.grader is not None:
+            table.add_section()
+            grader = summary.grader
+            table.add_row(
+                f"grader: {_cell(grader.spec)}", str(grader.total), str(grader.reused), str(grader.generated),
+                str(grader.failed), str(grader.stored_failures), style="italic",
+            )  # fmt: skip
+            table.caption = "grader: grades the filter models' open answers against the reference (one row per answer)"
+        console.print(table)
+    _report_failures(summary.models, stop_when_all_failed=False)
+    if summary.grader is not None:
+        _report_failures([summary.grader], "grading(s)", stop_when_all_failed=False)
+    failures = ""
+    if summary.failed_answers:
+        answers = summary.failed_answers - summary.failed_gradings
+        failures = (
+            f"; {summary.failed_answers} answer(s) could not be scored and count as wrong "
+            f"({answers} not answered, {summary.failed_gradings} not graded)"
+        )
+    decisions = (
+        f"decided {summary.decided} question(s), decisions stored: kept {summary.kept} "
+        f"({summary.unscored} of them without a reference answer), dropped {summary.dropped} "
+        f"(more than {summary.max_correct} model(s) right){failures}."
+    )
+    dead = [s.spec for s in summary.models if s.all_failed]
+    if summary.grader is not None and summary.grader.all_failed:
+        dead.append(f"the grader {summary.grader.spec}")
+    if dead:
+        console.print(decisions, highlight=False, markup=False)
+        raise _fail(
+            f"every request failed for {', '.join(dead)}: the decisions are stored, but count those answers as wrong; "
+            "fix the cause and rerun with --retry-failures",
+            EXIT_ALL_FAILED,
+        )
+    console.print(f"{decisions} See 'medrewardbench build report {_cell(project)}'.", highlight=False)
 
 
 # ------------------------------------------------------------------------------------- commands
@@ -300,21 +345,7 @@ def filter_command(
                 force=force,
             )
         sink.close()
-        generations = [*summary.models, *([summary.grader] if summary.grader else [])]
-        if not quiet:
-            console.print(_generation_table("Answers (filter models and grader)", generations))
-        console.print(
-            f"decided {summary.decided} question(s): kept {summary.kept} "
-            f"({summary.unscored} of them without a reference answer), dropped {summary.dropped} "
-            f"(more than {summary.max_correct} model(s) right). See 'medrewardbench build report {_cell(project)}'.",
-            highlight=False,
-        )
-        if summary.failed_answers:
-            err_console.print(
-                f"{summary.failed_answers} answer(s) could not be scored and counted as wrong.",
-                highlight=False,
-            )
-        _report_failures(generations)
+        _print_filter(summary, project, quiet)
 
 
 @app.command("responses")

@@ -443,22 +443,29 @@ def _print_failures(health: Sequence[RunHealth]) -> None:
 
 
 def _print_results(result: EvaluationResult, benchmark_name: str, by: Sequence[str]) -> None:
-    from medrewardbench.report.terminal import dimension_table, group_table, labels_banner, leaderboard_table
+    from medrewardbench.report.terminal import (
+        dimension_table,
+        fit_table,
+        group_table,
+        labels_banner,
+        leaderboard_table,
+    )
 
     this_call = {run.run_id for run in result.runs}
     if len(result.runs) == 1:
         analysed = next(r for r in result.analysis.runs if r.run_id in this_call)
-        console.print(dimension_table(analysed))
+        console.print(fit_table(dimension_table(analysed), console.width))
         for field in analysed.groups:
-            console.print(group_table(analysed, field))
+            console.print(fit_table(group_table(analysed, field), console.width))
     else:
         for field in [f for f in by if f != "organ_system"]:
             for analysed in result.analysis.runs:
                 if analysed.run_id in this_call:
-                    console.print(group_table(analysed, field))
-    console.print(
-        leaderboard_table(result.leaderboard, title=f"Leaderboard: {benchmark_name}", human=result.analysis.human)
+                    console.print(fit_table(group_table(analysed, field), console.width))
+    leaderboard = leaderboard_table(
+        result.leaderboard, title=f"Leaderboard: {benchmark_name}", human=result.analysis.human
     )
+    console.print(fit_table(leaderboard, console.width))
     failed = sum(s.failed for s in result.summaries)
     console.print(
         f"Results in {result.out_dir}/ (store {result.files['store'].name}, judgments.jsonl, metrics.json, "

@@ -95,7 +95,7 @@ def report_command(
 ) -> None:
     """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
     from medrewardbench.report.render import ReportSettings, render_reports
-    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner, sensitivity_banner
+    from medrewardbench.report.terminal import fit_table, interval_leaderboard_table, labels_banner, sensitivity_banner
 
     out_dir = out or (runs[0] if runs[0].is_dir() else runs[0].parent)
     try:
@@ -127,7 +127,7 @@ def report_command(
         _section(report.name, report.analysis.dataset.n_cases, report.data_hash, several)
         console.print(labels_banner(report.analysis.dataset.labels))
         _print_banner(sensitivity_banner(report.analysis))
-        console.print(interval_leaderboard_table(report.analysis))
+        console.print(fit_table(interval_leaderboard_table(report.analysis), console.width))
         for kind, path in report.files.items():
             console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
 
@@ -146,7 +146,7 @@ def leaderboard_command(
 ) -> None:
     """Rank every run found, with intervals and tiers, baseline rows included: one table per data set."""
     from medrewardbench.metrics.loading import analyze_dataset, find_datasets
-    from medrewardbench.report.terminal import interval_leaderboard_table, labels_banner, sensitivity_banner
+    from medrewardbench.report.terminal import fit_table, interval_leaderboard_table, labels_banner, sensitivity_banner
 
     try:
         datasets = find_datasets(results, judges=_split(judge) or None, data=data)
@@ -160,7 +160,7 @@ def leaderboard_command(
         _section(dataset.name, dataset.n_cases, dataset.data_hash, several)
         console.print(labels_banner(analysis.dataset.labels))
         _print_banner(sensitivity_banner(analysis))
-        console.print(interval_leaderboard_table(analysis))
+        console.print(fit_table(interval_leaderboard_table(analysis), console.width))
 
 
 def compare_command(
@@ -184,7 +184,13 @@ def compare_command(
     """
     from medrewardbench.metrics.analysis import DataSet, judge_labels
     from medrewardbench.metrics.loading import analyze_dataset, analyze_paths, find_datasets
-    from medrewardbench.report.terminal import comparison_table, labels_banner, sensitivity_banner, verdict_table
+    from medrewardbench.report.terminal import (
+        comparison_table,
+        fit_table,
+        labels_banner,
+        sensitivity_banner,
+        verdict_table,
+    )
 
     try:
         if Path(run_a).exists() and Path(run_b).exists():
@@ -238,10 +244,10 @@ def compare_command(
         raise _fail(str(exc)) from exc
     console.print(labels_banner(analysis.dataset.labels))
     _print_banner(sensitivity_banner(analysis))
-    console.print(comparison_table(analysis, label_a, label_b))
+    console.print(fit_table(comparison_table(analysis, label_a, label_b), console.width))
     verdicts = verdict_table(analysis, [label_a, label_b])
     if verdicts is not None:
-        console.print(verdicts)
+        console.print(fit_table(verdicts, console.width))
 
 
 def _print_banner(banner: Text | None) -> None:

@@ -9,6 +9,7 @@ escape sequences to the terminal.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import types
 import typing
@@ -36,10 +37,12 @@ __all__ = [
     "terminal_safe",
 ]
 
-# Piped output (logs, CI) gets a wide fixed width so that tables are not squeezed to 80 columns.
+# Piped output (logs, CI) gets a wide fixed width so that tables are not squeezed to 80 columns,
+# unless COLUMNS says how wide (rich reads it). Tables are fitted to console.width (report.terminal.fit_table).
 # No emoji codes: a judge named api:x followed by ": 6 failed" would print as "api❌ 6 failed".
-console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160, emoji=False)
+_WIDTH_SET = bool(os.environ.get("COLUMNS", "").strip().isdigit())
+console = Console(width=None if sys.stdout.isatty() or _WIDTH_SET else 160, emoji=False)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() or _WIDTH_SET else 160, emoji=False)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -209,6 +209,8 @@ def sweep_command(
 
 
 def _print_check(config: Any) -> None:
+    from medrewardbench.report.terminal import fit_table
+
     title = f"{config.path}: {len(config.judges)} judges, {len(config.juries)} juries"
     table = Table(title=terminal_safe(title), title_justify="left")
     for column in ("name", "judge", "runs", "price ($/M in, out)"):
@@ -220,15 +222,15 @@ def _print_check(config: Any) -> None:
     for jury in config.juries:
         members = ", ".join(f"{name}" + (f" x{weight:g}" if weight != 1 else "") for name, weight in jury.members)
         table.add_row(terminal_safe(jury.name), terminal_safe(jury.spec), terminal_safe(members), "")
-    console.print(table)
+    console.print(fit_table(table, console.width))
     console.print(f"{config.path} is valid.", highlight=False)
 
 
 def _print_result(result: Any, wall_s: float) -> None:
-    from medrewardbench.report.terminal import interval_leaderboard_table
+    from medrewardbench.report.terminal import fit_table, interval_leaderboard_table
 
     if result.analysis is not None:
-        console.print(interval_leaderboard_table(result.analysis))
+        console.print(fit_table(interval_leaderboard_table(result.analysis), console.width))
     for jury in result.juries:
         abstained = ", ".join(f"{terminal_safe(name)}: {count}" for name, count in jury.abstentions.items())
         ties = sum(jury.no_majority.values())
@@ -243,6 +245,13 @@ def _print_result(result: Any, wall_s: float) -> None:
     if len(nodes) > 1 or any(node != "local" for node in nodes):
         console.print(
             "requests judged per node: " + ", ".join(f"{terminal_safe(k)}: {v}" for k, v in nodes.items()),
+            highlight=False,
+            markup=False,
+        )
+    if result.cost_usd is not None:
+        console.print(
+            f"cost: ${result.cost_usd:,.4f} for the entries with a price (requests asked again included; "
+            "juries reuse their members' answers and add nothing)",
             highlight=False,
             markup=False,
         )

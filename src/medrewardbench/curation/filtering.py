@@ -80,7 +80,9 @@ class FilterSummary:
         kept: questions kept (those without a reference included).
         dropped: questions dropped.
         unscored: questions kept because they have no reference answer.
-        failed_answers: answers that counted as not correct because they failed.
+        failed_answers: answers that counted as not correct because they failed (no answer, or
+            an answer the grader could not grade).
+        failed_gradings: of those, answers that came back but could not be graded.
     """
 
     filter_fp: str
@@ -92,6 +94,7 @@ class FilterSummary:
     dropped: int
     unscored: int
     failed_answers: int
+    failed_gradings: int = 0
 
 
 def _grading_requests(
@@ -367,7 +370,7 @@ def run_filter(
     }
     filter_fp = config_hash(config)
     sink.stage("deciding")
-    decided = kept = dropped = unscored = failed_answers = 0
+    decided = kept = dropped = unscored = failed_answers = failed_gradings = 0
     for chunk in store.iter_questions():
         hashes = [q.content_hash for q in chunk]
         per_model = [(s.spec, store.generations(s.fingerprint, hashes)) for s in summaries]
@@ -391,6 +394,7 @@ def run_filter(
             dropped += int(not is_kept)
             unscored += int(not scored)
             failed_answers += failed
+            failed_gradings += sum(1 for entry in evidence if entry.get("how") == "grader" and "failure" in entry)
         store.write_decisions(rows)
     store.record_filter_run(filter_fp, config)
     return FilterSummary(
@@ -403,4 +407,5 @@ def run_filter(
         dropped,
         unscored,
         failed_answers,
+        failed_gradings,
     )

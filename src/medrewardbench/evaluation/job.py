@@ -61,6 +61,7 @@ class RunHealth:
         stored: requests of the run found in the store.
         failed: those that failed as a whole.
         reasons: failure reason (first line, 80 characters) -> count, most common first.
+        structured: the run asked for JSON-schema output (``--structured``), so no hint suggests it.
     """
 
     run_id: str
@@ -68,6 +69,7 @@ class RunHealth:
     stored: int
     failed: int
     reasons: dict[str, int]
+    structured: bool = False
 
     @property
     def all_failed(self) -> bool:
@@ -83,7 +85,7 @@ class RunHealth:
         """What to try about the most common failure reasons, one hint each, without repeats."""
         found: list[str] = []
         for reason in list(self.reasons)[:limit]:
-            hint = failure_hint(reason, self.judge_spec)
+            hint = failure_hint(reason, self.judge_spec, structured=self.structured)
             if hint is not None and hint not in found:
                 found.append(hint)
         return found
@@ -99,6 +101,7 @@ _HINTS: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
         "or a larger --max-tokens",
     ),
     (_UNPARSEABLE, ("api",), "unusable output: try --structured (JSON-schema output) or a larger --max-tokens"),
+    (_UNPARSEABLE, ("api+structured",), "unusable output with --structured: try a larger --max-tokens"),
     (
         ("HTTP 401", "HTTP 403"),
         (),
@@ -124,24 +127,29 @@ _HINTS: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     ),
     (
         ("tie:",),
-        ("rm", "baseline"),
+        ("rm",),
         "ties (equal scores or lengths) count as wrong: a reward model with many ties barely separates the answers",
     ),
 )
 
 
-def failure_hint(reason: str, judge_spec: str = "") -> str | None:
+def failure_hint(reason: str, judge_spec: str = "", *, structured: bool = False) -> str | None:
     """What to try about one failure reason, when there is something to try.
+
+    A baseline's ties are its nature (equal lengths), not something to fix: they get no hint.
 
     Args:
         reason: a stored failure reason (its first line).
         judge_spec: the judge that failed, whose kind decides between hints (``#constrained`` for
             ``hf:`` judges, ``--structured`` for ``api:``).
+        structured: the run already asked for JSON-schema output: ``--structured`` is not suggested.
 
     Returns:
         One line, or None.
     """
     kind = judge_spec.partition(":")[0]
+    if kind == "api" and structured:
+        kind = "api+structured"
     for needles, kinds, hint in _HINTS:
         if (not kinds or kind in kinds) and any(needle in reason for needle in needles):
             return hint
@@ -391,7 +399,8 @@ def _write_outputs(
 def _health(run: RunRecord, data: RunData) -> RunHealth:
     stored = int((data.verdicts[:, :, 0] != NOT_RUN).sum())
     failed = sum(data.failures.values())
-    return RunHealth(run.run_id, run.judge_spec, stored, failed, dict(data.failures))
+    structured = bool(run.config.get("structured")) or bool(run.metadata.get("structured_requested"))
+    return RunHealth(run.run_id, run.judge_spec, stored, failed, dict(data.failures), structured)
 
 
 def _stored_requests(store: Store, judges: Sequence[Judge], benchmark: Benchmark, orders: Sequence[Order]) -> int:

@@ -248,6 +248,34 @@ class StoredJudgment:
     extra: dict[str, Any]
 
 
+EARLIER_USAGE_KEY = "earlier_usage"
+"""A judgment's ``extra`` entry: token usage of the requests it replaced (each was billed)."""
+
+
+def _with_earlier_usage(db: sqlite3.Connection, judge_fingerprint: str, judgment: StoredJudgment) -> dict[str, Any]:
+    """``judgment.extra`` plus the usage of the stored judgment it replaces, if that used tokens."""
+    row = db.execute(
+        "SELECT prompt_tokens, completion_tokens, extra_json FROM judgments "
+        "WHERE judge_fingerprint=? AND case_id=? AND order_=?",
+        (judge_fingerprint, judgment.case_id, judgment.order.value),
+    ).fetchone()
+    if row is None:
+        return judgment.extra
+    try:
+        old_extra = json.loads(row[2] or "{}")
+    except ValueError:
+        old_extra = {}
+    earlier = dict(old_extra.get(EARLIER_USAGE_KEY) or {}) if isinstance(old_extra, dict) else {}
+    if row[0] is None and row[1] is None and not earlier:
+        return judgment.extra
+    batch = isinstance(old_extra, dict) and bool(old_extra.get("batch_id"))
+    prefix = "batch_" if batch else ""
+    earlier["requests"] = int(earlier.get("requests", 0)) + 1
+    for name, value in (("prompt_tokens", row[0]), ("completion_tokens", row[1])):
+        earlier[prefix + name] = int(earlier.get(prefix + name, 0)) + int(value or 0)
+    return {**judgment.extra, EARLIER_USAGE_KEY: earlier}
+
+
 def make_run_id(judge_spec: str, judge_fingerprint: str, data_hash: str) -> str:
     """A readable, stable run id: a slug of the spec plus a short hash of judge and data."""
     slug = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in judge_spec).strip("-")
@@ -569,30 +597,35 @@ class Store:
 
         Every text (raw output, failure reasons, extras) passes through
         :func:`~medrewardbench.utils.secrets.scrub` first, whatever judge produced it, so that a key echoed
-        by an endpoint never reaches the file.
+        by an endpoint never reaches the file. A judgment that replaces one asked before (a failure
+        asked again with ``--retry-failures``) keeps the token usage of the one it replaces under
+        ``extra["earlier_usage"]``: that request was paid for too (:mod:`medrewardbench.metrics.cost`).
         """
         now = time.time()
-        values = [
-            (
-                judge_fingerprint,
-                j.case_id,
-                j.order.value,
-                j.case_hash,
-                j.fingerprint,
-                json.dumps(j.verdicts, sort_keys=True),
-                None if j.raw_output is None else scrub(j.raw_output),
-                None if j.failure is None else scrub(j.failure),
-                _scrubbed_json(json.dumps(j.dimension_failures, sort_keys=True)),
-                j.latency_s,
-                j.prompt_tokens,
-                j.completion_tokens,
-                None if j.scores is None else json.dumps(j.scores, sort_keys=True),
-                _scrubbed_json(json.dumps(j.extra, sort_keys=True, default=str)),
-                now,
-            )
-            for j in rows
-        ]
+        rows = list(rows)
         with self._transaction() as db:
+            values = [
+                (
+                    judge_fingerprint,
+                    j.case_id,
+                    j.order.value,
+                    j.case_hash,
+                    j.fingerprint,
+                    json.dumps(j.verdicts, sort_keys=True),
+                    None if j.raw_output is None else scrub(j.raw_output),
+                    None if j.failure is None else scrub(j.failure),
+                    _scrubbed_json(json.dumps(j.dimension_failures, sort_keys=True)),
+                    j.latency_s,
+                    j.prompt_tokens,
+                    j.completion_tokens,
+                    None if j.scores is None else json.dumps(j.scores, sort_keys=True),
+                    _scrubbed_json(
+                        json.dumps(_with_earlier_usage(db, judge_fingerprint, j), sort_keys=True, default=str)
+                    ),
+                    now,
+                )
+                for j in rows
+            ]
             db.executemany(
                 """INSERT OR REPLACE INTO judgments(judge_fingerprint, case_id, order_, case_hash,
                        fingerprint, verdicts_json, raw_output, failure, dimension_failures_json,

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +65,7 @@ from medrewardbench.metrics.results import (
     fixed_p,
 )
 from medrewardbench.metrics.stats import FloatArray, IntArray
+from medrewardbench.utils.shorten import shorten_distinct
 
 log = logging.getLogger(__name__)
 
@@ -308,6 +310,10 @@ _HIDDEN_KEYS = ("spec", "kind")
 """Configuration keys that never tell two runs of one spec apart (they are the spec)."""
 
 
+_SHOWN_CHARS = 24
+"""Values longer than this are shortened in the middle (where they stay distinct)."""
+
+
 def _shown_value(key: str, value: Any) -> str:
     if value is None:
         return "unset"
@@ -316,7 +322,28 @@ def _shown_value(key: str, value: Any) -> str:
     text = str(value)
     if key.rsplit(".", 1)[-1] in ("model", "adapter", "template") and "/" in text:
         text = text.rstrip("/").rsplit("/", 1)[-1]  # a path: its last part says enough
-    return text if len(text) <= 24 else text[:21] + "..."
+    return text
+
+
+def _url_parts(values: Sequence[str]) -> list[str]:
+    """Base URLs as ``@host:port`` (with the path where hosts are equal but paths differ)."""
+    parsed = [urlsplit(v) for v in values]
+    hosts = [p.netloc or v for p, v in zip(parsed, values, strict=True)]
+    if len(set(hosts)) == len(set(values)):
+        return [f"@{h}" for h in hosts]
+    return [f"@{h}{p.path.rstrip('/')}" for h, p in zip(hosts, parsed, strict=True)]
+
+
+def _distinct_values(key: str, values: Sequence[Any]) -> list[str]:
+    """How one setting is shown for several runs: short, and as distinct as the values are.
+
+    A base URL shows its host and port (``@127.0.0.1:18001``); a long value is cut in the middle,
+    keeping its start and its end, never so far that two different values look alike.
+    """
+    texts = [_shown_value(key, v) for v in values]
+    if key.rsplit(".", 1)[-1] == "base_url" and all(v is not None for v in values):
+        texts = _url_parts(texts)
+    return shorten_distinct(texts, _SHOWN_CHARS)
 
 
 def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -341,10 +368,13 @@ def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[str]:
 def judge_labels(runs: Sequence[RunData]) -> list[str]:
     """Display names: the judge spec, and where one spec has several runs, what tells them apart.
 
-    A sweep's entry names them when it gave them names (``api:gpt-4o [cheap]``); otherwise what
-    differs in their configurations: two runs of ``api:gpt-4o`` with seeds 1 and 2 are
-    ``api:gpt-4o (seed 1)`` and ``api:gpt-4o (seed 2)``; runs whose configurations are equal (they
-    differ in nothing that changes an output) fall back to a short run id.
+    A sweep's entry is shown by its name (``name:`` in the sweep file) where it has one apart from
+    its spec. Otherwise, where one spec has several runs, what differs in their configurations: two
+    runs of ``api:gpt-4o`` with seeds 1 and 2 are ``api:gpt-4o (seed 1)`` and ``api:gpt-4o (seed
+    2)``; two servers of one model are ``api:m @127.0.0.1:18001`` and ``api:m @127.0.0.1:18002``
+    (the part of the base URL that differs); runs whose configurations are equal (they differ in
+    nothing that changes an output) fall back to a short run id. Long values are shortened in the
+    middle, never so that two labels read the same.
 
     Args:
         runs: the runs.
@@ -352,24 +382,30 @@ def judge_labels(runs: Sequence[RunData]) -> list[str]:
     Returns:
         One unique label per run, in the same order.
     """
+    labels = [run.judge_spec for run in runs]
     by_spec: dict[str, list[int]] = {}
     for index, run in enumerate(runs):
+        # a sweep names its entries: an entry reads by its name
+        entry = run.metadata.get("sweep_entry")
+        if isinstance(entry, str) and entry and entry != run.judge_spec:
+            labels[index] = entry
+            continue
         by_spec.setdefault(run.judge_spec, []).append(index)
-    labels = [run.judge_spec for run in runs]
     for spec, members in by_spec.items():
         if len(members) == 1:
             continue
         differing = config_differences([runs[i].config for i in members])[:3]
-        for i in members:
-            # a sweep names its entries: two entries of one spec read by their names
-            entry = runs[i].metadata.get("sweep_entry")
-            if isinstance(entry, str) and entry and entry != spec:
-                labels[i] = f"{spec} [{entry}]"
+        flats = [_flat_config(runs[i].config) for i in members]
+        shown = {key: _distinct_values(key, [flat.get(key) for flat in flats]) for key in differing}
+        for position, i in enumerate(members):
+            if differing == ["base_url"] or (len(differing) == 1 and differing[0].endswith(".base_url")):
+                labels[i] = f"{spec} {shown[differing[0]][position]}"
                 continue
-            flat = _flat_config(runs[i].config)
             if differing:
                 what = ", ".join(
-                    f"{k.rsplit('.', 1)[-1].replace('_', ' ')} {_shown_value(k, flat.get(k))}" for k in differing
+                    value if value.startswith("@") else f"{k.rsplit('.', 1)[-1].replace('_', ' ')} {value}"
+                    for k in differing
+                    for value in (shown[k][position],)
                 )
             else:
                 what = f"run {runs[i].run_id[-10:]}"

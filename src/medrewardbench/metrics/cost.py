@@ -5,6 +5,10 @@ run's price and cost in the run's metadata (:data:`COST_KEY`), and reports read 
 (:func:`recorded_cost`). A request answered through a provider's Batch API (its stored ``extra``
 names a ``batch_id``) is charged at the batch prices when the price gives them.
 
+A request asked again is billed again: a judgment that replaced a stored one carries the usage of
+the one it replaced (``extra["earlier_usage"]``), counted in :func:`judgment_cost`. Totals over
+runs (:func:`total_usd`) leave juries out: a jury's cost is its members'.
+
 Cost per 1,000 cases divides by the cases judged in every order the run asked for (two requests
 per case for both orders), so a run stopped early by a budget is priced per case it finished.
 """
@@ -17,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from medrewardbench.errors import MedRewardBenchError
-from medrewardbench.evaluation.store import StoredJudgment
+from medrewardbench.evaluation.store import EARLIER_USAGE_KEY, StoredJudgment
 
-__all__ = ["COST_KEY", "Price", "RunCost", "judgment_cost", "recorded_cost", "run_cost"]
+__all__ = ["COST_KEY", "Price", "RunCost", "judgment_cost", "recorded_cost", "run_cost", "total_usd"]
 
 COST_KEY = "cost"
 """The run metadata entry that holds a :meth:`RunCost.to_json` record."""
@@ -91,7 +95,11 @@ class Price:
 
 
 def judgment_cost(price: Price, judgment: StoredJudgment) -> float:
-    """One stored judgment's cost (tokens the server did not report count as zero).
+    """One stored judgment's cost, with the requests it replaced (tokens not reported count as zero).
+
+    A request asked again (a failure retried with ``--retry-failures``, say an answer that could not
+    be read) was billed each time: the store keeps the usage of the judgments replaced under
+    ``extra["earlier_usage"]``, and it is counted here with the last answer's.
 
     Args:
         price: the model's price.
@@ -100,9 +108,19 @@ def judgment_cost(price: Price, judgment: StoredJudgment) -> float:
     Returns:
         Dollars.
     """
-    return price.cost(
+    usd = price.cost(
         judgment.prompt_tokens or 0, judgment.completion_tokens or 0, batch=bool(judgment.extra.get("batch_id"))
     )
+    earlier = judgment.extra.get(EARLIER_USAGE_KEY)
+    if isinstance(earlier, Mapping):
+
+        def tokens(name: str) -> int:
+            value = earlier.get(name)
+            return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+        usd += price.cost(tokens("prompt_tokens"), tokens("completion_tokens"))
+        usd += price.cost(tokens("batch_prompt_tokens"), tokens("batch_completion_tokens"), batch=True)
+    return usd
 
 
 @dataclass(frozen=True)
@@ -176,6 +194,18 @@ def run_cost(price: Price, judgments: Iterable[StoredJudgment], n_orders: int) -
         orders_per_case[judgment.case_id] = orders_per_case.get(judgment.case_id, 0) + 1
     cases = sum(1 for count in orders_per_case.values() if count >= max(1, n_orders))
     return RunCost(usd=usd, per_1000_cases=per_1000(usd, cases), cases=cases, requests=requests, price=price)
+
+
+def total_usd(costs: Iterable[RunCost]) -> float:
+    """What a set of runs cost together: a jury's cost is its members' and is not added again.
+
+    Args:
+        costs: the runs' costs, juries (those with ``members``) among them or not.
+
+    Returns:
+        Dollars over the runs that sent requests.
+    """
+    return math.fsum(cost.usd for cost in costs if not cost.members)
 
 
 def recorded_cost(metadata: Mapping[str, Any]) -> RunCost | None:

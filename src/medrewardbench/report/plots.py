@@ -16,6 +16,7 @@ from html import escape
 from medrewardbench.metrics.results import Estimate, real
 from medrewardbench.report.format import estimate as format_estimate
 from medrewardbench.report.format import percent as pct
+from medrewardbench.utils.shorten import shorten_distinct
 
 VIRIDIS: tuple[tuple[float, str], ...] = (
     (0.0, "#440154"),
@@ -87,13 +88,14 @@ def _open_svg(width: float, height: float, title: str, css_class: str) -> str:
     )
 
 
-def _clip_label(label: str, max_chars: int) -> str:
-    return label if len(label) <= max_chars else label[: max_chars - 1] + "…"
+def _clip_labels(labels: Sequence[str], max_chars: int) -> list[str]:
+    """Labels cut in the middle to about ``max_chars``, never so that two read the same."""
+    return shorten_distinct(labels, max_chars)
 
 
 def _label_width(labels: Sequence[str], size: int = 12, max_chars: int = 34) -> float:
     """Room for the longest label (at about 0.64 em per character, enough for bold text)."""
-    longest = max((len(_clip_label(s, max_chars)) for s in labels), default=4)
+    longest = max((len(s) for s in _clip_labels(labels, max_chars)), default=4)
     return 14 + longest * size * 0.64
 
 
@@ -144,13 +146,14 @@ def heatmap(
     height = top + cell_height * len(row_labels) + 8
     parts = [_open_svg(width, height, title, "chart heatmap")]
     parts.append(_text(0, 16, title, size=13, weight="600"))
-    for c, label in enumerate(col_labels):
+    shown_cols, shown_rows = _clip_labels(col_labels, 12), _clip_labels(row_labels, 26)
+    for c in range(len(col_labels)):
         x = left + c * cell_width + cell_width / 2
         parts.append(
             _text(
                 x,
                 top - 8,
-                _clip_label(label, 12),
+                shown_cols[c],
                 size=11,
                 anchor="start",
                 extra=f' transform="rotate(-35 {x:.1f} {top - 8:.1f})"',
@@ -161,9 +164,7 @@ def heatmap(
         bold = "600" if label in caption_rows else "normal"
         attributes = row_attributes[r] if r < len(row_attributes) else ""
         parts.append(f'<g class="row" {attributes}>' if attributes else '<g class="row">')
-        parts.append(
-            _text(left - 6, y + cell_height / 2 + 4, _clip_label(label, 26), size=12, anchor="end", weight=bold)
-        )
+        parts.append(_text(left - 6, y + cell_height / 2 + 4, shown_rows[r], size=12, anchor="end", weight=bold))
         if label in caption_rows and (r == 0 or row_labels[r - 1] not in caption_rows):
             parts.append(
                 f'<line x1="0" x2="{width - 10:.0f}" y1="{y - 1:.1f}" y2="{y - 1:.1f}" stroke="#333" stroke-width="1"/>'
@@ -281,9 +282,10 @@ def interval_bars(
     def sx(v: float) -> float:
         return x0 + min(1.0, max(0.0, v)) * (x1 - x0)
 
-    for i, label in enumerate(labels):
+    shown = _clip_labels(labels, 40)
+    for i in range(len(labels)):
         y = top + i * row_height
-        parts.append(_text(x0 - 6, y + row_height / 2 + 4, _clip_label(label, 40), size=11, anchor="end"))
+        parts.append(_text(x0 - 6, y + row_height / 2 + 4, shown[i], size=11, anchor="end"))
         point = points[i]
         if point is None:
             parts.append(_text(x0 + 4, y + row_height / 2 + 4, "–", size=11, fill=GREY))
@@ -410,9 +412,10 @@ def forest(
         )
         if reference_label:
             parts.append(_text(xr + 3, top - 6, reference_label, size=10, fill=ORANGE))
-    for i, label in enumerate(labels):
+    shown = _clip_labels(labels, 42)
+    for i in range(len(labels)):
         ym = top + i * row_height + row_height / 2
-        parts.append(_text(x0 - 8, ym + 4, _clip_label(label, 42), size=12, anchor="end"))
+        parts.append(_text(x0 - 8, ym + 4, shown[i], size=12, anchor="end"))
         point, low, high = points[i], lows[i], highs[i]
         if low is not None and high is not None:
             parts.append(
@@ -481,9 +484,10 @@ def dumbbell(
     def sx(v: float) -> float:
         return x0 + min(1.0, max(0.0, v)) * (x1 - x0)
 
-    for i, label in enumerate(labels):
+    shown = _clip_labels(labels, 42)
+    for i in range(len(labels)):
         ym = top + i * row_height + row_height / 2
-        parts.append(_text(x0 - 8, ym + 4, _clip_label(label, 42), size=12, anchor="end"))
+        parts.append(_text(x0 - 8, ym + 4, shown[i], size=12, anchor="end"))
         a, b = first[i], second[i]
         if a is not None and b is not None:
             parts.append(

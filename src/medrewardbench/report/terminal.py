@@ -6,9 +6,12 @@ as plain :class:`rich.text.Text` (never parsed as markup) with control character
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
-from rich.table import Table
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Column, Table
 from rich.text import Text
 
 from medrewardbench.data.provenance import LabelProvenance
@@ -30,6 +33,7 @@ from medrewardbench.report.format import (
     verdict,
 )
 from medrewardbench.utils.safe_text import terminal_safe
+from medrewardbench.utils.shorten import shorten_distinct
 
 _SHORT = {
     "accuracy": "acc",
@@ -56,6 +60,128 @@ STAND_IN_NOTE = (
 )
 NOT_A_JUDGE = "not a judge"
 """What the human-ceiling row shows where a judge's score would be."""
+
+
+DROP_ORDER: tuple[str, ...] = (
+    "1st-pos",
+    "consist.",
+    "kappa",
+    "$/1k cases",
+    "÷ human",
+    "agree original|agree swapped",
+    "agree answered",
+    "p case test",
+    "pairs",
+    "fail",
+    "n req",
+    "n",
+    "acc|rel|comp|crea|resp",
+    "overall",
+    "cost",
+    "macro over organs",
+    "cases A/B better",
+    "p bootstrap",
+    "vs annot.",
+)
+"""Columns a narrow terminal leaves out, first left out first (a header is matched by its first word;
+``a|b`` leaves out a group together, as the dimensions).
+
+Never left out: rank, tier, judge, the score with its interval, the verdict (stands in for an
+annotator?), and a comparison's agreements and difference: the numbers a reader came for.
+"""
+ABBREVIATIONS = {"stands in for an annotator?": "stands in?", "macro over organs": "macro", "dimension": "dim."}
+"""Shorter headers, tried before any column is left out."""
+NAME_COLUMNS = ("judge", "name")
+"""Columns of names: cut in the middle (keeping what tells them apart) where the table is too wide."""
+NAME_WIDTH = 48
+"""Names are cut to this before any column is left out."""
+MIN_NAME_WIDTH = 18
+"""... and down to this after."""
+NARROW_NOTE = "left out to fit: {columns} (in the `report` files, or widen the terminal)"
+
+
+def _header(column: Column) -> str:
+    header = column.header
+    return header.plain if isinstance(header, Text) else str(header)
+
+
+def _plain(cell: object) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _width(table: Table) -> int:
+    console = Console(width=100_000, emoji=False)
+    return Measurement.get(console, console.options, table).maximum
+
+
+def _without(table: Table, dropped: set[int]) -> Table:
+    narrow = copy.copy(table)
+    narrow.columns = [column for i, column in enumerate(table.columns) if i not in dropped]
+    return narrow
+
+
+def _names_shortened(table: Table, width: int) -> Table:
+    narrow = copy.copy(table)
+    narrow.columns = []
+    for column in table.columns:
+        if _header(column) in NAME_COLUMNS:
+            column = copy.copy(column)
+            texts = [_plain(cell) for cell in column._cells]
+            column._cells = [Text(t) for t in shorten_distinct(texts, width)]
+        narrow.columns.append(column)
+    return narrow
+
+
+def _names_to_fit(table: Table, width: int, floor: int) -> Table:
+    """The name columns cut in the middle until the table fits ``width``, none under ``floor`` characters."""
+    room = max((len(_plain(cell)) for c in table.columns if _header(c) in NAME_COLUMNS for cell in c._cells), default=0)
+    fitted = table
+    while room > floor and _width(fitted) > width:
+        room = max(floor, room - (_width(fitted) - width))
+        fitted = _names_shortened(table, room)
+    return fitted
+
+
+def fit_table(table: Table, width: int | None, drop_order: Sequence[str] = DROP_ORDER) -> RenderableType:
+    """The table narrowed to ``width`` terminal columns, with a line saying what was left out.
+
+    First long headers are abbreviated and names (the judge column) cut in the middle to
+    :data:`NAME_WIDTH` characters, keeping what tells them apart; then columns are left out in
+    ``drop_order``; then names are cut further, to :data:`MIN_NAME_WIDTH`. A column not in
+    ``drop_order`` is never left out.
+
+    Args:
+        table: a table built by this module.
+        width: the terminal's width (None: as wide as the table needs).
+        drop_order: headers (their starts) of the columns that may be left out, first left out first.
+
+    Returns:
+        The table when it fits; otherwise the narrowed table and, when columns were left out, one
+        line under it naming them.
+    """
+    if width is None or _width(table) <= width:
+        return table
+    fitted = copy.copy(table)
+    fitted.columns = []
+    for column in table.columns:
+        short = ABBREVIATIONS.get(_header(column))
+        if short is not None:
+            column = copy.copy(column)
+            column.header = short
+        fitted.columns.append(column)
+    fitted = _names_to_fit(fitted, width, NAME_WIDTH)
+    headers = [_header(c) for c in table.columns]
+    dropped: set[int] = set()
+    for prefix in drop_order:
+        if _width(_without(fitted, dropped)) <= width:
+            break
+        group = prefix.split("|")
+        dropped |= {i for i, h in enumerate(headers) if any(h == p or h.startswith(p + " ") for p in group)}
+    fitted = _names_to_fit(_without(fitted, dropped), width, MIN_NAME_WIDTH)
+    if not dropped:
+        return fitted
+    left_out = ", ".join(headers[i] for i in sorted(dropped))
+    return Group(fitted, Text(NARROW_NOTE.format(columns=left_out), style="dim"))
 
 
 def plain(value: object) -> Text:

@@ -27,6 +27,7 @@ from medrewardbench.report.columns import XLSX, Table, cells, number_formats
 from medrewardbench.report.format import METRIC, STAND_IN_METHOD, detectable_sentence, small_sample_banner
 from medrewardbench.report.human import human_long_rows
 from medrewardbench.report.tables import report_tables
+from medrewardbench.utils.shorten import middle_ellipsis
 
 SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "stand_in", "about")
 HUMAN_COLUMNS: tuple[str, ...] = (
@@ -66,7 +67,7 @@ def sheet_names(labels: Sequence[str], reserved: Sequence[str] = SUMMARY_SHEETS)
     r"""Valid, unique Excel sheet names for judge labels.
 
     Excel forbids ``[]:*?/\``, a leading or trailing apostrophe and names over 31 characters,
-    and compares names case-insensitively.
+    and compares names case-insensitively. Long labels are cut in the middle, keeping their ends.
 
     Args:
         labels: judge labels.
@@ -79,11 +80,12 @@ def sheet_names(labels: Sequence[str], reserved: Sequence[str] = SUMMARY_SHEETS)
     names = []
     for label in labels:
         base = _FORBIDDEN.sub("_", label).strip("'").strip() or "judge"
-        name = base[:MAX_SHEET_NAME]
+        # cut in the middle: labels of one model differ in their ends (a port, a seed)
+        name = middle_ellipsis(base, MAX_SHEET_NAME)
         counter = 2
         while name.lower() in taken:
             suffix = f"~{counter}"
-            name = base[: MAX_SHEET_NAME - len(suffix)] + suffix
+            name = middle_ellipsis(base, MAX_SHEET_NAME - len(suffix)) + suffix
             counter += 1
         taken.add(name.lower())
         names.append(name)

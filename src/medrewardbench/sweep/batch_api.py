@@ -341,10 +341,18 @@ class BatchRunner:
         )
         self.store.add_batch_submission(submission)
         self._reserved[submission_id] = reserved
-        return await self._upload_and_create(submission), more
+        return await self._upload_and_create(submission, resuming=False), more
 
-    async def _upload_and_create(self, submission: BatchSubmission) -> BatchSubmission:
+    async def _upload_and_create(self, submission: BatchSubmission, *, resuming: bool = True) -> BatchSubmission:
+        """Upload the submission's file (unless uploaded) and create its batch (unless created).
+
+        Only a resumed submission whose file was uploaded but whose batch id was never recorded (a
+        process killed between the two) can have a batch at the provider already: only then is the
+        provider's batch list searched for it, not before every new batch.
+        """
         client = self.client()
+        # a file uploaded just now has no batch anywhere: only a file uploaded by an earlier process may
+        uploaded_before = resuming and submission.input_file_id is not None
         if submission.input_file_id is None:
             path = Path(submission.request_file)
             if not path.is_file():
@@ -359,7 +367,7 @@ class BatchRunner:
             submission = _with(submission, input_file_id=uploaded.id, status="uploaded")
             self.progress.note(f"{self.entry.name}: uploaded {path.name} ({len(submission.request_keys)} requests)")
         if submission.batch_id is None:
-            existing = await self._find_batch(submission.input_file_id or "")
+            existing = await self._find_batch(submission.input_file_id or "") if uploaded_before else None
             if existing is not None:
                 self.progress.note(f"{self.entry.name}: found batch {existing.id} of an earlier run; not resubmitting")
                 batch = existing

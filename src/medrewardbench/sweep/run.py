@@ -50,7 +50,7 @@ from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import build_judge
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.core import load_run_data, run_metrics
-from medrewardbench.metrics.cost import COST_KEY, Price, RunCost, per_1000, recorded_cost, run_cost
+from medrewardbench.metrics.cost import COST_KEY, Price, RunCost, per_1000, recorded_cost, run_cost, total_usd
 from medrewardbench.metrics.results import Analysis
 from medrewardbench.models.options import JudgeOptions
 from medrewardbench.prompts import load_template
@@ -137,6 +137,8 @@ class SweepResult:
             ``summary``, and the report's files as ``report_md``, ...).
         budget: the budget's account, with ``--budget``.
         notes: things worth telling (juries not computed, ...).
+        cost_usd: what the entries with a price cost in all (their stored judgments, requests asked
+            again included); a jury's cost is its members' and is not added again. None: no price.
     """
 
     out_dir: Path
@@ -147,6 +149,7 @@ class SweepResult:
     files: dict[str, Path]
     budget: BudgetSummary | None = None
     notes: list[str] = field(default_factory=list)
+    cost_usd: float | None = None
 
     @property
     def failed_entries(self) -> list[EntryOutcome]:
@@ -695,7 +698,7 @@ def _finish(
             analysis = _report(config, out, [run.run_id for run in sweep_runs], fields, files, sink)
     budget = None
     if driver.budget is not None:
-        spent = sum(cost.usd for cost in costs.values())
+        spent = total_usd(costs.values())
         budget = BudgetSummary(driver.budget.limit, spent, dict(driver.budget.stopped))
     result = SweepResult(
         out_dir=out,
@@ -706,6 +709,7 @@ def _finish(
         files=files,
         budget=budget,
         notes=notes,
+        cost_usd=total_usd(costs.values()) if costs else None,
     )
     files["summary"] = _write_summary(config, result, out / SUMMARY_FILENAME)
     return result
@@ -790,6 +794,8 @@ def _write_summary(config: SweepConfig, result: SweepResult, path: Path) -> Path
             "stopped": result.budget.stopped,
         },
         "nodes": result.nodes(),
+        # juries are left out: their cost is their members' (each jury's row in the leaderboard shows it)
+        "cost_usd": None if result.cost_usd is None else round(result.cost_usd, 6),
         "leaderboard": leaderboard,
         "notes": result.notes,
     }

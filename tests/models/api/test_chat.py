@@ -103,3 +103,17 @@ def test_a_client_can_be_pointed_at_a_server_that_started_after_it_was_made(open
     assert len(openai_server.control.chat_requests()) == 1
     with pytest.raises(JudgeSpecError, match="not a valid|http"):
         judge.chat.use_base_url("ftp://example.org/v1")
+
+
+def test_usage_adds_up_over_attempts_that_came_back_with_a_completion(openai_server: OpenAIServer) -> None:
+    from medrewardbench.models.api.chat import CallOutcome
+
+    chat = ApiJudge("test-model", api_options(openai_server)).chat
+    answer = {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]}
+    outcome = CallOutcome()
+    chat.read_completion({**answer, "usage": {"prompt_tokens": 100, "completion_tokens": 7}}, outcome)
+    chat.read_completion({**answer, "usage": {"prompt_tokens": 100, "completion_tokens": 9}}, outcome)
+    assert (outcome.prompt_tokens, outcome.completion_tokens) == (200, 16), "both completions were billed"
+    unreported = CallOutcome()
+    chat.read_completion(answer, unreported)
+    assert (unreported.prompt_tokens, unreported.completion_tokens) == (None, None)

@@ -120,7 +120,8 @@ class CallOutcome:
         structured: whether the last attempt carried ``response_format``.
         structured_fallback: whether this request was sent again without ``response_format``.
         finish_reason: the server's finish reason.
-        prompt_tokens, completion_tokens: usage, when the server reported it.
+        prompt_tokens, completion_tokens: usage, when the server reported it, summed over every
+            attempt that came back with a completion (each was billed).
         errors: what each retried attempt met.
     """
 
@@ -548,8 +549,9 @@ class ChatClient:
             return outcome
         usage = payload.get("usage")
         if isinstance(usage, dict):
-            outcome.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-            outcome.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+            # added to what earlier attempts of the same request used: every completion was billed
+            outcome.prompt_tokens = _added(outcome.prompt_tokens, _int_or_none(usage.get("prompt_tokens")))
+            outcome.completion_tokens = _added(outcome.completion_tokens, _int_or_none(usage.get("completion_tokens")))
         choices = payload.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             outcome.failure = "malformed response: no choices"
@@ -617,6 +619,11 @@ def _error_message(exc: Any) -> str:
 def _about_response_format(message: str) -> bool:
     lowered = message.lower()
     return any(word in lowered for word in ("response_format", "json_schema", "structured output", "guided"))
+
+
+def _added(before: int | None, now: int | None) -> int | None:
+    """Token counts of two attempts together (None only when neither reported any)."""
+    return now if before is None else before + (now or 0)
 
 
 def _int_or_none(value: Any) -> int | None:
