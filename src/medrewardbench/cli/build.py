@@ -11,6 +11,10 @@
 Commands that write hold the project directory's lock (another one stops at once with exit status
 75, or waits with ``--wait``); the generation steps are resumable and stop on Ctrl-C with exit
 status 130 after storing what finished. The library is :mod:`medrewardbench.curation`.
+
+Why one module of this size: one typer group of seven thin commands (import, filter, responses,
+pairs, labels, export, report) with many options; each command only parses, calls curation/ and
+prints.
 """
 
 from __future__ import annotations
