@@ -39,11 +39,11 @@ def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of the demo's report.html (five baselines, per-annotator labels), served on 127.0.0.1."""
     from medrewardbench.data import load_benchmark
     from medrewardbench.evaluation.job import evaluate
-    from medrewardbench.report.render import render_report
+    from medrewardbench.report.render import ReportSettings, render_report
 
     root = tmp_path_factory.mktemp("report-screens")
     evaluate(load_benchmark("demo"), [f"baseline:{name}" for name in BASELINE_NAMES], root / "results")
-    render_report([root / "results"], root / "report", formats=("html",), n_resamples=200)
+    render_report([root / "results"], root / "report", formats=("html",), settings=ReportSettings(n_resamples=200))
     with serve_directory(root / "report") as base:
         yield base + "report.html"
 

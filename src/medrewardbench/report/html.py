@@ -46,7 +46,7 @@ from medrewardbench.report.format import (
 )
 from medrewardbench.report.gallery import CaseGallery, gallery_context
 from medrewardbench.report.human import HumanTables
-from medrewardbench.report.tables import report_tables
+from medrewardbench.report.tables import answering, report_tables, report_title
 
 TEMPLATES = Path(__file__).parent / "templates"
 SMALL_N = 20
@@ -134,16 +134,19 @@ def _configuration_rows(ordered: Sequence[RunAnalysis], run_dates: Mapping[str, 
 
 
 def _context(
-    analysis: Analysis, gallery: CaseGallery | None, title: str, run_dates: Mapping[str, str]
+    analysis: Analysis, gallery: CaseGallery | None, title: str | None, run_dates: Mapping[str, str]
 ) -> dict[str, Any]:
+    tables = report_tables(analysis)
+    # the judges that never answered keep a filter token (the case gallery shows them) but no rank
+    every_run = analysis.ranked_runs()
+    every_label = [r.label for r in every_run]
+    analysis = answering(analysis)
     board = analysis.leaderboard
     ordered = analysis.ranked_runs()
     labels = [r.label for r in ordered]
     settings = analysis.settings
     dataset = analysis.dataset
     provenance = dataset.labels
-
-    tables = report_tables(analysis)
     leaderboard = [
         {
             **record,
@@ -189,7 +192,7 @@ def _context(
         "small_sample_banner": small_sample_banner(sensitivity),
         "notes": _sensitivity_notes(sensitivity, analysis.human is not None, dataset.groups.get("organ_system", {})),
         "few_mark": FEW_MARK,
-        "title": title,
+        "title": report_title(dataset.name) if title is None else title,
         "schema": analysis.schema,
         "dataset": dataset,
         "labels_banner": provenance.banner(),
@@ -203,7 +206,7 @@ def _context(
         "dimensions": DIMENSIONS,
         "short": SHORT,
         "leaderboard": leaderboard,
-        "configuration": _configuration_rows(ordered, run_dates),
+        "configuration": _configuration_rows(every_run, run_dates),
         "with_cost": any(row.has_cost for row in board),
         "forest": charts["forest"],
         "dimension_rows": dimension_rows,
@@ -214,7 +217,7 @@ def _context(
         "organ_sizes": dataset.groups.get("organ_system", {}),
         "judge_labels": labels,
         # filter tokens: labels and organ names may hold spaces, the data-* lists may not
-        "judge_tokens": {label: f"j{i}" for i, label in enumerate(labels)},
+        "judge_tokens": {label: f"j{i}" for i, label in enumerate(every_label)},
         "organ_tokens": organ_tokens,
         "agreement_rows": agreement_rows,
         "labels_coherence": percent(dataset.expert_coherence.get("accuracy")),
@@ -225,7 +228,8 @@ def _context(
         "labels_longer": percent(dataset.expert_longer_rate["overall"]),
         "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
-        "gallery": None if gallery is None else gallery_context(gallery, labels),
+        "failed": tables.failed.records(HTML),
+        "gallery": None if gallery is None else gallery_context(gallery, every_label),
         "human": None
         if analysis.human is None or tables.human is None
         else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
@@ -508,7 +512,7 @@ def render_html(
     analysis: Analysis,
     gallery: CaseGallery | None = None,
     *,
-    title: str = "Med-RewardBench report",
+    title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
 ) -> str:
     """The report page as one string.
@@ -516,7 +520,8 @@ def render_html(
     Args:
         analysis: the output of :func:`medrewardbench.metrics.analysis.analyze`.
         gallery: cases judges got wrong, or None to leave that section out.
-        title: the page title.
+        title: the page title (``<title>`` and ``<h1>``); None: the data set's name
+            (:func:`~medrewardbench.report.tables.report_title`).
         run_dates: run id -> the date the run was last evaluated (the configuration table's date).
 
     Returns:
@@ -552,7 +557,7 @@ def write_html(
     path: str | Path,
     gallery: CaseGallery | None = None,
     *,
-    title: str = "Med-RewardBench report",
+    title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
 ) -> Path:
     """Render the report and write it (UTF-8). Returns the path."""

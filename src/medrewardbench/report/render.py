@@ -272,8 +272,8 @@ class ReportSettings:
     """how many wrongly judged cases of each judge the HTML gallery takes"""
     case_dimension: str = "overall"
     """the dimension that decides which cases count as wrong in the HTML"""
-    title: str = "Med-RewardBench report"
-    """report title"""
+    title: str | None = None
+    """report title; None: the data set's name (:func:`~medrewardbench.report.tables.report_title`)"""
     epsilon: float = DEFAULT_EPSILON
     """the stand-in test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`)"""
 
@@ -306,7 +306,7 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
     if "xlsx" in formats:
         from medrewardbench.report.xlsx import write_xlsx
 
-        written["xlsx"] = write_xlsx(analysis, out / FILE_NAMES["xlsx"])
+        written["xlsx"] = write_xlsx(analysis, out / FILE_NAMES["xlsx"], title=title)
     if "html" in formats:
         from medrewardbench.report.html import write_html
 
