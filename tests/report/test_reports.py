@@ -167,8 +167,13 @@ def test_html_is_self_contained_and_escapes_judge_output(report: dict[str, Any])
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.IGNORECASE)
     assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", html, re.IGNORECASE)
     assert "<link" not in html.lower()
-    # one inline script (filters, image viewer), loading nothing; the planted one is escaped
-    assert html.lower().count("<script") == 1 and "<script>\n" in html and "src=" not in html.split("<script>")[1]
+    # two inline scripts (filters and image viewer; the case viewer) and the case viewer's JSON, loading
+    # nothing; the planted script is escaped in the page and in the JSON
+    assert html.lower().count("<script") == 3 and html.count("<script>\n") == 2
+    assert html.count('<script type="application/json" id="viewer-data">') == 1
+    assert not re.search(r"<script[^>]*\bsrc=", html, re.IGNORECASE)
+    data = html.split('id="viewer-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and "\\u003cscript>alert('pwned')\\u003c/script>" in data
     assert "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "&lt;b&gt;bold?&lt;/b&gt;" in html  # case text is escaped too

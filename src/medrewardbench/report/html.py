@@ -47,6 +47,7 @@ from medrewardbench.report.format import (
 from medrewardbench.report.gallery import CaseGallery, gallery_context
 from medrewardbench.report.human import HumanTables
 from medrewardbench.report.tables import answering, report_tables, report_title
+from medrewardbench.report.viewer import viewer_json
 
 TEMPLATES = Path(__file__).parent / "templates"
 SMALL_N = 20
@@ -514,6 +515,7 @@ def render_html(
     *,
     title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
+    viewer: Mapping[str, Any] | None = None,
 ) -> str:
     """The report page as one string.
 
@@ -523,6 +525,8 @@ def render_html(
         title: the page title (``<title>`` and ``<h1>``); None: the data set's name
             (:func:`~medrewardbench.report.tables.report_title`).
         run_dates: run id -> the date the run was last evaluated (the configuration table's date).
+        viewer: every case's data for the per-case viewer
+            (:func:`~medrewardbench.report.viewer.viewer_data`), or None to leave it out.
 
     Returns:
         A complete HTML document that loads nothing from the network.
@@ -549,6 +553,17 @@ def render_html(
         context["human"]["plot"] = markup(context["human"]["plot"])
     context["css"] = markup((TEMPLATES / "report.css").read_text("utf-8"))
     context["script"] = markup((TEMPLATES / "report.js").read_text("utf-8"))
+    context["viewer"] = (
+        None
+        if viewer is None
+        else {
+            "n_cases": len(viewer["cases"]),
+            "page_size": viewer["page_size"],
+            "notes": viewer.get("notes", []),
+            "json": markup(viewer_json(viewer)),
+            "script": markup((TEMPLATES / "viewer.js").read_text("utf-8")),
+        }
+    )
     return str(template.render(**context))
 
 
@@ -559,9 +574,10 @@ def write_html(
     *,
     title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
+    viewer: Mapping[str, Any] | None = None,
 ) -> Path:
     """Render the report and write it (UTF-8). Returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(analysis, gallery, title=title, run_dates=run_dates), encoding="utf-8")
+    out.write_text(render_html(analysis, gallery, title=title, run_dates=run_dates, viewer=viewer), encoding="utf-8")
     return out

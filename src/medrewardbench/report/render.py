@@ -276,6 +276,8 @@ class ReportSettings:
     """report title; None: the data set's name (:func:`~medrewardbench.report.tables.report_title`)"""
     epsilon: float = DEFAULT_EPSILON
     """the stand-in test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`)"""
+    viewer: bool = True
+    """whether the HTML embeds the per-case viewer (every case, every judge: :mod:`medrewardbench.report.viewer`)"""
 
 
 def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings: ReportSettings) -> RenderedReport:
@@ -313,8 +315,15 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
         gallery = build_case_gallery(
             dataset.runs, per_judge=settings.cases_per_judge, dimension=settings.case_dimension
         )
+        from medrewardbench.report.viewer import viewer_data
+
         written["html"] = write_html(
-            analysis, out / FILE_NAMES["html"], gallery, title=title, run_dates=run_dates(dataset.runs)
+            analysis,
+            out / FILE_NAMES["html"],
+            gallery,
+            title=title,
+            run_dates=run_dates(dataset.runs),
+            viewer=viewer_data(dataset.runs) if settings.viewer else None,
         )
     return RenderedReport(dataset.name, dataset.data_hash, out, written, analysis)
 
