@@ -68,6 +68,10 @@ def test_report_and_leaderboard_take_a_title(results: Path, tmp_path: Path) -> N
     code, output = cli("report", str(results), "--out", str(tmp_path / "default"), "--bootstrap", "100", "-f", "md")
     assert code == 0, output
     assert (tmp_path / "default" / "report.md").read_text().startswith("# Med-RewardBench demo report\n")
+    assert 'id="viewer-data"' in html
+    code, output = cli("report", str(results), "-o", str(tmp_path / "lean"), "--bootstrap", "100", "--no-viewer")
+    assert code == 0, output
+    assert 'id="viewer-data"' not in (tmp_path / "lean" / "report.html").read_text()
     code, output = cli("leaderboard", str(results), "--bootstrap", "100", "--title", "Chest study")
     assert code == 0, output
     assert "Leaderboard: Chest study (95% intervals" in output

@@ -23,8 +23,9 @@ from helpers.browser import (
 from medrewardbench.judges.baselines import BASELINE_NAMES
 from medrewardbench.metrics.loading import analyze_dataset, find_datasets
 from medrewardbench.prompts import load_template
+from medrewardbench.report import viewer as viewer_module
 from medrewardbench.report.html import write_html
-from medrewardbench.report.viewer import PAGE_SIZE, _template, viewer_data, viewer_json
+from medrewardbench.report.viewer import PAGE_SIZE, _template, viewer_data, viewer_json, viewer_payload
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data["judges"][0]["template"] = _template({"template": "pairwise"})
     analysis = analyze_dataset(dataset, n_resamples=100)
     write_html(analysis, root / "report" / "report.html", viewer=data)
+    limit = viewer_module.COMPRESS_ABOVE
+    viewer_module.COMPRESS_ABOVE = 0  # as a large report embeds it: gzip in base64
+    try:
+        write_html(analysis, root / "report" / "report-gzip.html", viewer=data)
+    finally:
+        viewer_module.COMPRESS_ABOVE = limit
     return {"root": root, "data": data}
 
 
@@ -68,6 +75,29 @@ def test_the_embedded_json_cannot_close_its_script() -> None:
     text = viewer_json({"cases": [{"q": "</script><!-- x"}]})
     assert "</script>" not in text and "<!--" not in text
     assert json.loads(text) == {"cases": [{"q": "</script><!-- x"}]}
+
+
+def test_a_large_document_is_embedded_gzipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+    import gzip
+
+    document = {"cases": [{"q": "</script>" * 10}]}
+    assert viewer_payload(document) == ("json", viewer_json(document))
+    monkeypatch.setattr(viewer_module, "COMPRESS_ABOVE", 10)
+    encoding, text = viewer_payload(document)
+    assert encoding == "gzip" and "<" not in text
+    assert json.loads(gzip.decompress(base64.b64decode(text))) == document
+
+
+def test_the_browser_unpacks_a_gzipped_viewer(demo: dict[str, Any], browser: Browser) -> None:
+    with serve_directory(Path(demo["root"]) / "report") as base:
+        page = browser.page(SCREENS[1], base)
+        page.goto(base + "report-gzip.html", wait_until="load")
+        assert page.locator("#viewer-data").get_attribute("data-encoding") == "gzip"
+        page.locator("#viewer details.v-open > summary").click()
+        wait_until(page, "document.querySelectorAll('article.v-case').length > 0")
+        assert page.locator("article.v-case").count() == PAGE_SIZE
+        page.context.close()
 
 
 @pytest.fixture(scope="module")

@@ -104,6 +104,14 @@ def report_command(
     ] = 50,
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
     title: TitleOpt = None,
+    viewer: Annotated[
+        bool,
+        typer.Option(
+            "--viewer/--no-viewer",
+            help="embed the per-case viewer in report.html: every case, every judge's prompt, raw output and "
+            "verdicts (about 40 MB at 1,026 cases x 32 judges)",
+        ),
+    ] = True,
 ) -> None:
     """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
     from medrewardbench.report.render import ReportSettings, render_reports
@@ -125,6 +133,7 @@ def report_command(
                 cases_per_judge=cases_per_judge,
                 epsilon=epsilon,
                 title=title,
+                viewer=viewer,
             ),
         )
     except (MedRewardBenchError, ValueError) as exc:

@@ -47,7 +47,7 @@ from medrewardbench.report.format import (
 from medrewardbench.report.gallery import CaseGallery, gallery_context
 from medrewardbench.report.human import HumanTables
 from medrewardbench.report.tables import answering, report_tables, report_title
-from medrewardbench.report.viewer import viewer_json
+from medrewardbench.report.viewer import viewer_payload
 
 TEMPLATES = Path(__file__).parent / "templates"
 SMALL_N = 20
@@ -553,6 +553,7 @@ def render_html(
         context["human"]["plot"] = markup(context["human"]["plot"])
     context["css"] = markup((TEMPLATES / "report.css").read_text("utf-8"))
     context["script"] = markup((TEMPLATES / "report.js").read_text("utf-8"))
+    payload = viewer_payload(viewer) if viewer is not None else ("json", "")
     context["viewer"] = (
         None
         if viewer is None
@@ -560,7 +561,8 @@ def render_html(
             "n_cases": len(viewer["cases"]),
             "page_size": viewer["page_size"],
             "notes": viewer.get("notes", []),
-            "json": markup(viewer_json(viewer)),
+            "encoding": payload[0],
+            "json": markup(payload[1]),
             "script": markup((TEMPLATES / "viewer.js").read_text("utf-8")),
         }
     )

@@ -21,6 +21,8 @@ Verdicts are the parsed ones the metrics used (``RunData.verdicts``), per order 
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -29,17 +31,21 @@ from typing import Any
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import MedRewardBenchError
+from medrewardbench.evaluation.store import StoredJudgment
 from medrewardbench.metrics.analysis import LoadedRun, judge_labels
+from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.loading import load_judged_cases
 from medrewardbench.report.gallery import case_image
 
 PAGE_SIZE = 25
 """Cases per page of the viewer."""
-THUMBNAIL_SIDE = 256
+THUMBNAIL_SIDE = 160
 """Longest side in pixels of an image in the viewer (embedded once per distinct image)."""
 RAW_LIMIT = 4000
 """Characters of a judge's raw output kept per request; the rest is cut with a note."""
 SCHEMA = "medrewardbench.viewer/1"
+COMPRESS_ABOVE = 2_000_000
+"""Bytes of JSON above which the page embeds the document gzipped (base64)."""
 
 
 def _template(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,13 +76,38 @@ def _clip(text: str | None) -> str | None:
     return text[:RAW_LIMIT] + f"\n[… {len(text) - RAW_LIMIT} more characters not shown]"
 
 
-def viewer_data(bundles: Sequence[LoadedRun], *, cases: Mapping[str, Case] | None = None) -> dict[str, Any]:
-    """Every case with every judge's request and answer, as the viewer's JSON document.
+def viewer_data(bundles: Sequence[LoadedRun]) -> dict[str, Any]:
+    """Every case with every judge's request and answer, read from the runs' stores and data source.
 
     Args:
         bundles: loaded runs on one data set.
-        cases: the cases (case id -> case) when already loaded; None reads them and the stored
-            judgments through :func:`~medrewardbench.metrics.loading.load_judged_cases`.
+
+    Returns:
+        The viewer's document (:func:`viewer_from_parts`).
+    """
+    if not bundles:
+        return viewer_from_parts([], {}, None, [])
+    loaded = load_judged_cases(bundles, set(bundles[0].data.case_ids))
+    configs = [b.record.config if isinstance(b.record.config, Mapping) else {} for b in bundles]
+    return viewer_from_parts([b.data for b in bundles], loaded.judgments, loaded.cases, configs, notes=loaded.notes)
+
+
+def viewer_from_parts(
+    runs: Sequence[RunData],
+    judgments: Mapping[str, Mapping[tuple[str, str], StoredJudgment]],
+    cases: Mapping[str, Case] | None,
+    configs: Sequence[Mapping[str, Any]],
+    *,
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Assemble the viewer's JSON document.
+
+    Args:
+        runs: runs on one data set.
+        judgments: run id -> (case id, order) -> stored judgment (raw outputs and failures).
+        cases: case id -> case (texts and images), or None when the source could not be loaded.
+        configs: each run's stored config (its ``template`` rebuilds the prompt).
+        notes: notes about the whole viewer (why texts are missing).
 
     Returns:
         ``{"schema", "page_size", "dimensions", "judges": [{label, orders, template}], "images":
@@ -85,44 +116,36 @@ def viewer_data(bundles: Sequence[LoadedRun], *, cases: Mapping[str, Case] | Non
         order); ``j`` holds per judge (in ``judges`` order) per order it ran ``[verdicts, raw output,
         failure]``.
     """
-    runs = [b.data for b in bundles]
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "page_size": PAGE_SIZE,
+        "dimensions": list(DIMENSIONS),
+        "judges": [],
+        "images": {},
+        "notes": list(notes),
+        "cases": [],
+    }
     if not runs:
-        return {"schema": SCHEMA, "page_size": PAGE_SIZE, "dimensions": list(DIMENSIONS), "judges": [], "cases": []}
+        return document
     first = runs[0]
-    wanted = set(first.case_ids)
-    loaded = load_judged_cases(bundles, wanted)
-    source = loaded.cases if cases is None else cases
-    labels = judge_labels(runs)
-    judges = [
-        {
-            "label": label,
-            "orders": [o.value for o in run.orders],
-            "template": _template(bundle.record.config if isinstance(bundle.record.config, Mapping) else {}),
-        }
-        for label, run, bundle in zip(labels, runs, bundles, strict=True)
+    document["judges"] = [
+        {"label": label, "orders": [o.value for o in run.orders], "template": _template(config)}
+        for label, run, config in zip(judge_labels(runs), runs, configs, strict=True)
     ]
     organ = first.groups.get("organ_system", ("unknown",) * first.n_cases)
-    images: dict[str, str] = {}
+    images: dict[str, str] = document["images"]
     by_reference: dict[str, str | None] = {}
-    notes = list(loaded.notes)
-    out_cases = []
     for i, case_id in enumerate(first.case_ids):
-        case = None if source is None else source.get(case_id)
+        case = None if cases is None else cases.get(case_id)
         image_key = None
         if case is not None and case.image.kind != "none":
             reference = repr(case.image)
             if reference not in by_reference:
-                try:
-                    uri = case_image(case.image, modality=case.modality, max_side=THUMBNAIL_SIDE).uri
-                    digest = hashlib.sha256(uri.encode("ascii")).hexdigest()[:16]
-                    images.setdefault(digest, uri)
-                    by_reference[reference] = digest
-                except (MedRewardBenchError, OSError, ValueError):
-                    by_reference[reference] = None
+                by_reference[reference] = _thumbnail(case, images)
             image_key = by_reference[reference]
         per_judge = []
         for run in runs:
-            stored = loaded.judgments.get(run.run_id, {})
+            stored = judgments.get(run.run_id, {})
             entries = []
             for order in run.orders:
                 judgment = stored.get((case_id, order.value))
@@ -135,7 +158,7 @@ def viewer_data(bundles: Sequence[LoadedRun], *, cases: Mapping[str, Case] | Non
                     ]
                 )
             per_judge.append(entries)
-        out_cases.append(
+        document["cases"].append(
             {
                 "id": case_id,
                 "organ": organ[i],
@@ -147,15 +170,33 @@ def viewer_data(bundles: Sequence[LoadedRun], *, cases: Mapping[str, Case] | Non
                 "j": per_judge,
             }
         )
-    return {
-        "schema": SCHEMA,
-        "page_size": PAGE_SIZE,
-        "dimensions": list(DIMENSIONS),
-        "judges": judges,
-        "images": images,
-        "notes": notes,
-        "cases": out_cases,
-    }
+    return document
+
+
+def _thumbnail(case: Case, images: dict[str, str]) -> str | None:
+    """Embed a case's image once (keyed by a hash of its thumbnail); None when it cannot be read."""
+    try:
+        uri = case_image(case.image, modality=case.modality, max_side=THUMBNAIL_SIDE).uri
+    except (MedRewardBenchError, OSError, ValueError):
+        return None
+    digest = hashlib.sha256(uri.encode("ascii")).hexdigest()[:16]
+    images.setdefault(digest, uri)
+    return digest
+
+
+def viewer_payload(data: Mapping[str, Any]) -> tuple[str, str]:
+    """The viewer's document as the page embeds it: ``(encoding, text)``.
+
+    Up to :data:`COMPRESS_ABOVE` bytes it is plain JSON (``"json"``, :func:`viewer_json`); above,
+    gzip in base64 (``"gzip"``), which the page inflates with the browser's own
+    ``DecompressionStream`` when the viewer is opened: judges' raw outputs are most of the
+    document at scale and shrink several times.
+    """
+    text = viewer_json(data)
+    raw = text.encode("utf-8")
+    if len(raw) <= COMPRESS_ABOVE:
+        return "json", text
+    return "gzip", base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
 
 
 def viewer_json(data: Mapping[str, Any]) -> str:

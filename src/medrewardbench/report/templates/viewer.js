@@ -170,10 +170,31 @@
     root.querySelectorAll(".v-next").forEach(function (b) { b.disabled = page >= pages - 1; });
   }
 
+  /* the embedded document: plain JSON, or gzip in base64 inflated by the browser (large reports) */
+  function read(done) {
+    var block = document.getElementById("viewer-data");
+    if (block.dataset.encoding !== "gzip") { done(JSON.parse(block.textContent)); return; }
+    if (typeof DecompressionStream === "undefined") {
+      root.querySelector(".v-list").textContent = "This browser cannot unpack the case viewer (DecompressionStream); " +
+        "open the report in a current Chrome, Edge, Firefox or Safari.";
+      return;
+    }
+    var text = atob(block.textContent.trim());
+    var bytes = new Uint8Array(text.length);
+    for (var i = 0; i < text.length; i++) { bytes[i] = text.charCodeAt(i); }
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    new Response(stream).text().then(function (json) { done(JSON.parse(json)); });
+  }
+
+  var opening = false;
   function open() {
-    if (data) { return; }
+    if (data || opening) { return; }
+    opening = true;
     var t0 = performance.now();
-    data = JSON.parse(document.getElementById("viewer-data").textContent);
+    read(function (parsed) { data = parsed; start(t0); });
+  }
+
+  function start(t0) {
     var a = root.querySelector("[name=v-judge-a]");
     var b = root.querySelector("[name=v-judge-b]");
     option(b, "", "(none)");
