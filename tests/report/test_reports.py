@@ -170,9 +170,9 @@ def test_html_is_self_contained_and_escapes_judge_output(report: dict[str, Any])
     # two inline scripts (filters and image viewer; the case viewer) and the case viewer's JSON, loading
     # nothing; the planted script is escaped in the page and in the JSON
     assert html.lower().count("<script") == 3 and html.count("<script>\n") == 2
-    assert html.count('<script type="application/json" id="viewer-data">') == 1
+    assert html.count('<script type="application/json" id="viewer-data" data-encoding="json">') == 1
     assert not re.search(r"<script[^>]*\bsrc=", html, re.IGNORECASE)
-    data = html.split('id="viewer-data">', 1)[1].split("</script>", 1)[0]
+    data = html.split('data-encoding="json">', 1)[1].split("</script>", 1)[0]
     assert "<" not in data and "\\u003cscript>alert('pwned')\\u003c/script>" in data
     assert "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
