@@ -151,3 +151,21 @@ def test_the_viewer_pages_filters_and_puts_two_judges_side_by_side(
         n_wrong = int(re.search(r"of (\d+)", status).group(1))  # type: ignore[union-attr]
         assert 0 < n_wrong < 34
         page.context.close()
+
+
+def test_a_report_too_large_for_the_viewer_leaves_it_out(
+    demo: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    [dataset] = find_datasets([Path(demo["root"]) / "results"])
+    assert viewer_module.fits(dataset.runs)
+    monkeypatch.setattr(viewer_module, "MAX_CELLS", 34 * len(BASELINE_NAMES) - 1)
+    assert not viewer_module.fits(dataset.runs)
+    from medrewardbench.report.render import ReportSettings, render_report
+
+    written = render_report(
+        [Path(demo["root"]) / "results"],
+        tmp_path,
+        formats=("html",),
+        settings=ReportSettings(n_resamples=100),
+    )
+    assert 'id="viewer-data"' not in written["html"].read_text("utf-8")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,8 @@ from medrewardbench.metrics.results import (
 )
 from medrewardbench.report.gallery import build_case_gallery
 from medrewardbench.report.human import human_long_rows
+
+log = logging.getLogger(__name__)
 
 FORMATS: tuple[str, ...] = ("md", "csv", "json", "xlsx", "html")
 FILE_NAMES: dict[str, str] = {
@@ -315,7 +318,13 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
         gallery = build_case_gallery(
             dataset.runs, per_judge=settings.cases_per_judge, dimension=settings.case_dimension
         )
-        from medrewardbench.report.viewer import viewer_data
+        from medrewardbench.report.viewer import MAX_CELLS, fits, viewer_data
+
+        with_viewer = settings.viewer and fits(dataset.runs)
+        if settings.viewer and not with_viewer:
+            log.warning(
+                "report: the per-case viewer is left out of report.html: more than %d cases x judges", MAX_CELLS
+            )
 
         written["html"] = write_html(
             analysis,
@@ -323,7 +332,7 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
             gallery,
             title=title,
             run_dates=run_dates(dataset.runs),
-            viewer=viewer_data(dataset.runs) if settings.viewer else None,
+            viewer=viewer_data(dataset.runs) if with_viewer else None,
         )
     return RenderedReport(dataset.name, dataset.data_hash, out, written, analysis)
 

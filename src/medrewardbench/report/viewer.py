@@ -44,6 +44,9 @@ THUMBNAIL_SIDE = 160
 RAW_LIMIT = 4000
 """Characters of a judge's raw output kept per request; the rest is cut with a note."""
 SCHEMA = "medrewardbench.viewer/1"
+MAX_CELLS = 100_000
+"""The most cases x judges the viewer embeds (1,026 x 32 is 32,832); a larger report leaves it out
+(:func:`fits`), since every judge's raw output in both orders is in the page."""
 COMPRESS_ABOVE = 2_000_000
 """Bytes of JSON above which the page embeds the document gzipped (base64)."""
 
@@ -74,6 +77,11 @@ def _clip(text: str | None) -> str | None:
     if text is None or len(text) <= RAW_LIMIT:
         return text
     return text[:RAW_LIMIT] + f"\n[… {len(text) - RAW_LIMIT} more characters not shown]"
+
+
+def fits(bundles: Sequence[LoadedRun]) -> bool:
+    """Whether the viewer of these runs stays within :data:`MAX_CELLS` cases x judges."""
+    return not bundles or bundles[0].data.n_cases * len(bundles) <= MAX_CELLS
 
 
 def viewer_data(bundles: Sequence[LoadedRun]) -> dict[str, Any]:
