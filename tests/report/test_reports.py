@@ -81,6 +81,7 @@ def test_markdown_has_the_numbers(report: dict[str, Any]) -> None:
     assert "test:broken | 0.0 [0.0, 0.0]" not in md
     apart = md.split("### Judges that never answered", 1)[1].split("\n## ", 1)[0]
     assert "| test:broken | 100.0 | scripted failure: server said no (48) |" in apart
+    assert "· 7 judges (1 never answered) ·" in md
     assert "baseline:first *(baseline)*" in md
     random_run = analysis.run("baseline:random")
     assert estimate(random_run.accuracy["creativity"]) in md

@@ -209,6 +209,12 @@ def render_markdown(analysis: Analysis, *, title: str | None = None) -> str:
     return "\n".join(out)
 
 
+def _never(analysis: Analysis) -> str:
+    """`` (N never answered)`` when some judges are listed apart, else nothing."""
+    n = len(analysis.runs) - len(analysis.leaderboard)
+    return f" ({n} never answered)" if n else ""
+
+
 def _introduction(analysis: Analysis, title: str) -> list[str]:
     """The title, the data set, the banners and how to read the numbers (one example from the first row)."""
     settings = analysis.settings
@@ -218,7 +224,7 @@ def _introduction(analysis: Analysis, title: str) -> list[str]:
     out: list[str] = [f"# {title}", ""]
     name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
     out.append(
-        f"{name}{dataset.n_cases} cases · {len(board)} judges · data fingerprint `{dataset.data_hash[:12]}` · "
+        f"{name}{dataset.n_cases} cases · {len(analysis.runs)} judges{_never(analysis)} · data fingerprint `{dataset.data_hash[:12]}` · "
         f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
     )
     out += ["", f"> **{_esc(dataset.labels.banner())}**", ""]

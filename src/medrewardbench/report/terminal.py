@@ -264,6 +264,7 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None, *, 
         for row in failed:
             reasons = list(analysis.run(row.run_id).failures.items())[:1]
             reason = f"never answered: {reasons[0][0]}" if reasons else "never answered"
+            reason = reason if len(reason) <= 70 else reason[:69] + "…"
             table.add_row("–", "failed", plain(row.label), plain(reason), style="dim")
         table.caption += "; failed = every request failed: not ranked, in no tier"
     sentence = detectable_sentence(analysis.sensitivity, human=human is not None)
