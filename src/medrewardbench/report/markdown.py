@@ -224,7 +224,8 @@ def _introduction(analysis: Analysis, title: str) -> list[str]:
     out: list[str] = [f"# {title}", ""]
     name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
     out.append(
-        f"{name}{dataset.n_cases} cases · {len(analysis.runs)} judges{_never(analysis)} · data fingerprint `{dataset.data_hash[:12]}` · "
+        f"{name}{dataset.n_cases} cases · {len(analysis.runs)} judges{_never(analysis)} · "
+        f"data fingerprint `{dataset.data_hash[:12]}` · "
         f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
     )
     out += ["", f"> **{_esc(dataset.labels.banner())}**", ""]
