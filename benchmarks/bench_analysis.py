@@ -19,8 +19,15 @@ load the runs, analyse, write Markdown, CSV, JSON, XLSX and HTML). It prints the
 peak RSS of that process. Goal (scale issue): 32 judges x 100,000 cases x 6 dimensions x 2 orders
 with 2,000 resamples in under 60 s and under 2 GB.
 
+With ``--viewer`` the HTML also embeds the per-case viewer (:mod:`medrewardbench.report.viewer`):
+every case with its image (a distinct crop per case, so nothing is shared) and every judge's raw
+output in both orders (about 600 characters each), and the benchmark prints the viewer's share of
+the HTML. With ``--browser`` it then opens the page in headless Chromium (Debian's
+``/usr/bin/chromium`` through Playwright) and prints the time to load the page, and the time from
+opening the viewer to its first page of cases on screen (parsing the embedded JSON included).
+
 Usage: python benchmarks/bench_analysis.py [--judges 32] [--cases 1026] [--resamples 2000]
-       [--repeat 3] [--per-judge 50] [--out DIR]
+       [--repeat 3] [--per-judge 50] [--out DIR] [--viewer [--browser]]
        python benchmarks/bench_analysis.py --from-store DIR [--judges 32] [--cases 100000]
        [--resamples 2000] [--timeout 1800]
 """
@@ -118,14 +125,20 @@ def _image_bytes(base: np.ndarray, rng: np.random.Generator) -> bytes:
 
 
 def gallery_inputs(
-    runs: list[RunData], per_judge: int
+    runs: list[RunData], per_judge: int, *, every_case: bool = False
 ) -> tuple[dict[str, Case], dict[str, dict[tuple[str, str], StoredJudgment]]]:
-    """Cases (with real image content) and raw judge outputs for the cases the report will show."""
+    """Cases (with real image content) and raw judge outputs for the cases the report will show.
+
+    ``every_case``: every case and every judgment (what the per-case viewer embeds), not only the
+    gallery's.
+    """
     from skimage import data as skdata
 
     rng = np.random.default_rng(3)
     retina = skdata.retina()
     selection = select_wrong_cases(runs, per_judge=per_judge)
+    if every_case:
+        selection = {run.run_id: list(range(run.n_cases)) for run in runs}
     shown = sorted({i for indices in selection.values() for i in indices})
     first = runs[0]
     cases: dict[str, Case] = {}
@@ -145,6 +158,10 @@ def gallery_inputs(
         "Response A identifies the lesion and its location correctly, while response B misses the "
         "differential diagnosis; both are relevant, A is more complete and more useful clinically. "
     ) * 3
+    # every case: each output its own text (90 words drawn from 4,000 made-up ones, about as
+    # compressible as English), so that compressing the viewer's document is not flattered
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocabulary = np.array(["".join(letters[rng.integers(0, 26, rng.integers(2, 10))]) for _ in range(4000)])
     judgments: dict[str, dict[tuple[str, str], StoredJudgment]] = {}
     for run in runs:
         rows = {}
@@ -154,7 +171,8 @@ def gallery_inputs(
                     d: 1 if v == 1 else 2 for d, v in zip(DIMENSIONS, run.verdicts[i, o].tolist(), strict=True) if v > 0
                 }
                 failed = run.verdicts[i, o, 0] == 0
-                raw = None if failed else json.dumps({**{d: "A" for d in DIMENSIONS}, "reason": reason})
+                said = reason if not every_case else " ".join(vocabulary[rng.integers(0, len(vocabulary), 90)])
+                raw = None if failed else json.dumps({**{d: "A" for d in DIMENSIONS}, "reason": said})
                 rows[(run.case_ids[i], order.value)] = StoredJudgment(
                     case_id=run.case_ids[i],
                     order=order,
@@ -341,6 +359,36 @@ def report_from_store(
     )
 
 
+def open_in_browser(html_path: Path) -> None:
+    """Time loading the report in headless Chromium, then opening the viewer to its first page of cases."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        start = time.perf_counter()
+        page.goto(html_path.as_uri(), wait_until="load")
+        t_load = time.perf_counter() - start
+        if page.locator("#viewer").count() == 0:
+            browser.close()
+            print(f"browser: page loaded in {t_load:.2f} s (no viewer)")
+            return
+        start = time.perf_counter()
+        page.locator("#viewer details.v-open > summary").click()
+        page.locator("article.v-case").first.wait_for()
+        t_open = time.perf_counter() - start
+        parse_ms = page.evaluate("document.getElementById('viewer').dataset.openMs")
+        start = time.perf_counter()
+        page.locator(".v-next").first.click()
+        page.locator(".v-status").first.wait_for()
+        t_page = time.perf_counter() - start
+        browser.close()
+    print(
+        f"browser: page loaded in {t_load:.2f} s; viewer opened to its first page in {t_open:.2f} s "
+        f"(parse + filter + render {parse_ms} ms in the page); next page {t_page:.2f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--judges", type=int, default=32)
@@ -351,6 +399,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where to keep report.html (default: a temp dir)")
     parser.add_argument("--from-store", type=Path, default=None, help="time the whole report from a store built here")
     parser.add_argument("--timeout", type=float, default=1800.0, help="--from-store: give the report this long")
+    parser.add_argument("--viewer", action="store_true", help="embed the per-case viewer (every case, every judge)")
+    parser.add_argument("--browser", action="store_true", help="time opening the page (and the viewer) in Chromium")
     parser.add_argument("--memory-limit-gb", type=float, default=None, help="--from-store: cap the report's memory")
     args = parser.parse_args()
     if args.from_store is not None:
@@ -386,8 +436,24 @@ def main() -> None:
     start = time.perf_counter()
     gallery = gallery_from_parts(runs, judgments, cases, per_judge=args.per_judge)
     t_gallery = time.perf_counter() - start
+    viewer = None
+    if args.viewer:
+        from medrewardbench.report.viewer import viewer_from_parts, viewer_json, viewer_payload
+
+        every, all_judgments = gallery_inputs(runs, args.per_judge, every_case=True)
+        start = time.perf_counter()
+        viewer = viewer_from_parts(runs, all_judgments, every, [{"template": "pairwise"}] * len(runs))
+        t_viewer = time.perf_counter() - start
+        viewer_mb = len(viewer_json(viewer).encode("utf-8")) / 1e6
+        encoding, embedded = viewer_payload(viewer)
+        images_mb = sum(len(uri) for uri in viewer["images"].values()) / 1e6
+        print(
+            f"viewer: {len(viewer['cases'])} cases x {len(runs)} judges built in {t_viewer:.2f} s: "
+            f"{viewer_mb:.2f} MB of JSON, of which {len(viewer['images'])} thumbnails {images_mb:.2f} MB; "
+            f"embedded as {encoding}: {len(embedded) / 1e6:.2f} MB"
+        )
     start = time.perf_counter()
-    html = render_html(analysis, gallery)
+    html = render_html(analysis, gallery, viewer=viewer)
     t_html = time.perf_counter() - start
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -399,6 +465,8 @@ def main() -> None:
         f"{t_gallery:.2f} s (test data setup {setup:.2f} s)"
     )
     print(f"html: rendered in {t_html:.2f} s, {size_mb:.2f} MB (goal < 10 MB) -> {html_path}")
+    if args.browser:
+        open_in_browser(html_path)
 
     start = time.perf_counter()
     markdown = render_markdown(analysis)

@@ -60,6 +60,36 @@ def test_leaderboard_ranks_runs_with_tiers(results: Path) -> None:
     assert "baseline:longer" in lines[0] and "baseline:shorter" in lines[-1]
 
 
+def test_report_and_leaderboard_take_a_title(results: Path, tmp_path: Path) -> None:
+    code, output = cli("report", str(results), "--out", str(tmp_path), "--bootstrap", "100", "--title", "Chest study")
+    assert code == 0, output
+    assert "Leaderboard: Chest study (95% intervals" in output
+    assert (tmp_path / "report.md").read_text().startswith("# Chest study\n")
+    html = (tmp_path / "report.html").read_text()
+    assert "<title>Chest study</title>" in html and "<h1>Chest study</h1>" in html
+    code, output = cli("report", str(results), "--out", str(tmp_path / "default"), "--bootstrap", "100", "-f", "md")
+    assert code == 0, output
+    assert (tmp_path / "default" / "report.md").read_text().startswith("# Med-RewardBench demo report\n")
+    assert 'id="viewer-data"' in html
+    code, output = cli("report", str(results), "-o", str(tmp_path / "lean"), "--bootstrap", "100", "--no-viewer")
+    assert code == 0, output
+    assert 'id="viewer-data"' not in (tmp_path / "lean" / "report.html").read_text()
+    code, output = cli("leaderboard", str(results), "--bootstrap", "100", "--title", "Chest study")
+    assert code == 0, output
+    assert "Leaderboard: Chest study (95% intervals" in output
+
+
+def test_the_leaderboard_lists_a_judge_that_never_answered_apart(tmp_path: Path) -> None:
+    from helpers.runs import build_runs
+
+    fixture = build_runs(tmp_path / "runs")
+    code, output = cli("leaderboard", str(fixture.run_dir), "--bootstrap", "100")
+    assert code == 0, output
+    [line] = [line for line in output.splitlines() if "test:broken" in line]
+    assert "failed" in line and "never answered: scripted failure" in line
+    assert "0.0 [0.0, 0.0]" not in line
+
+
 def test_compare_prints_paired_tests_per_dimension(results: Path) -> None:
     code, output = cli(
         "compare", "baseline:longer", "baseline:shorter", "--results", str(results), "--bootstrap", "300"

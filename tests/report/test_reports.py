@@ -70,12 +70,18 @@ def test_markdown_has_the_numbers(report: dict[str, Any]) -> None:
     md = report["written"]["md"].read_text("utf-8")
     analysis = report["analysis"]
     for row in analysis.leaderboard:
+        if row.label == "test:broken":
+            continue
         line = next(line for line in md.splitlines() if line.startswith(f"| {row.rank} | "))
         assert row.label in line
         assert estimate(row.score) in line
         assert f"| {row.tier} |" in line
     assert "| 1 | 1 | test:oracle | 100.0 [100.0, 100.0] |" in md
-    assert "test:broken | 0.0 [0.0, 0.0]" in md
+    # a judge that never answered is listed apart, unranked, with its most frequent failure reason
+    assert "test:broken | 0.0 [0.0, 0.0]" not in md
+    apart = md.split("### Judges that never answered", 1)[1].split("\n## ", 1)[0]
+    assert "| test:broken | 100.0 | scripted failure: server said no (48) |" in apart
+    assert "· 7 judges (1 never answered) ·" in md
     assert "baseline:first *(baseline)*" in md
     random_run = analysis.run("baseline:random")
     assert estimate(random_run.accuracy["creativity"]) in md
@@ -104,9 +110,18 @@ def test_spreadsheet_has_the_reference_layout(report: dict[str, Any]) -> None:
     openpyxl = pytest.importorskip("openpyxl")
     analysis = report["analysis"]
     workbook = openpyxl.load_workbook(report["written"]["xlsx"])
-    labels = [row.label for row in analysis.leaderboard]
+    labels = [row.label for row in analysis.leaderboard if row.label != "test:broken"]
     judge_sheets = sheet_names(labels)
-    assert workbook.sheetnames == ["leaderboard", *judge_sheets, "pairwise", "position_length", "about"]
+    # the judge that never answered has no sheet of its own: it is listed apart, with its reason
+    summary = ["never_answered", "pairwise", "position_length", "about"]
+    assert workbook.sheetnames == ["leaderboard", *judge_sheets, *summary]
+    apart = [[c.value for c in row] for row in workbook["never_answered"].iter_rows()]
+    assert apart[0] == ["judge", "run_id", "rate", "reason"]
+    assert apart[1][0] == "test:broken" and apart[1][2] == 1.0
+    assert apart[1][3] == "scripted failure: server said no (48)"
+    leaderboard = [c.value for c in next(workbook["leaderboard"].iter_cols(min_col=3, max_col=3))]
+    assert "test:broken" not in leaderboard
+    assert workbook.properties.title == "cases report"
     assert "baseline_random" in judge_sheets and "test_oracle-twin" in judge_sheets
     expected_header = ["modality", "model", *[f"{d}_acc" for d in DIMENSIONS], "all_acc", "n_cases"]
     for label, name in zip(labels, judge_sheets, strict=True):
@@ -129,7 +144,7 @@ def test_spreadsheet_has_the_reference_layout(report: dict[str, Any]) -> None:
     assert [r[2] for r in board[1:]] == labels
     assert board[1][5] == 1.0
     pairwise = list(workbook["pairwise"].iter_rows(values_only=True))
-    n = len(labels)
+    n = len(labels) + 1  # the sheet holds every pair, as analysis.json does
     assert len(pairwise) - 1 == n * (n - 1) // 2 * (len(DIMENSIONS) + 1)
     position = list(workbook["position_length"].iter_rows(values_only=True))
     first = next(r for r in position if r[0] == "baseline:first")
@@ -155,8 +170,13 @@ def test_html_is_self_contained_and_escapes_judge_output(report: dict[str, Any])
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.IGNORECASE)
     assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", html, re.IGNORECASE)
     assert "<link" not in html.lower()
-    # one inline script (filters, image viewer), loading nothing; the planted one is escaped
-    assert html.lower().count("<script") == 1 and "<script>\n" in html and "src=" not in html.split("<script>")[1]
+    # two inline scripts (filters and image viewer; the case viewer) and the case viewer's JSON, loading
+    # nothing; the planted script is escaped in the page and in the JSON
+    assert html.lower().count("<script") == 3 and html.count("<script>\n") == 2
+    assert html.count('<script type="application/json" id="viewer-data" data-encoding="json">') == 1
+    assert not re.search(r"<script[^>]*\bsrc=", html, re.IGNORECASE)
+    data = html.split('data-encoding="json">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and "\\u003cscript>alert('pwned')\\u003c/script>" in data
     assert "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "&lt;b&gt;bold?&lt;/b&gt;" in html  # case text is escaped too
@@ -362,7 +382,7 @@ def test_html_heatmap_cells_carry_n_and_small_groups_are_muted(runs_fixture: Run
 def test_html_pairwise_matrix_prints_p_values(report: dict[str, Any]) -> None:
     html = report["written"]["html"].read_text("utf-8")
     matrix = html[html.index('<table class="matrix">') :].split("</table>")[0]
-    n = len(report["analysis"].leaderboard)
+    n = len(report["analysis"].leaderboard) - 1  # the judge that never answered is not compared
     assert matrix.count('<span class="p">p ') == n * (n - 1) // 2
     assert '<span class="p">p &lt;0.0033</span>' in matrix  # 300 resamples cannot resolve less
 

@@ -78,7 +78,7 @@ def test_the_three_formats_write_the_built_leaderboard(analysis: Analysis, tmp_p
     headers = [c.header for c in built.shown(MD)]
     markdown = render_markdown(analysis)
     assert "| " + " | ".join(headers) + " |" in markdown
-    assert [r.label for r in built.rows] == [row.label for row in analysis.leaderboard]
+    assert [r.label for r in built.rows] == [row.label for row in analysis.leaderboard if row.failure_rate < 1]
     openpyxl = pytest.importorskip("openpyxl")
     sheet = openpyxl.load_workbook(write_xlsx(analysis, tmp_path / "r.xlsx"))["leaderboard"]
     assert [c.value for c in sheet[1]] == [key for c in built.shown(XLSX) for key in c.cell_keys()]
@@ -100,3 +100,58 @@ def test_adding_a_metric_is_one_column(analysis: Analysis, tmp_path: Path, monke
     header = [c.value for c in sheet[1]]
     column = header.index("strict_accuracy") + 1
     assert sheet.cell(2, column).value == 0.25 and sheet.cell(2, column).number_format == PERCENT_FORMAT
+
+
+@pytest.mark.parametrize(
+    ("name", "title"),
+    [
+        (None, "Med-RewardBench report"),
+        ("Med-RewardBench", "Med-RewardBench report"),
+        ("medrewardbench-demo", "Med-RewardBench demo report"),
+        ("chest-study", "chest-study report"),
+    ],
+)
+def test_a_report_is_titled_by_its_data_set(name: str | None, title: str) -> None:
+    assert tables.report_title(name) == title
+
+
+def test_the_response_rate_and_the_agreement_when_answered_are_two_named_columns(analysis: Analysis) -> None:
+    built = report_tables(analysis).leaderboard
+    by_key = {c.key: c for c in built.columns}
+    assert by_key["answered_acc"].header == "Agreement when answered"
+    assert by_key["response_rate"].header == "Response rate"
+    keys = [c.key for c in built.shown(MD)]
+    assert keys.index("response_rate") + 1 == keys.index("answered_acc")
+    for row in built.rows:
+        assert by_key["response_rate"].value(row) == pytest.approx(1.0 - row.failure_rate)
+    # the page shows the response rate in place of "Failed" (one is 100 minus the other)
+    assert "failure_rate" not in [c.key for c in built.shown(HTML)]
+    assert "failure_rate" in [c.key for c in built.shown(XLSX)]
+    assert "| Response rate | Agreement when answered | Failed |" in render_markdown(analysis)
+
+
+def test_a_judge_that_never_answered_is_listed_apart_with_its_reason(analysis: Analysis) -> None:
+    built = report_tables(analysis)
+    assert "test:broken" in [row.label for row in analysis.leaderboard]  # the analysis itself keeps it
+    for table in (built.leaderboard, built.dimensions, built.agreement, built.position, built.length, built.failures):
+        assert "test:broken" not in [row.label for row in table.rows], table.name
+    assert [run.label for run in built.failed.rows] == ["test:broken"]
+    [record] = built.failed.records(MD)
+    assert record["rate"] == "100.0" and record["reason"] == "scripted failure: server said no (48)"
+    assert tables.answering(analysis).leaderboard == tuple(r for r in analysis.leaderboard if r.failure_rate < 1)
+    # with every judge answering, nothing is left out and the analysis is the same object
+    answered = tables.answering(analysis)
+    assert tables.answering(answered) is answered
+
+
+def test_titles_reach_every_format(analysis: Analysis, tmp_path: Path) -> None:
+    from medrewardbench.report.html import render_html
+
+    assert render_markdown(analysis).startswith("# cases report\n")
+    assert render_markdown(analysis, title="Chest <study>").startswith("# Chest <study>\n")
+    html = render_html(analysis, title="Chest <study>")
+    assert "<title>Chest &lt;study&gt;</title>" in html and "<h1>Chest &lt;study&gt;</h1>" in html
+    openpyxl = pytest.importorskip("openpyxl")
+    book = openpyxl.load_workbook(write_xlsx(analysis, tmp_path / "r.xlsx", title="Chest study"))
+    assert book.properties.title == "Chest study"
+    assert [c.value for c in book["about"][1]] == ["title", "Chest study"]

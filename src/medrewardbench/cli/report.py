@@ -54,6 +54,17 @@ DataSetOpt = Annotated[
 ]
 
 
+TitleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--title",
+        metavar="TEXT",
+        help="the report's title (HTML, Markdown, spreadsheet and the leaderboard's heading)",
+        show_default="the data set's name",
+    ),
+]
+
+
 def _section(name: str, n_cases: int, data_hash: str, several: bool) -> None:
     if several:
         console.print(Rule(f"{terminal_safe(name)}: {n_cases} cases, data {data_hash[:12]}", style="dim"))
@@ -92,6 +103,15 @@ def report_command(
         int, typer.Option("--cases-per-judge", metavar="N", help="wrongly judged cases of each judge the HTML shows")
     ] = 50,
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
+    title: TitleOpt = None,
+    viewer: Annotated[
+        bool,
+        typer.Option(
+            "--viewer/--no-viewer",
+            help="embed the per-case viewer in report.html: every case, every judge's prompt, raw output and "
+            "verdicts (about 40 MB at 1,026 cases x 32 judges)",
+        ),
+    ] = True,
 ) -> None:
     """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
     from medrewardbench.report.render import ReportSettings, render_reports
@@ -112,6 +132,8 @@ def report_command(
                 group_fields=_split(by),
                 cases_per_judge=cases_per_judge,
                 epsilon=epsilon,
+                title=title,
+                viewer=viewer,
             ),
         )
     except (MedRewardBenchError, ValueError) as exc:
@@ -127,7 +149,7 @@ def report_command(
         _section(report.name, report.analysis.dataset.n_cases, report.data_hash, several)
         console.print(labels_banner(report.analysis.dataset.labels))
         _print_banner(sensitivity_banner(report.analysis))
-        console.print(fit_table(interval_leaderboard_table(report.analysis), console.width))
+        console.print(fit_table(interval_leaderboard_table(report.analysis, name=title), console.width))
         for kind, path in report.files.items():
             console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
 
@@ -143,6 +165,7 @@ def leaderboard_command(
     bootstrap: BootOpt = 2000,
     seed: SeedOpt = 0,
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
+    title: TitleOpt = None,
 ) -> None:
     """Rank every run found, with intervals and tiers, baseline rows included: one table per data set."""
     from medrewardbench.metrics.loading import analyze_dataset, find_datasets
@@ -160,7 +183,7 @@ def leaderboard_command(
         _section(dataset.name, dataset.n_cases, dataset.data_hash, several)
         console.print(labels_banner(analysis.dataset.labels))
         _print_banner(sensitivity_banner(analysis))
-        console.print(fit_table(interval_leaderboard_table(analysis), console.width))
+        console.print(fit_table(interval_leaderboard_table(analysis, name=title), console.width))
 
 
 def compare_command(

@@ -246,6 +246,8 @@ def cells(column: Column[Any], value: Any) -> list[Any]:
         return out
     if kind is Kind.JUDGE:
         return [value.label]
+    if kind is Kind.REASONS:
+        return [text(kind, value)]
     if kind is Kind.GROUP:
         return [value.name]
     if kind is Kind.TIER:

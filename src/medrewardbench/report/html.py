@@ -46,7 +46,8 @@ from medrewardbench.report.format import (
 )
 from medrewardbench.report.gallery import CaseGallery, gallery_context
 from medrewardbench.report.human import HumanTables
-from medrewardbench.report.tables import report_tables
+from medrewardbench.report.tables import answering, report_tables, report_title
+from medrewardbench.report.viewer import viewer_payload
 
 TEMPLATES = Path(__file__).parent / "templates"
 SMALL_N = 20
@@ -134,16 +135,19 @@ def _configuration_rows(ordered: Sequence[RunAnalysis], run_dates: Mapping[str, 
 
 
 def _context(
-    analysis: Analysis, gallery: CaseGallery | None, title: str, run_dates: Mapping[str, str]
+    analysis: Analysis, gallery: CaseGallery | None, title: str | None, run_dates: Mapping[str, str]
 ) -> dict[str, Any]:
+    tables = report_tables(analysis)
+    # the judges that never answered keep a filter token (the case gallery shows them) but no rank
+    every_run = analysis.ranked_runs()
+    every_label = [r.label for r in every_run]
+    analysis = answering(analysis)
     board = analysis.leaderboard
     ordered = analysis.ranked_runs()
     labels = [r.label for r in ordered]
     settings = analysis.settings
     dataset = analysis.dataset
     provenance = dataset.labels
-
-    tables = report_tables(analysis)
     leaderboard = [
         {
             **record,
@@ -189,7 +193,7 @@ def _context(
         "small_sample_banner": small_sample_banner(sensitivity),
         "notes": _sensitivity_notes(sensitivity, analysis.human is not None, dataset.groups.get("organ_system", {})),
         "few_mark": FEW_MARK,
-        "title": title,
+        "title": report_title(dataset.name) if title is None else title,
         "schema": analysis.schema,
         "dataset": dataset,
         "labels_banner": provenance.banner(),
@@ -199,11 +203,12 @@ def _context(
         "example": example,
         "settings": settings,
         "confidence_pct": round(100 * settings.confidence),
-        "n_judges": len(board),
+        "n_judges": len(every_run),
+        "n_never_answered": len(every_run) - len(board),
         "dimensions": DIMENSIONS,
         "short": SHORT,
         "leaderboard": leaderboard,
-        "configuration": _configuration_rows(ordered, run_dates),
+        "configuration": _configuration_rows(every_run, run_dates),
         "with_cost": any(row.has_cost for row in board),
         "forest": charts["forest"],
         "dimension_rows": dimension_rows,
@@ -214,7 +219,7 @@ def _context(
         "organ_sizes": dataset.groups.get("organ_system", {}),
         "judge_labels": labels,
         # filter tokens: labels and organ names may hold spaces, the data-* lists may not
-        "judge_tokens": {label: f"j{i}" for i, label in enumerate(labels)},
+        "judge_tokens": {label: f"j{i}" for i, label in enumerate(every_label)},
         "organ_tokens": organ_tokens,
         "agreement_rows": agreement_rows,
         "labels_coherence": percent(dataset.expert_coherence.get("accuracy")),
@@ -225,7 +230,8 @@ def _context(
         "labels_longer": percent(dataset.expert_longer_rate["overall"]),
         "pairwise": _pairwise_matrix(analysis, board),
         "failures": failures,
-        "gallery": None if gallery is None else gallery_context(gallery, labels),
+        "failed": tables.failed.records(HTML),
+        "gallery": None if gallery is None else gallery_context(gallery, every_label),
         "human": None
         if analysis.human is None or tables.human is None
         else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
@@ -508,16 +514,20 @@ def render_html(
     analysis: Analysis,
     gallery: CaseGallery | None = None,
     *,
-    title: str = "Med-RewardBench report",
+    title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
+    viewer: Mapping[str, Any] | None = None,
 ) -> str:
     """The report page as one string.
 
     Args:
         analysis: the output of :func:`medrewardbench.metrics.analysis.analyze`.
         gallery: cases judges got wrong, or None to leave that section out.
-        title: the page title.
+        title: the page title (``<title>`` and ``<h1>``); None: the data set's name
+            (:func:`~medrewardbench.report.tables.report_title`).
         run_dates: run id -> the date the run was last evaluated (the configuration table's date).
+        viewer: every case's data for the per-case viewer
+            (:func:`~medrewardbench.report.viewer.viewer_data`), or None to leave it out.
 
     Returns:
         A complete HTML document that loads nothing from the network.
@@ -544,6 +554,19 @@ def render_html(
         context["human"]["plot"] = markup(context["human"]["plot"])
     context["css"] = markup((TEMPLATES / "report.css").read_text("utf-8"))
     context["script"] = markup((TEMPLATES / "report.js").read_text("utf-8"))
+    payload = viewer_payload(viewer) if viewer is not None else ("json", "")
+    context["viewer"] = (
+        None
+        if viewer is None
+        else {
+            "n_cases": len(viewer["cases"]),
+            "page_size": viewer["page_size"],
+            "notes": viewer.get("notes", []),
+            "encoding": payload[0],
+            "json": markup(payload[1]),
+            "script": markup((TEMPLATES / "viewer.js").read_text("utf-8")),
+        }
+    )
     return str(template.render(**context))
 
 
@@ -552,11 +575,12 @@ def write_html(
     path: str | Path,
     gallery: CaseGallery | None = None,
     *,
-    title: str = "Med-RewardBench report",
+    title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
+    viewer: Mapping[str, Any] | None = None,
 ) -> Path:
     """Render the report and write it (UTF-8). Returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(analysis, gallery, title=title, run_dates=run_dates), encoding="utf-8")
+    out.write_text(render_html(analysis, gallery, title=title, run_dates=run_dates, viewer=viewer), encoding="utf-8")
     return out

@@ -32,7 +32,7 @@ from medrewardbench.report.format import (
     small_sample_banner,
 )
 from medrewardbench.report.human import HumanTables
-from medrewardbench.report.tables import ReportTables, report_tables
+from medrewardbench.report.tables import ANSWERED_HEADER, ReportTables, answering, report_tables, report_title
 
 MAX_PAIRS_LISTED = 60
 
@@ -110,22 +110,23 @@ def _note(sentence: str) -> list[str]:
     return ["", sentence] if sentence else []
 
 
-def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report") -> str:
+def render_markdown(analysis: Analysis, *, title: str | None = None) -> str:
     """The report as Markdown.
 
     Args:
         analysis: the output of :func:`medrewardbench.metrics.analysis.analyze`.
-        title: the top heading.
+        title: the top heading; None: :func:`~medrewardbench.report.tables.report_title` of the data set's name.
 
     Returns:
         The document (ends with a newline).
     """
+    tables = report_tables(analysis)
+    analysis = answering(analysis)
     settings = analysis.settings
     dataset = analysis.dataset
-    tables = report_tables(analysis)
     conf = round(100 * settings.confidence)
     human = analysis.human
-    out = _introduction(analysis, title)
+    out = _introduction(analysis, report_title(dataset.name) if title is None else title)
     out += _leaderboard_section(analysis, tables)
     out += ["", "## Per dimension", "", f"{METRIC.capitalize()} [{conf} % CI]; `t` = tier on that dimension.", ""]
     sensitivity = analysis.sensitivity
@@ -208,6 +209,12 @@ def render_markdown(analysis: Analysis, *, title: str = "Med-RewardBench report"
     return "\n".join(out)
 
 
+def _never(analysis: Analysis) -> str:
+    """`` (N never answered)`` when some judges are listed apart, else nothing."""
+    n = len(analysis.runs) - len(analysis.leaderboard)
+    return f" ({n} never answered)" if n else ""
+
+
 def _introduction(analysis: Analysis, title: str) -> list[str]:
     """The title, the data set, the banners and how to read the numbers (one example from the first row)."""
     settings = analysis.settings
@@ -217,7 +224,8 @@ def _introduction(analysis: Analysis, title: str) -> list[str]:
     out: list[str] = [f"# {title}", ""]
     name = f"Dataset **{_esc(dataset.name)}** · " if dataset.name else ""
     out.append(
-        f"{name}{dataset.n_cases} cases · {len(board)} judges · data fingerprint `{dataset.data_hash[:12]}` · "
+        f"{name}{dataset.n_cases} cases · {len(analysis.runs)} judges{_never(analysis)} · "
+        f"data fingerprint `{dataset.data_hash[:12]}` · "
         f"{conf} % bootstrap intervals ({settings.n_resamples} resamples, seed {settings.seed})"
     )
     out += ["", f"> **{_esc(dataset.labels.banner())}**", ""]
@@ -268,6 +276,22 @@ def _leaderboard_section(analysis: Analysis, tables: ReportTables) -> list[str]:
     with_cost = any(row.has_cost for row in board)
     human = analysis.human
     out += _write(tables.leaderboard)
+    out += [
+        "",
+        "**Response rate**: the share of requests the judge answered with a verdict it could read. "
+        f"**{ANSWERED_HEADER}**: the {METRIC} over those answered requests only (the score counts the "
+        "others as wrong).",
+    ]
+    if tables.failed.rows:
+        out += [
+            "",
+            "### Judges that never answered",
+            "",
+            "Every request of these judges failed: they are not ranked and in no tier (a score of 0 would only "
+            "say that nothing was answered).",
+            "",
+        ]
+        out += _write(tables.failed)
     if human is not None:
         out += [
             "",

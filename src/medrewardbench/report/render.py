@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,8 @@ from medrewardbench.metrics.results import (
 )
 from medrewardbench.report.gallery import build_case_gallery
 from medrewardbench.report.human import human_long_rows
+
+log = logging.getLogger(__name__)
 
 FORMATS: tuple[str, ...] = ("md", "csv", "json", "xlsx", "html")
 FILE_NAMES: dict[str, str] = {
@@ -272,10 +275,12 @@ class ReportSettings:
     """how many wrongly judged cases of each judge the HTML gallery takes"""
     case_dimension: str = "overall"
     """the dimension that decides which cases count as wrong in the HTML"""
-    title: str = "Med-RewardBench report"
-    """report title"""
+    title: str | None = None
+    """report title; None: the data set's name (:func:`~medrewardbench.report.tables.report_title`)"""
     epsilon: float = DEFAULT_EPSILON
     """the stand-in test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`)"""
+    viewer: bool = True
+    """whether the HTML embeds the per-case viewer (every case, every judge: :mod:`medrewardbench.report.viewer`)"""
 
 
 def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings: ReportSettings) -> RenderedReport:
@@ -306,15 +311,28 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
     if "xlsx" in formats:
         from medrewardbench.report.xlsx import write_xlsx
 
-        written["xlsx"] = write_xlsx(analysis, out / FILE_NAMES["xlsx"])
+        written["xlsx"] = write_xlsx(analysis, out / FILE_NAMES["xlsx"], title=title)
     if "html" in formats:
         from medrewardbench.report.html import write_html
 
         gallery = build_case_gallery(
             dataset.runs, per_judge=settings.cases_per_judge, dimension=settings.case_dimension
         )
+        from medrewardbench.report.viewer import MAX_CELLS, fits, viewer_data
+
+        with_viewer = settings.viewer and fits(dataset.runs)
+        if settings.viewer and not with_viewer:
+            log.warning(
+                "report: the per-case viewer is left out of report.html: more than %d cases x judges", MAX_CELLS
+            )
+
         written["html"] = write_html(
-            analysis, out / FILE_NAMES["html"], gallery, title=title, run_dates=run_dates(dataset.runs)
+            analysis,
+            out / FILE_NAMES["html"],
+            gallery,
+            title=title,
+            run_dates=run_dates(dataset.runs),
+            viewer=viewer_data(dataset.runs) if with_viewer else None,
         )
     return RenderedReport(dataset.name, dataset.data_hash, out, written, analysis)
 

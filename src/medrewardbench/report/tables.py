@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
@@ -41,6 +41,45 @@ from medrewardbench.report.columns import (
     per_dimension,
 )
 from medrewardbench.report.human import HumanTables, human_tables
+
+DEFAULT_NAME = "Med-RewardBench"
+"""The name a report carries when its data set has none."""
+SHOWN_NAMES: dict[str, str] = {"medrewardbench-demo": f"{DEFAULT_NAME} demo", "demo": f"{DEFAULT_NAME} demo"}
+"""Data set names as a title shows them (the built-in demo's machine name reads as words)."""
+ANSWERED_HEADER = "Agreement when answered"
+"""agreement with the labels over the answered requests only (the column keyed ``answered_acc``)"""
+
+
+def report_title(name: str | None) -> str:
+    """The title a report takes by default: its data set's name (Med-RewardBench data keeps its own).
+
+    Args:
+        name: the data set's name as its runs recorded it (the benchmark's name: ``"demo"``,
+            ``"Med-RewardBench"``, a release's folder or file stem); None when unknown.
+
+    Returns:
+        ``"<name> report"``; the built-in demo (``medrewardbench-demo``) reads ``"Med-RewardBench
+        demo report"`` and a missing name ``"Med-RewardBench report"``.
+    """
+    shown = name or DEFAULT_NAME
+    return f"{SHOWN_NAMES.get(shown, shown)} report"
+
+
+def never_answered(row: LeaderboardRow) -> bool:
+    """A judge that failed every request: listed apart, not ranked, in no tier."""
+    return row.failure_rate >= 1.0
+
+
+def answering(analysis: Analysis) -> Analysis:
+    """The analysis whose leaderboard holds only the judges that answered at least once.
+
+    Every ranked table and chart of a report is built from it; the judges left out are listed
+    apart (:func:`failed_table`). Ranks are unchanged: a judge that never answered scores 0 and
+    ranks last.
+    """
+    if not any(never_answered(row) for row in analysis.leaderboard):
+        return analysis
+    return replace(analysis, leaderboard=tuple(row for row in analysis.leaderboard if not never_answered(row)))
 
 
 def _tier(row: LeaderboardRow, dimension: str) -> int | None:
@@ -82,8 +121,10 @@ def leaderboard_columns(analysis: Analysis) -> tuple[Column[LeaderboardRow], ...
         Column("macro", "Macro over organs", lambda r: r.macro, Kind.ESTIMATE),
         *[Column(f"{d}_acc", d, per_dimension(_row_accuracy, d), Kind.POINT, SHEET) for d in DIMENSIONS],
         *[Column(f"{d}_tier", d, per_dimension(_tier, d), Kind.COUNT, SHEET) for d in DIMENSIONS],
-        Column("answered_acc", "Answered", lambda r: r.answered_accuracy, Kind.PERCENT),
-        Column("failure_rate", "Failed", lambda r: r.failure_rate, Kind.PERCENT),
+        Column("response_rate", "Response rate", lambda r: 1.0 - r.failure_rate, Kind.PERCENT),
+        Column("answered_acc", ANSWERED_HEADER, lambda r: r.answered_accuracy, Kind.PERCENT),
+        # the page shows the response rate in its place (100 − failed; the Failures section has the rest)
+        Column("failure_rate", "Failed", lambda r: r.failure_rate, Kind.PERCENT, frozenset({MD}) | SHEET),
         Column("consistency", "Consistent", lambda r: r.consistency, Kind.PERCENT),
         Column("first_position_rate", "1st pos.", lambda r: r.first_position_rate, Kind.PERCENT),
         Column("longer_preference", "Longer", lambda r: r.longer_preference, Kind.PERCENT, frozenset({HTML}) | SHEET),
@@ -322,6 +363,26 @@ def pairwise_table(analysis: Analysis) -> Table[PairwiseComparison]:
     )
 
 
+def _top_reasons(run: RunAnalysis, n: int) -> list[tuple[str, int]]:
+    return list(run.failures.items())[:n]
+
+
+def failed_table(analysis: Analysis) -> Table[RunAnalysis]:
+    """The judges that never answered: not ranked, with their most frequent failure reasons."""
+    failed = {row.label for row in analysis.leaderboard if never_answered(row)}
+    return Table(
+        "failed",
+        (
+            Column("judge", "Judge", _judge, Kind.JUDGE),
+            Column("run_id", "Run", lambda r: r.run_id, shown_in=SHEET),
+            Column("rate", "Failed", lambda r: r.failure_rate.pooled, Kind.PERCENT),
+            Column("reason", "Most frequent reason", lambda r: _top_reasons(r, 1), Kind.REASONS),
+            Column("reasons", "Other reasons (count)", lambda r: _top_reasons(r, 5)[1:], Kind.REASONS, PAGES),
+        ),
+        tuple(run for run in analysis.runs if run.label in failed),
+    )
+
+
 @dataclass(frozen=True)
 class ReportTables:
     """Every table of a report, built once from one analysis."""
@@ -335,6 +396,8 @@ class ReportTables:
     failures: Table[RunAnalysis]
     pairwise: Table[PairwiseComparison]
     """the significant differences on the score"""
+    failed: Table[RunAnalysis]
+    """the judges that never answered (listed apart, not ranked)"""
     human: HumanTables | None
     """the human ceiling's and the stand-in test's tables (:mod:`~medrewardbench.report.human`); None without
     per-annotator labels"""
@@ -347,8 +410,11 @@ def report_tables(analysis: Analysis) -> ReportTables:
         analysis: the output of :func:`~medrewardbench.metrics.analysis.analyze` (or its file).
 
     Returns:
-        The tables.
+        The tables: the ranked ones hold the judges that answered at least once (:func:`answering`),
+        ``failed`` the others.
     """
+    failed = failed_table(analysis)
+    analysis = answering(analysis)
     human = analysis.human
     board = analysis.leaderboard
     return ReportTables(
@@ -359,5 +425,6 @@ def report_tables(analysis: Analysis) -> ReportTables:
         length=length_table(analysis),
         failures=failures_table(analysis),
         pairwise=pairwise_table(analysis),
+        failed=failed,
         human=None if human is None else human_tables(human, board, analysis.settings.confidence),
     )

@@ -32,6 +32,7 @@ from medrewardbench.report.format import (
     small_sample_banner,
     verdict,
 )
+from medrewardbench.report.tables import answering, never_answered
 from medrewardbench.utils.safe_text import terminal_safe
 from medrewardbench.utils.shorten import shorten_distinct
 
@@ -251,7 +252,7 @@ def leaderboard_table(
 def dimension_table(run: RunAnalysis) -> Table:
     """One run per dimension: agreement with the labels (all and answered), failures, per order, position."""
     table = Table(title=_title(f"{run.label}: {METRIC} (%)"), title_justify="left")
-    for name in ("dimension", "agree", "agree answered", "fail", "n"):
+    for name in ("dimension", "agree", "agree when answered", "fail", "n"):
         table.add_column(name, justify="left" if name == "dimension" else "right")
     for order in run.by_order:
         table.add_column(f"agree {order}", justify="right")
@@ -304,11 +305,22 @@ def reference_table(run: RunAnalysis) -> Table:
     return table
 
 
-def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> Table:
-    """The analysed leaderboard: score with interval, tier, macro, failures and position measures."""
+def interval_leaderboard_table(analysis: Analysis, title: str | None = None, *, name: str | None = None) -> Table:
+    """The analysed leaderboard: score with interval, tier, macro, failures and position measures.
+
+    Args:
+        analysis: the analysis.
+        title: the whole heading (replaces the default one).
+        name: what the default heading names (``report --title``); None: the data set's name.
+
+    Judges that never answered are listed below the ranked rows, unranked, with their most
+    frequent failure reason.
+    """
     settings = analysis.settings
     ci = round(100 * settings.confidence)
-    name = analysis.dataset.name or ""
+    name = name or analysis.dataset.name or ""
+    failed = [row for row in analysis.leaderboard if never_answered(row)]
+    analysis = answering(analysis)
     table = Table(
         title=_title(title or f"Leaderboard: {name} ({ci}% intervals, tiers at alpha={settings.alpha})"),
         title_justify="left",
@@ -373,6 +385,14 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None) -> 
             style="italic",
         )
         table.caption += "; " + HUMAN_NOTE.format(label=human.label) + "; " + STAND_IN_NOTE.format(eps=human.epsilon)
+    if failed:
+        table.add_section()
+        for row in failed:
+            reasons = list(analysis.run(row.run_id).failures.items())[:1]
+            reason = f"never answered: {reasons[0][0]}" if reasons else "never answered"
+            reason = reason if len(reason) <= 70 else reason[:69] + "…"
+            table.add_row("–", "failed", plain(row.label), plain(reason), style="dim")
+        table.caption += "; failed = every request failed: not ranked, in no tier"
     sentence = detectable_sentence(analysis.sensitivity, human=human is not None)
     if sentence:
         table.caption += ". " + sentence

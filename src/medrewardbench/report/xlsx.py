@@ -26,10 +26,18 @@ from medrewardbench.metrics.results import PAIRWISE_COLUMNS, POOLED, Analysis, C
 from medrewardbench.report.columns import XLSX, Table, cells, number_formats
 from medrewardbench.report.format import METRIC, STAND_IN_METHOD, detectable_sentence, small_sample_banner
 from medrewardbench.report.human import human_long_rows
-from medrewardbench.report.tables import report_tables
+from medrewardbench.report.tables import answering, report_tables, report_title
 from medrewardbench.utils.shorten import middle_ellipsis
 
-SUMMARY_SHEETS: tuple[str, ...] = ("leaderboard", "pairwise", "position_length", "human_ceiling", "stand_in", "about")
+SUMMARY_SHEETS: tuple[str, ...] = (
+    "leaderboard",
+    "pairwise",
+    "position_length",
+    "human_ceiling",
+    "stand_in",
+    "never_answered",
+    "about",
+)
 HUMAN_COLUMNS: tuple[str, ...] = (
     "label",
     "run_id",
@@ -147,12 +155,14 @@ def _write_table(sheet: Any, table: Table[Any], beside: Table[Any] | None = None
     return len(formats)
 
 
-def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
+def write_xlsx(analysis: Analysis, path: str | Path, *, title: str | None = None) -> Path:
     """Write the spreadsheet report.
 
     Args:
         analysis: the output of :func:`medrewardbench.metrics.analysis.analyze`.
         path: the ``.xlsx`` file to write.
+        title: the workbook's title (its document property and the ``about`` sheet's first row); None:
+            the data set's name (:func:`~medrewardbench.report.tables.report_title`).
 
     Returns:
         The path written.
@@ -162,10 +172,13 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
 
     bold = Font(bold=True)
     workbook = openpyxl.Workbook()
+    tables = report_tables(analysis)
+    analysis = answering(analysis)
     ordered = analysis.ranked_runs()
     dataset = analysis.dataset
     human = analysis.human
-    tables = report_tables(analysis)
+    shown_title = report_title(dataset.name) if title is None else title
+    workbook.properties.title = shown_title
     sheet = workbook.active
     sheet.title = "leaderboard"
     width = _write_table(sheet, tables.leaderboard, footer_gap=True)
@@ -186,6 +199,11 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
             cell.font = bold
         _style_header(judge_sheet, bold, [24, 30] + [18] * 7 + [9])
         _format_columns(judge_sheet, 2, range(3, 10), FRACTION)
+
+    if tables.failed.rows:
+        failed = workbook.create_sheet("never_answered")
+        _write_table(failed, tables.failed)
+        _style_header(failed, bold, [34, 30, 9, 80])
 
     pairwise = workbook.create_sheet("pairwise")
     pair_columns = list(PAIRWISE_COLUMNS)
@@ -220,6 +238,7 @@ def write_xlsx(analysis: Analysis, path: str | Path) -> Path:
         method = STAND_IN_METHOD.format(epsilon=f"{human.epsilon:g}", q=f"{analysis.settings.alpha:g}")
         detectable.append(("stand_in", method))
     for key, value in (
+        ("title", shown_title),
         ("dataset", dataset.name or ""),
         ("data_fingerprint", dataset.data_hash),
         ("cases", dataset.n_cases),
