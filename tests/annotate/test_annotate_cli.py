@@ -72,6 +72,17 @@ def test_init_users_status_export_and_eval_from_the_command_line(tmp_path: Path,
 
     code, out = run("annotate", "status", str(project))
     assert code == 0 and "Chest study" in out and "Fleiss kappa" in out and "alice" in out, out
+    from medrewardbench.cli.support import console
+
+    wide = console.width
+    try:
+        console.width = 60  # a narrow terminal (COLUMNS is read when the console is made)
+        narrow = runner.invoke(app, ["annotate", "status", str(project)], catch_exceptions=False)
+    finally:
+        console.width = wide
+    assert narrow.exit_code == 0 and "alice" in narrow.output
+    tables = [line for line in narrow.output.splitlines() if line[:1] in "┃│┏┡└┗╷╵┌├┬┴┼━─"]
+    assert tables and max(len(line) for line in tables) <= 60, narrow.output  # the tables fit a narrow terminal
     code, out = run("annotate", "status", str(project), "--json")
     figures = json.loads(out)
     assert figures["items"] == 6 and figures["items_complete"] == 6 and figures["gold_items"] == 2

@@ -348,7 +348,9 @@ def user_list(project: ProjectOpt = None) -> None:
             table.add_row(
                 u.name, u.role, "active" if u.active else "inactive", str(u.done), str(u.assigned), str(u.tokens)
             )
-        console.print(table)
+        from medrewardbench.report.terminal import fit_table
+
+        console.print(fit_table(table, console.width, ("tokens", "assigned", "state")))
     finally:
         opened.close()
 
@@ -602,7 +604,9 @@ def _print_status(board: Any) -> None:
             _fmt(d.krippendorff_alpha),
             _fmt(d.majority_share, True),
         )
-    console.print(agreement)
+    from medrewardbench.report.terminal import fit_table
+
+    console.print(fit_table(agreement, console.width, ("majority", "Krippendorff", "Fleiss")))
     people = Table(
         "annotator", "done", "median s", "vs others", "gold", "position consistency", "picks A", title="Annotators"
     )
@@ -618,7 +622,7 @@ def _print_status(board: Any) -> None:
             f"{_fmt(a.repeat_consistency, True)} ({a.repeat_compared})",
             _fmt(a.first_share, True),
         )
-    console.print(people)
+    console.print(fit_table(people, console.width, ("picks A", "median", "position", "gold")))
 
 
 @app.command("export")

@@ -511,8 +511,13 @@ def _print_cv(report: Mapping[str, Any], report_path: Path, out_dir: Path, *, qu
     if quiet:
         return
     console.print(labels_banner(LabelProvenance.from_json(report.get("labels"))))
+    from medrewardbench.report.terminal import fit_table
+
+    # what may be left out to fit the terminal, least needed first (the dimension, tuned and the
+    # comparisons' differences stay)
+    drop_order = ("train s", "eval s", "loss", "n", "chance", "p case", "train", "held out")
     for table in cv_tables(report):
-        console.print(table)
+        console.print(fit_table(table, console.width, drop_order))
     console.print(cv_headline(report), highlight=False, markup=False, style="bold")
     console.print(
         f"Report: {report_path} ({report['timings']['total_s']:.1f} s in all); the pooled held-out "
