@@ -32,22 +32,11 @@ from helpers.annotate import (
     serve_in_thread,
     write_cases,
 )
+from helpers.browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS
 
 from medrewardbench.data import load_benchmark, write_canonical
 from medrewardbench.dimensions import DIMENSIONS
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PRIMARY = ("demo-001", "demo-002", "demo-005", "demo-023", "demo-011")
 GOLD = ("demo-004",)
 # each doctor follows the demo's labels except on these criteria, where they choose the other answer

@@ -17,23 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS
 from helpers.runs import RunsFixture
 
 from medrewardbench.metrics.results import CANNOT, VERDICTS
 from medrewardbench.report.render import ReportSettings, render_report
-
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
