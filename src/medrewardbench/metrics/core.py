@@ -61,6 +61,10 @@ class RunData:
     """per-annotator labels (n_cases, n_annotators, n_dims), 0 where none; None when the data has none"""
     annotators: tuple[str, ...] = ()
     """the annotator of each column of ``ratings``"""
+    preferences: npt.NDArray[np.float64] | None = None
+    """(n_cases, 2, n_dims) the judge's probability that ``response_1`` is better, per order (source
+    order); NaN where the request gave none; None when the run has no probabilities at all
+    (:mod:`medrewardbench.metrics.confidence`)"""
 
     @property
     def n_cases(self) -> int:
@@ -86,6 +90,7 @@ class RunData:
             metadata=self.metadata,
             ratings=None if self.ratings is None else self.ratings[idx],
             annotators=self.annotators,
+            preferences=None if self.preferences is None else self.preferences[idx],
         )
 
 
