@@ -63,6 +63,7 @@ replacement and the seeding rule, and the tables that document them read best si
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -484,13 +485,17 @@ _PARAPHRASES: tuple[tuple[str, str], ...] = (
 )
 
 
+def _replace_keeping_case(replacement: str, match: re.Match[str]) -> str:
+    return _match_case(match.group(0), replacement)
+
+
 def _rewrite_all(text: str, table: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:
     done: list[str] = []
     out = text
     for old, new in table:
         pattern = _words(re.escape(old))
         if pattern.search(out):
-            out = pattern.sub(lambda m, new=new: _match_case(m.group(0), new), out)
+            out = pattern.sub(functools.partial(_replace_keeping_case, new), out)
             done.append(f"{old} -> {new}")
     return out, done
 
