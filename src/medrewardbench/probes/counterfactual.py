@@ -66,6 +66,7 @@ __all__ = [
     "CounterfactualFigures",
     "counterfactual_figures",
     "make_pairs",
+    "original_texts",
 ]
 
 PROBE = "counterfactual"
@@ -134,6 +135,18 @@ def make_pairs(
                 out.append(_pair(case, text, edit, seed))
                 tally.add_made(API_PARAPHRASE)
     return out, tally
+
+
+def original_texts(cases: Iterable[Case]) -> list[str]:
+    """The original answer of every parent case (what the ``api:`` rewriter is sent).
+
+    Args:
+        cases: the parent cases.
+
+    Returns:
+        Their original answers, in order.
+    """
+    return [original_answer(case)[1] for case in cases]
 
 
 def _rewrite(rewriter: Rewriter, text: str, tally: SkipTally) -> str | None:
