@@ -68,7 +68,12 @@ EXPECTED = [
         0,
     ),
     ("formatting", "Left eye. The disc is nasal.", "Left eye.\nThe disc is nasal.", 0),
-    ("synonyms", "It demonstrates a large haemorrhage of approximately 2 cm.", "It shows a big bleed of about 2 cm.", 0),
+    (
+        "synonyms",
+        "It demonstrates a large haemorrhage of approximately 2 cm.",
+        "It shows a big bleed of about 2 cm.",
+        0,
+    ),
     ("image_mention", "The disc is nasal.", "As seen in the image, the disc is nasal.", 0),
     ("image_mention", "CT shows a mass.", "As seen in the image, CT shows a mass.", 0),
     ("confident", "Left eye.", "I am completely certain of this. Left eye.", 0),
