@@ -129,11 +129,12 @@ def counterfactual_command(
     from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.counterfactual import ALL_TYPES, PROBE, counterfactual_figures, make_pairs
     from medrewardbench.probes.page import render_counterfactual_page
-    from medrewardbench.probes.pairs import derived_benchmark, load_probe_data, run_probe
+    from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
 
     _setup_logging(verbose)
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     with command_errors():
+        dimension_index(dimension)
         chosen = _split_option(types, "--types") or list(ALL_TYPES)
         levels = [_severity(s) for s in _split_option(severities, "--severities") or []]
         options = _options(seed, base_url, api_key_env)
@@ -212,11 +213,12 @@ def bias_command(
     from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.bias import PROBE, bias_figures, make_bias_pairs
     from medrewardbench.probes.page import render_bias_page
-    from medrewardbench.probes.pairs import derived_benchmark, load_probe_data, run_probe
+    from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
 
     _setup_logging(verbose)
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     with command_errors():
+        dimension_index(dimension)
         options = _options(seed, base_url, api_key_env)
         parent = _load(data, limit, allow_external_images, quiet)
         cases, tally = make_bias_pairs(parent, seed=seed)

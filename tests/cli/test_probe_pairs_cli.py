@@ -1,0 +1,68 @@
+"""``probe-pairs counterfactual`` and ``probe-pairs bias`` on the demo: the files, the lines, the errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from medrewardbench.cli import app
+from medrewardbench.data import load_benchmark
+from medrewardbench.evaluation.store import Store
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_counterfactual_on_the_demo_writes_json_page_store_and_export(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, output = cli(
+        "probe-pairs", "counterfactual", "--data", "demo", "--judge", "baseline:longer", "--judge", "baseline:first",
+        "--out", str(out), "--types", "negation,omitted,paraphrase", "--severities", "3,4",
+        "--export", str(tmp_path / "pairs.jsonl"), "--bootstrap", "200",
+    )  # fmt: skip
+    assert code == 0, output
+    assert "baseline:longer: detects" in output and "baseline:first: detects 50% of errors" in output
+    document = json.loads((out / "probe-counterfactual.json").read_text())
+    assert document["probe"] == "counterfactual"
+    assert document["data"]["source"].startswith("probe:counterfactual(")
+    assert set(document["pairs_per_type"]) == {"negation", "omitted", "paraphrase"}
+    assert document["pairs"]["skipped"]["paraphrase"]["no phrase of the paraphrase table"] > 0
+    judges = {j["judge"]: j for j in document["judges"]}
+    assert judges["baseline:first"]["detection"]["all"]["point"] == 0.5
+    assert {"low", "high", "n"} <= set(judges["baseline:longer"]["critical_miss"])
+    assert (out / "probe-counterfactual.html").read_text().startswith("<!doctype html>")
+    with Store.in_dir(out) as store:
+        assert {r.judge_spec for r in store.runs()} == {"baseline:longer", "baseline:first"}
+    exported = load_benchmark(str(tmp_path / "pairs.jsonl"))
+    assert len(exported) == sum(document["pairs_per_type"].values())
+
+
+def test_bias_on_the_demo_prints_one_line_per_judge(tmp_path: Path) -> None:
+    code, output = cli("probe-pairs", "bias", "--out", str(tmp_path), "--bootstrap", "200", "--limit", "10")
+    assert code == 0, output
+    lines = [line for line in output.splitlines() if line.startswith("baseline:") and "position" in line]
+    assert len(lines) == 5, output
+    assert any(line.startswith("baseline:first: position 100%") for line in lines)
+    document = json.loads((tmp_path / "probe-bias.json").read_text())
+    assert document["n_parents"] == 10 and len(document["cards"]) == 5
+    assert [row["bias"] for row in document["cards"][0]["rows"]] == [
+        "position", "length", "authority", "image_mention", "confident", "markdown", "self_preference",
+    ]  # fmt: skip
+    assert (tmp_path / "probe-bias.html").exists()
+
+
+def test_bad_input_is_one_line_with_status_2(tmp_path: Path) -> None:
+    code, output = cli("probe-pairs", "counterfactual", "--out", str(tmp_path), "--types", "colour")
+    assert code == 2 and "unknown counterfactual type(s) colour" in output
+    code, output = cli("probe-pairs", "counterfactual", "--out", str(tmp_path), "--severities", "9")
+    assert code == 2 and "--severities: '9' is not a severity level" in output
+    code, output = cli("probe-pairs", "bias", "--out", str(tmp_path), "--dimension", "beauty", "--limit", "2", "-q")
+    assert code == 2 and "unknown dimension 'beauty'" in output
+    code, output = cli("probe-pairs", "counterfactual", "--out", str(tmp_path), "--rewriter", "hf:x", "--limit", "1")
+    assert code == 2 and "the rewriter must be api:MODEL" in output
