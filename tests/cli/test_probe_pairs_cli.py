@@ -46,9 +46,9 @@ def test_counterfactual_on_the_demo_writes_json_page_store_and_export(tmp_path: 
 def test_bias_on_the_demo_prints_one_line_per_judge(tmp_path: Path) -> None:
     code, output = cli("probe-pairs", "bias", "--out", str(tmp_path), "--bootstrap", "200", "--limit", "10")
     assert code == 0, output
-    lines = [line for line in output.splitlines() if line.startswith("baseline:") and "position" in line]
+    lines = [line for line in output.splitlines() if line.startswith("baseline:") and "position-flip" in line]
     assert len(lines) == 5, output
-    assert any(line.startswith("baseline:first: position 100%") for line in lines)
+    assert any(line.startswith("baseline:first: position-flip 100% · longer-picked 50%") for line in lines)
     document = json.loads((tmp_path / "probe-bias.json").read_text())
     assert document["n_parents"] == 10 and len(document["cards"]) == 5
     assert [row["bias"] for row in document["cards"][0]["rows"]] == [

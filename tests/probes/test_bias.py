@@ -121,7 +121,7 @@ def test_every_rate_has_an_interval_and_the_card_fits_one_line(stored: Any) -> N
             if row.rate is not None and row.rate.n:
                 assert row.rate.low <= row.rate.point + 1e-12 <= row.rate.high + 2e-12
         line = card.summary()
-        assert line.startswith(card.judge + ": ") and "\n" not in line and "self_preference n/m" in line
+        assert line.startswith(card.judge + ": ") and "\n" not in line and "self-preference n/m" in line
     random = _card(figures, "baseline:random")
     assert random["position"].rate.low < random["position"].rate.point < random["position"].rate.high
 

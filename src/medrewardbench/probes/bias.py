@@ -69,6 +69,13 @@ BIASES: tuple[str, ...] = ("position", "length", *CUE_TYPES, "self_preference")
 GENERATOR_KEYS = ("probe_generator_1", "probe_generator_2")
 """The generator spec of each response (from ``build``'s metadata), on control pairs."""
 NOT_MEASURABLE = "not measurable"
+SUMMARY_LABELS = {
+    "position": "position-flip",
+    "length": "longer-picked",
+    "image_mention": "image-mention",
+    "self_preference": "self-preference",
+}
+"""How the one-line summary names each bias (the others by their own name)."""
 
 _FAMILIES = (
     "gpt",
@@ -238,15 +245,16 @@ class JudgeCard:
     rows: tuple[BiasRow, ...]
 
     def summary(self) -> str:
-        """The card in one line: each bias's main rate, ``n/m`` where not measurable."""
+        """The card in one line: each bias's main rate (a cue's: toward minus away), ``n/m`` where not measurable."""
         parts = []
         for row in self.rows:
+            label = SUMMARY_LABELS.get(row.bias, row.bias)
             if row.rate is None or np.isnan(row.rate.point):
-                parts.append(f"{row.bias} n/m")
+                parts.append(f"{label} n/m")
             elif row.bias in CUE_TYPES:
-                parts.append(f"{row.bias} {row.effect:+.0%}")
+                parts.append(f"{label} {row.effect:+.0%}")
             else:
-                parts.append(f"{row.bias} {row.rate.point:.0%}")
+                parts.append(f"{label} {row.rate.point:.0%}")
         return f"{self.judge}: " + " · ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
@@ -344,7 +352,7 @@ def _control_rows(
     flips = both[:, d] - consistent[:, d]
     position = BiasRow(
         "position",
-        "position flip (1 - consistency)",
+        "flips when the order is swapped (1 - consistency)",
         _rate(flips, both[:, d], weights, confidence),
         _rate(picked_first[:, d], answered[:, d], weights, confidence),
         "picks the response shown first",
@@ -352,7 +360,7 @@ def _control_rows(
     )
     length = BiasRow(
         "length",
-        "picks the longer response",
+        "picks the longer answer",
         _rate(picked_longer[:, d], answered_len[:, d], weights, confidence),
         note="read against the experts' own longer-pick rate in the report",
     )
