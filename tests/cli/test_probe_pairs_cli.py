@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+from helpers.api import longer_answer_responder
+from helpers.curation import api_flags
 from typer.testing import CliRunner
 
 from medrewardbench.cli import app
 from medrewardbench.data import load_benchmark
 from medrewardbench.evaluation.store import Store
+from medrewardbench.testing.openai_server import OpenAIServer
 
 runner = CliRunner()
 
@@ -66,3 +70,28 @@ def test_bad_input_is_one_line_with_status_2(tmp_path: Path) -> None:
     assert code == 2 and "unknown dimension 'beauty'" in output
     code, output = cli("probe-pairs", "counterfactual", "--out", str(tmp_path), "--rewriter", "hf:x", "--limit", "1")
     assert code == 2 and "the rewriter must be api:MODEL" in output
+
+
+def test_bias_on_a_built_set_measures_self_preference_from_builds_generator_metadata(
+    paired: tuple[Path, list[dict[str, Any]]], tmp_path: Path, answer_server: OpenAIServer
+) -> None:
+    _, pairs = paired  # build's pairs: answers written by api:gen-a and api:gen-b
+    answer_server.control.set_responder(longer_answer_responder)  # a gen-a judge that prefers the longer answer
+    out = tmp_path / "probe"
+    code, output = cli(
+        "probe-pairs", "bias", "--data", str(tmp_path / "pairs.jsonl"), "--judge", "api:gen-a", "--out", str(out),
+        "--bootstrap", "200", *api_flags(answer_server),
+    )  # fmt: skip
+    assert code == 0, output
+    card = json.loads((out / "probe-bias.json").read_text())["cards"][0]
+    row = next(r for r in card["rows"] if r["bias"] == "self_preference")
+    own = [1 if p["metadata"]["build"]["response_1"]["generator"] == "api:gen-a" else 2 for p in pairs]
+    longer = [1 if len(p["response_1"]) > len(p["response_2"]) else 2 for p in pairs]
+    ties = sum(len(p["response_1"]) == len(p["response_2"]) for p in pairs)
+    assert row["rate"]["n"] == 2 * (len(pairs) - ties)
+    picked_own = sum(
+        o == g for o, g, p in zip(own, longer, pairs, strict=True) if len(p["response_1"]) != len(p["response_2"])
+    )
+    assert row["rate"]["successes"] == 2 * picked_own
+    assert "family 'gen-a'" in row["note"]
+    assert "self-preference" in output and "self-preference n/m" not in output

@@ -139,6 +139,8 @@ def test_self_preference_is_not_measurable_without_generator_metadata(stored: An
         ("hf:/models/llava-1.5-7b#constrained", "llava"),
         ("api:claude-3-5-sonnet", "claude"),
         ("rm:./my_reward-model", "my"),
+        ("api:gen-a", "gen-a"),
+        ("hf:/ckpt/biomed-7b", "biomed"),
         ("gpt-4o", "gpt"),
         ("", ""),
     ],

@@ -68,11 +68,28 @@ _BaseUrlOpt = Annotated[
 _ApiKeyEnvOpt = Annotated[
     str | None, typer.Option("--api-key-env", metavar="NAME", help="environment variable holding the API key")
 ]
+_TemplateOpt = Annotated[
+    str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
+]
+_ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", min=1, metavar="N", help="requests in flight (API judges)")
+]
+_TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API)")]
+_MaxRetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", help="retries of a failed API request")]
 _VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="log what the library does (INFO)")]
 
 
-def _options(seed: int, base_url: str | None, api_key_env: str | None) -> JudgeOptions:
-    return JudgeOptions(seed=seed, api=ApiSettings(base_url=base_url, api_key_env=api_key_env))
+def _options(
+    seed: int,
+    template: str,
+    concurrency: int | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    timeout: float,
+    max_retries: int,
+) -> JudgeOptions:
+    api = ApiSettings(base_url=base_url, api_key_env=api_key_env, timeout_s=timeout, max_retries=max_retries)
+    return JudgeOptions(seed=seed, template=template, concurrency=concurrency, api=api)
 
 
 def _load(data: str, limit: int | None, allow_external_images: bool, quiet: bool) -> Any:
@@ -114,8 +131,12 @@ def counterfactual_command(
     seed: _SeedOpt = 0,
     ci: CiOpt = 0.95,
     bootstrap: BootstrapOpt = 2000,
+    template: _TemplateOpt = "pairwise",
+    concurrency: _ConcurrencyOpt = None,
     base_url: _BaseUrlOpt = None,
     api_key_env: _ApiKeyEnvOpt = None,
+    timeout: _TimeoutOpt = 120.0,
+    max_retries: _MaxRetriesOpt = 6,
     quiet: QuietOpt = False,
     verbose: _VerboseOpt = False,
     allow_external_images: ExternalImagesOpt = False,
@@ -137,7 +158,7 @@ def counterfactual_command(
         dimension_index(dimension)
         chosen = _split_option(types, "--types") or list(ALL_TYPES)
         levels = [_severity(s) for s in _split_option(severities, "--severities") or []]
-        options = _options(seed, base_url, api_key_env)
+        options = _options(seed, template, concurrency, base_url, api_key_env, timeout, max_retries)
         parent = _load(data, limit, allow_external_images, quiet)
         rewrite = None
         if rewriter is not None:
@@ -199,8 +220,12 @@ def bias_command(
     seed: _SeedOpt = 0,
     ci: CiOpt = 0.95,
     bootstrap: BootstrapOpt = 2000,
+    template: _TemplateOpt = "pairwise",
+    concurrency: _ConcurrencyOpt = None,
     base_url: _BaseUrlOpt = None,
     api_key_env: _ApiKeyEnvOpt = None,
+    timeout: _TimeoutOpt = 120.0,
+    max_retries: _MaxRetriesOpt = 6,
     quiet: QuietOpt = False,
     verbose: _VerboseOpt = False,
     allow_external_images: ExternalImagesOpt = False,
@@ -219,7 +244,7 @@ def bias_command(
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     with command_errors():
         dimension_index(dimension)
-        options = _options(seed, base_url, api_key_env)
+        options = _options(seed, template, concurrency, base_url, api_key_env, timeout, max_retries)
         parent = _load(data, limit, allow_external_images, quiet)
         cases, tally = make_bias_pairs(parent, seed=seed)
         derived = derived_benchmark(PROBE, parent, cases)

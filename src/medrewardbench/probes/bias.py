@@ -106,16 +106,16 @@ def model_family(spec: str) -> str:
         spec: a judge or generator spec (``kind:model``, a model name, or a path).
 
     Returns:
-        A known family when the model's name starts with one, else the name's first alphabetic
-        run, lowercased; ``""`` for an empty spec.
+        A known family when the model's name starts with one, else the name up to its first digit
+        or underscore (``gen-a`` stays ``gen-a``), lowercased; ``""`` for an empty spec.
     """
     name = spec.partition(":")[2] if ":" in spec else spec
     name = name.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
     for family in sorted(_FAMILIES, key=len, reverse=True):
         if name.startswith(family):
             return family
-    match = re.match(r"[a-z]+", name)
-    return match.group(0) if match else ""
+    match = re.match(r"[a-z][a-z-]*", name)
+    return match.group(0).rstrip("-") if match else ""
 
 
 def _generators(case: Case) -> dict[str, str]:
