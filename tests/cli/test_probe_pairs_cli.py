@@ -95,3 +95,20 @@ def test_bias_on_a_built_set_measures_self_preference_from_builds_generator_meta
     assert row["rate"]["successes"] == 2 * picked_own
     assert "family 'gen-a'" in row["note"]
     assert "self-preference" in output and "self-preference n/m" not in output
+
+
+def test_the_rewriter_flag_adds_api_paraphrases_from_the_local_server(
+    tmp_path: Path, answer_server: OpenAIServer
+) -> None:
+    answer_server.control.set_responder(lambda body: "In other words: " + body["messages"][0]["content"][-60:])
+    code, output = cli(
+        "probe-pairs", "counterfactual", "--limit", "3", "--types", "reorder", "--judge", "baseline:shorter",
+        "--rewriter", "api:paraphraser", "--out", str(tmp_path), "--bootstrap", "200", *api_flags(answer_server),
+    )  # fmt: skip
+    assert code == 0, output
+    document = json.loads((tmp_path / "probe-counterfactual.json").read_text())
+    assert document["pairs"]["made"]["api_paraphrase"] == 3
+    assert document["pairs_per_type"]["api_paraphrase"] == 3
+    over = document["judges"][0]["over_penalisation"]["api_paraphrase"]
+    assert over["n"] == 3 and over["low"] <= over["point"] <= over["high"]
+    assert len([r for r in answer_server.control.chat_requests() if r.body["model"] == "paraphraser"]) == 3
