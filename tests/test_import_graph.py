@@ -238,6 +238,7 @@ _ABOVE_DATA = (
     "annotate",
     "sweep",
     "serve",
+    "probes",
     "cli",
     "testing",
 )
@@ -294,6 +295,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # curation's (``build``'s) generators reach models through models/, never through the judges (its grader is a
     # generator with a grading prompt and parser, not a judge)
     "curation": ("judges",),
+    # probes (issue 23) derive data sets and run them through the eval job: above evaluation, judges and
+    # metrics, below the commands; no other wing depends on them
+    "probes": ("train", "serve", "cli", "annotate", "curation", "sweep"),
     # the plumbing (SQLite files, batches, output folders, the key scrubber, the in-process server)
     # knows nothing of what it carries: errors only
     "utils": ("dimensions", "cases", "images", "data", *_ABOVE_DATA),
@@ -306,7 +310,10 @@ def test_the_layers_of_the_architecture_hold() -> None:
 
 
 def test_only_the_command_line_imports_curation_annotate_sweep_and_itself() -> None:
-    for package, allowed in (("cli", ("cli",)), *((p, (p, "cli")) for p in ("curation", "annotate", "sweep"))):
+    for package, allowed in (
+        ("cli", ("cli",)),
+        *((p, (p, "cli")) for p in ("curation", "annotate", "sweep", "probes")),
+    ):
         everyone_else = sorted({n.removeprefix(PACKAGE + ".").split(".")[0] for n in EDGES} - set(allowed))
         problems = _violations(everyone_else, [package])
         assert not problems, f"only {', '.join(allowed)} may import {package}:\n" + "\n".join(problems)
