@@ -103,3 +103,19 @@ def test_the_yaml_parses_and_names_functions_that_exist(tmp_path: Path) -> None:
     assert (tmp_path / "task" / "utils.py").read_text() == (TASK_YAML.parent / "utils.py").read_text()
     with pytest.raises(ValueError, match="task name"):
         write_task_folder(tmp_path / "bad", "x/y", task="no spaces")
+
+
+def test_the_command_writes_a_task_folder_for_a_set(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from medrewardbench.cli import app
+
+    result = CliRunner().invoke(
+        app, ["lmms-eval-task", "--out", str(tmp_path / "tasks"), "--dataset", "someone/chest-pairs", "--task", "chest"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "--include_path" in result.output and "--tasks chest" in " ".join(result.output.split())
+    config = yaml.load((tmp_path / "tasks" / "chest.yaml").read_text(), Loader=FunctionTag)
+    assert config["dataset_path"] == "someone/chest-pairs"
+    bad = CliRunner().invoke(app, ["lmms-eval-task", "--out", str(tmp_path / "t2"), "--dataset", "x", "--task", "a b"])
+    assert bad.exit_code == 2 and "task name" in bad.output

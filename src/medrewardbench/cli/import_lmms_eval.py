@@ -62,3 +62,30 @@ def import_lmms_eval_command(
         f"lmms-eval {logged.lmms_eval_version}).",
         highlight=False,
     )
+
+
+def lmms_eval_task_command(
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="the task folder to write (--include_path)")],
+    dataset: Annotated[
+        str,
+        typer.Option(
+            "--dataset", metavar="PATH_OR_ID", help="a Hub dataset folder (build export --format hub) or its Hub id"
+        ),
+    ],
+    task: Annotated[str, typer.Option("--task", help="the task's name (--tasks)")] = "medrewardbench_pairwise",
+) -> None:
+    """Write the lmms-eval task folder (YAML and utils.py) for a set of yours.
+
+    Run it with: lmms-eval --include_path DIR --tasks TASK --log_samples --output_path OUT ...
+    """
+    from medrewardbench.integrations.lmms_eval import write_task_folder
+
+    try:
+        written = write_task_folder(out, dataset, task=task)
+    except (ValueError, OSError) as exc:
+        raise _fail(str(exc)) from exc
+    console.print(
+        f"wrote {written} and {written.parent / 'utils.py'}; run: lmms-eval --include_path {out} --tasks {task} "
+        "--log_samples --output_path lmms_out --model ... --model_args ...",
+        highlight=False,
+    )

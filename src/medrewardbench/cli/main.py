@@ -12,7 +12,7 @@ from medrewardbench.cli.annotate import app as annotate_app
 from medrewardbench.cli.build import app as build_app
 from medrewardbench.cli.eval import eval_command
 from medrewardbench.cli.export_results import export_results_command
-from medrewardbench.cli.import_lmms_eval import import_lmms_eval_command
+from medrewardbench.cli.import_lmms_eval import import_lmms_eval_command, lmms_eval_task_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.push import push_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
@@ -42,6 +42,7 @@ app.command("sweep")(sweep_command)
 app.command("push")(push_command)
 app.command("export-results")(export_results_command)
 app.command("import-lmms-eval")(import_lmms_eval_command)
+app.command("lmms-eval-task")(lmms_eval_task_command)
 app.add_typer(annotate_app, name="annotate")
 app.add_typer(build_app, name="build")
 register_training_commands(app)

@@ -384,7 +384,8 @@ def hub_eval_entries(
             "pass --dataset-id OWNER/NAME (where 'medrewardbench push' published it)"
         )
     identity = judge_identity(run.label, run.judge, run.config)
-    pin = f"pinned ({identity.how}: {identity.pin})" if identity.pinned else f"NOT pinned ({identity.how})"
+    named = identity.how if (identity.pin or "") in identity.how else f"{identity.how}: {identity.pin}"
+    pin = f"pinned ({named})" if identity.pinned else f"NOT pinned ({identity.how})"
     level = round(analysis.settings.confidence * 100)
     entries: list[dict[str, Any]] = []
     for column, estimate in run.accuracy.columns():
