@@ -177,3 +177,11 @@ def test_the_command_writes_both_formats(results: Path, tmp_path: Path) -> None:
     assert len(list((tmp_path / "out" / "hub_eval_results").rglob("medrewardbench.yaml"))) == 1
     bad = runner.invoke(app, ["export-results", str(results), "--out", str(tmp_path / "x"), "--dataset-id", "nope"])
     assert bad.exit_code == 2 and "expected OWNER/NAME" in bad.output
+
+
+def test_an_lmms_eval_run_is_named_by_its_model_args() -> None:
+    qwen = "pretrained=Qwen/Qwen2-VL-7B-Instruct"
+    pinned = judge_identity("q", "lmms-eval:q", {"kind": "lmms-eval", "model_args": f"{qwen},revision={REVISION}"})
+    assert (pinned.model_id, pinned.pinned, pinned.pin) == ("Qwen/Qwen2-VL-7B-Instruct", True, REVISION)
+    loose = judge_identity("q", "lmms-eval:q", {"kind": "lmms-eval", "model_args": f"{qwen},revision=main"})
+    assert not loose.pinned and "revision=COMMIT" in loose.how

@@ -58,7 +58,7 @@ def import_lmms_eval_command(
     run = result.runs[0]
     console.print(
         f"Stored {len(logged.outputs)} lmms-eval output(s) of {logged.model} as run {run.run_id} in {out}/ "
-        f"({summary.judged} request(s) answered, {summary.failed} without a usable verdict; "
+        f"({summary.judged} request(s) stored, {summary.failed} of them without a usable verdict; "
         f"lmms-eval {logged.lmms_eval_version}).",
         highlight=False,
     )

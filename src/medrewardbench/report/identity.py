@@ -111,4 +111,23 @@ def judge_identity(label: str, spec: str, config: Mapping[str, Any]) -> JudgeIde
         if _DATED.search(model):
             return JudgeIdentity(label, model_id, developer, True, model, "dated API snapshot", deployment)
         return JudgeIdentity(label, model_id, developer, False, None, UNPINNED_API, deployment)
+    if kind == "lmms-eval":
+        return _lmms_eval_identity(label, config)
     return JudgeIdentity(label, f"{kind}/{slug(model)}", kind, False, None, f"a {kind} judge: no revision recorded")
+
+
+def _lmms_eval_identity(label: str, config: Mapping[str, Any]) -> JudgeIdentity:
+    """An ``import-lmms-eval`` run: the model and its revision come from lmms-eval's ``--model_args``."""
+    args = dict(part.split("=", 1) for part in str(config.get("model_args") or "").split(",") if "=" in part)
+    name = args.get("pretrained") or args.get("model") or args.get("model_version") or str(config.get("model"))
+    model_id = name if "/" in name else f"lmms-eval/{slug(name)}"
+    developer = name.split("/")[0] if "/" in name else "lmms-eval"
+    revision = args.get("revision", "")
+    if _HEX40.match(revision):
+        return JudgeIdentity(label, model_id, developer, True, revision, "Hub revision (lmms-eval --model_args)")
+    if _DATED.search(name):
+        return JudgeIdentity(label, model_id, developer, True, name, "dated API snapshot")
+    return JudgeIdentity(
+        label, model_id, developer, False, None,
+        "lmms-eval model without a pinned revision (add revision=COMMIT to --model_args)",
+    )  # fmt: skip
