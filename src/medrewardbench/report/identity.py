@@ -129,5 +129,5 @@ def _lmms_eval_identity(label: str, config: Mapping[str, Any]) -> JudgeIdentity:
         return JudgeIdentity(label, model_id, developer, True, name, "dated API snapshot")
     return JudgeIdentity(
         label, model_id, developer, False, None,
-        "lmms-eval model without a pinned revision (add revision=COMMIT to --model_args)",
+        "lmms-eval model without a pinned revision; add revision=COMMIT to --model_args",
     )  # fmt: skip

@@ -405,7 +405,7 @@ def hub_eval_entries(
             "value": round(estimate.point * 100, 2),
             "notes": (
                 f"medrewardbench {__version__} pairwise judging accuracy, both answer orders, failures counted "
-                f"wrong; n={estimate.n} requests; {interval}; labels: {facts.labels['labels_provenance']}; "
+                f"wrong; n={estimate.n}; {interval}; labels: {facts.labels['labels_provenance']}; "
                 f"judge {identity.model_id} {pin}"
             ),
         }

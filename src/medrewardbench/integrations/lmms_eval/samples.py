@@ -4,7 +4,8 @@ lmms-eval writes ``OUTPUT/<model>/<date>_samples_<task>.jsonl`` (one JSON object
 ``doc_id``, ``target``, ``input``, ``filtered_resps`` (the output text, or a list holding it),
 sometimes ``resps``, ``token_counts``, ``doc_hash``, and each metric's value) and
 ``<date>_results.json`` beside it (``config.model``, ``config.model_args``, ``lmms_eval_version``,
-``configs.<task>.generation_kwargs``). The task's metrics are the records of
+``configs.<task>.generation_kwargs``; the task's name is the samples file's, so a task folder
+written under another name is read too). The task's metrics are the records of
 :func:`medrewardbench.integrations.lmms_eval.utils.process_results`, so every line names its case
 and order.
 
@@ -137,9 +138,11 @@ def read_samples(paths: Sequence[str | Path]) -> LmmsEvalSamples:
     outputs: dict[tuple[str, str], SampleOutput] = {}
     problems: list[DataProblem] = []
     config: dict[str, Any] = {}
+    task = TASK_NAME
     for path in files:
         results = _results_beside(path)
-        config = config or results
+        if results and not config:
+            config, task = results, path.stem.partition("_samples_")[2] or TASK_NAME
         with path.open("rb") as handle:
             for row, line in enumerate(handle, start=1):
                 digest.update(line)
@@ -174,7 +177,7 @@ def read_samples(paths: Sequence[str | Path]) -> LmmsEvalSamples:
         raise DataError(problems)
     found_settings = config.get("config")
     settings: dict[str, Any] = found_settings if isinstance(found_settings, dict) else {}
-    task_config = (config.get("configs") or {}).get(TASK_NAME) if isinstance(config.get("configs"), dict) else None
+    task_config = (config.get("configs") or {}).get(task) if isinstance(config.get("configs"), dict) else None
     generation = task_config.get("generation_kwargs") if isinstance(task_config, dict) else None
     return LmmsEvalSamples(
         files=files,
