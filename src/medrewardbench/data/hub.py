@@ -118,7 +118,9 @@ def snapshot(repo_id: str = DEFAULT_REPO, revision: str | None = None) -> Path:
     """
     from medrewardbench.data.hub_folder import is_hub_folder
 
-    path = dataset_snapshot(repo_id, revision, (*ALLOW_PATTERNS, *PUSH_PATTERNS), "pair_gt_all/ or data/*.parquet")
+    # the reference set is only ever the reference layout: nothing else of its repository is fetched
+    patterns = ALLOW_PATTERNS if repo_id == DEFAULT_REPO else (*ALLOW_PATTERNS, *PUSH_PATTERNS)
+    path = dataset_snapshot(repo_id, revision, patterns, "pair_gt_all/ or data/*.parquet")
     if not (path / "pair_gt_all").is_dir() and not is_hub_folder(path):
         where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
         raise DataError(
