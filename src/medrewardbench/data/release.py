@@ -351,7 +351,7 @@ def hub_readme(
         "## Use",
         "",
         "```",
-        "medrewardbench eval --data hf:OWNER/NAME --judge openai:gpt-4o   # or --data on a local copy of this folder",
+        "medrewardbench eval --data hf:OWNER/NAME --judge api:gpt-4o   # or --data on a local copy of this folder",
         "```",
     ]
     if construction.get("sources"):
