@@ -113,7 +113,7 @@ def judge_identity(label: str, spec: str, config: Mapping[str, Any]) -> JudgeIde
         return JudgeIdentity(label, model_id, developer, False, None, UNPINNED_API, deployment)
     if kind == "lmms-eval":
         return _lmms_eval_identity(label, config)
-    return JudgeIdentity(label, f"{kind}/{slug(model)}", kind, False, None, f"a {kind} judge: no revision recorded")
+    return JudgeIdentity(label, f"{kind}/{slug(model)}", kind, False, None, f"{kind} judge: no revision recorded")
 
 
 def _lmms_eval_identity(label: str, config: Mapping[str, Any]) -> JudgeIdentity:
