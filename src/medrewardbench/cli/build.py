@@ -5,7 +5,7 @@
     medrewardbench build responses PROJECT --generator SPEC ...
     medrewardbench build pairs PROJECT --seed N [--length-balance] [--per-question 1] --out pairs.jsonl
     medrewardbench build labels PROJECT FILE
-    medrewardbench build export PROJECT --format canonical|reference --out PATH
+    medrewardbench build export PROJECT --format canonical|reference|questions|hub --out PATH
     medrewardbench build report PROJECT [--out DIR]
 
 Commands that write hold the project directory's lock (another one stops at once with exit status
@@ -507,29 +507,41 @@ def export_command(
         typer.Option(
             "--out",
             "-o",
-            help="a .jsonl/.json/.parquet file, or a directory (reference)",
+            help="a .jsonl/.json/.parquet file, or a directory (reference, hub)",
             parser=nonempty_path("--out"),
         ),
     ],
-    format_: Annotated[str, typer.Option("--format", help="canonical | reference | questions")] = "canonical",
+    format_: Annotated[str, typer.Option("--format", help="canonical | reference | questions | hub")] = "canonical",
     name: Annotated[str | None, typer.Option("--name", help="the data set's name in dataset.json")] = None,
     provenance: Annotated[
         str | None, typer.Option("--provenance", help="declare where the labels come from (dataset.json)")
     ] = None,
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="leave out pairs without labels")] = False,
     force: ForceReplaceOpt = False,
+    license_: Annotated[
+        str | None, typer.Option("--license", help="hub: the licence identifier in README.md (e.g. cc-by-4.0)")
+    ] = None,
+    languages: Annotated[
+        list[str] | None, typer.Option("--language", help="hub: a language of the texts (ISO 639-1; repeatable)")
+    ] = None,
 ) -> None:
-    """Write the labelled set (canonical, or the reference layout) and its dataset card; or the kept questions.
+    """Write the labelled set (canonical, the reference layout, or a Hub dataset folder) and its card; or the questions.
 
     Files already at --out (an earlier export, its dataset.json) are replaced only with --force.
+    --format hub writes a folder for 'medrewardbench push DIR OWNER/NAME'.
     """
     from medrewardbench.curation.export import export_dataset
     from medrewardbench.curation.project import open_project
 
     nonempty_text(name, "--name")
     nonempty_text(provenance, "--provenance")
+    nonempty_text(license_, "--license")
     if labelled_only and format_ == "questions":
         raise _fail("--labelled-only applies to the canonical and reference exports; questions carry no labels")
+    if (license_ is not None or languages) and format_ != "hub":
+        raise _fail("--license and --language apply to --format hub only")
+    if languages and not all(code.strip() for code in languages):
+        raise _fail("--language: give a language code such as en")
     with _errors(out=out), open_project(project, lock=False) as store:
         if labelled_only and store.count_pairs() and not store.count_labels():
             raise _fail(
@@ -537,7 +549,15 @@ def export_command(
                 f"'medrewardbench build labels {project} FILE' first"
             )
         summary = export_dataset(
-            store, format_, out, name=name, provenance=provenance, labelled_only=labelled_only, force=force
+            store,
+            format_,
+            out,
+            name=name,
+            provenance=provenance,
+            labelled_only=labelled_only,
+            force=force,
+            license=license_,
+            languages=[code.strip() for code in languages] if languages else ("en",),
         )
         if format_ == "questions":
             console.print(f"wrote {summary.cases} question(s) to {_cell(out)}", highlight=False)
@@ -548,6 +568,8 @@ def export_command(
             f"{_cell(out)}; dataset card {_cell(summary.card)}",
             highlight=False,
         )
+        if format_ == "hub":
+            console.print(f"publish it with: medrewardbench push {_cell(out)} OWNER/NAME", highlight=False)
 
 
 @app.command("report")

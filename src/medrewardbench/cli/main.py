@@ -11,8 +11,11 @@ import typer
 from medrewardbench.cli.annotate import app as annotate_app
 from medrewardbench.cli.build import app as build_app
 from medrewardbench.cli.eval import eval_command
+from medrewardbench.cli.export_results import export_results_command
+from medrewardbench.cli.import_lmms_eval import import_lmms_eval_command, lmms_eval_task_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.probe_pairs import app as probe_pairs_app
+from medrewardbench.cli.push import push_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
 from medrewardbench.cli.serve import serve_command
 from medrewardbench.cli.support import plain_help
@@ -37,6 +40,10 @@ app.command("compare")(compare_command)
 app.command("import-reference")(import_reference_command)
 app.command("serve")(serve_command)
 app.command("sweep")(sweep_command)
+app.command("push")(push_command)
+app.command("export-results")(export_results_command)
+app.command("import-lmms-eval")(import_lmms_eval_command)
+app.command("lmms-eval-task")(lmms_eval_task_command)
 app.add_typer(annotate_app, name="annotate")
 app.add_typer(build_app, name="build")
 app.add_typer(probe_pairs_app, name="probe-pairs")  # temporary: the lead moves these into the probe group

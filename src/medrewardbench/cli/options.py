@@ -29,6 +29,7 @@ __all__ = [
 
 DATA_HELP = (
     "demo | DIR in the reference layout | hf:[OWNER/NAME[@REV]] | canonical .jsonl/.json/.parquet file or directory"
+    " | Hub dataset folder (build export --format hub)"
 )
 """What ``--data`` accepts: every source :func:`medrewardbench.data.load_benchmark` reads."""
 EXTERNAL_IMAGES_HELP = (

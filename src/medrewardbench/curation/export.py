@@ -14,6 +14,14 @@
   published layout that the reference code reads, with the same labels; the layout has no place
   for annotations (the card still describes them). It is written one organ system at a time.
 
+* ``hub`` (``--out DIR``): a folder to push to the Hugging Face Hub as a dataset repository
+  (``medrewardbench push DIR OWNER/NAME``): ``DIR/data/test-NNNNN-of-MMMMM.parquet`` with the
+  ``datasets`` features (``image`` an ``Image``; per-annotator labels, adjudications, comments and
+  label sources as nested columns: :mod:`medrewardbench.data.hub_folder`), ``DIR/README.md`` (the
+  dataset card with the YAML header the Hub reads: licence, languages, task, size, ``configs``, the
+  labels' provenance: :func:`medrewardbench.data.release.hub_readme`) and ``DIR/dataset.json``.
+  ``--license`` and ``--language`` fill the header.
+
 ``labelled_only`` leaves out the pairs without any label. ``medrewardbench eval --data OUT`` reads
 either export.
 
@@ -50,7 +58,7 @@ import dataclasses
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +74,7 @@ from medrewardbench.data.release import ReleaseTally, label_kind, label_provenan
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export_dataset", "label_kind", "label_provenance"]
 
-EXPORT_FORMATS: tuple[str, ...] = ("canonical", "reference", "questions")
+EXPORT_FORMATS: tuple[str, ...] = ("canonical", "reference", "questions", "hub")
 CREATED_BY = f"medrewardbench build {__version__}"
 
 
@@ -199,7 +207,18 @@ def _check_target(fmt: str, target: Path, force: bool) -> None:
 
     if fmt not in EXPORT_FORMATS:
         return
-    if fmt == "reference":
+    if fmt == "hub":
+        from medrewardbench.data.hub_folder import HUB_DATA_DIR, HUB_README
+
+        check_output_dir(target)
+        card = target / DATASET_CARD_FILENAME
+        replaced = [target / HUB_DATA_DIR, target / HUB_README, card]
+        if any(p.exists() for p in replaced[:2]) and not _written_by_build(card):
+            raise BuildError(
+                f"--out {target}: {target} holds a data/ folder or README.md not written by 'build export'; "
+                "choose another"
+            )
+    elif fmt == "reference":
         check_output_dir(target)
         card = target / DATASET_CARD_FILENAME
         replaced = [target / GT_DIR, card]
@@ -263,17 +282,21 @@ def export_dataset(
     provenance: str | None = None,
     labelled_only: bool = False,
     force: bool = False,
+    license: str | None = None,
+    languages: Sequence[str] = ("en",),
 ) -> ExportSummary:
     """Write the labelled set and its card (formats and card in the module docstring).
 
     Args:
         store: the project's store.
-        fmt: ``canonical`` or ``reference``.
-        out: a canonical file, or the reference layout's root directory.
+        fmt: ``canonical``, ``reference``, ``questions`` or ``hub``.
+        out: a canonical file, or the reference layout's or the Hub folder's directory.
         name: the data set's name in the card (default: the output's stem or directory name).
         provenance: where the labels come from, declared (default: worked out from the annotations).
         labelled_only: leave out the pairs without labels.
         force: replace the files of an earlier export (the data and its card).
+        license: the Hub licence identifier for the ``hub`` format's README (None: ``unknown``).
+        languages: the languages (ISO 639-1) for the ``hub`` format's README.
 
     Returns:
         What was written.
@@ -290,6 +313,8 @@ def export_dataset(
     _check_target(fmt, target, force)
     try:
         summary = _export(store, fmt, target, name=name, provenance=provenance, labelled_only=labelled_only)
+        if fmt == "hub":
+            _write_readme(summary, license, languages)
     except BaseException:
         if fmt == "reference":
             _restore_set_aside(target)
@@ -328,6 +353,14 @@ def _export(
         write_canonical(_labelled_cases(store, summary, labelled_only, None), target, embed_images=True)
         files = [target.name]
         default_name = target.stem
+    elif fmt == "hub":
+        from medrewardbench.data.hub_folder import write_hub_data
+
+        card = target / DATASET_CARD_FILENAME
+        summary = ExportSummary(fmt, [], card)
+        summary.paths = write_hub_data(_labelled_cases(store, summary, labelled_only, None), target)
+        files = [p.relative_to(target).as_posix() for p in summary.paths]
+        default_name = target.resolve().name
     else:
         gt = target / GT_DIR
         card = target / DATASET_CARD_FILENAME
@@ -353,6 +386,25 @@ def _export(
     card.parent.mkdir(parents=True, exist_ok=True)
     write_card(card, _card(store, summary, name or default_name, files, provenance))
     return summary
+
+
+def _write_readme(summary: ExportSummary, license: str | None, languages: Sequence[str]) -> None:
+    """The hub format's README.md, from the dataset card just written (written aside, then moved into place)."""
+    from medrewardbench.data.hub_folder import HUB_DATA_DIR, HUB_README, HUB_SPLIT
+    from medrewardbench.data.release import hub_readme
+
+    card = json.loads(summary.card.read_text("utf-8"))
+    text = hub_readme(
+        card, data_files=f"{HUB_DATA_DIR}/{HUB_SPLIT}-*.parquet", split=HUB_SPLIT, license=license, languages=languages
+    )
+    readme = summary.card.parent / HUB_README
+    tmp = readme.with_name(f".{readme.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, readme)
+    finally:
+        tmp.unlink(missing_ok=True)
+    summary.paths.append(readme)
 
 
 def _image_value(image: Any) -> Any:

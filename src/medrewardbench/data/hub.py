@@ -3,14 +3,19 @@
 Sources are written ``hf:``, ``hf:OWNER/NAME`` or ``hf:OWNER/NAME@REVISION``. Files go to the
 normal Hugging Face cache (``HF_HOME`` / ``HF_HUB_CACHE``); with ``HF_HUB_OFFLINE=1`` nothing is
 downloaded and the cached snapshot is used.
+
+:func:`push_dataset_folder` uploads a folder ``build export --format hub`` wrote
+(:mod:`medrewardbench.data.hub_folder`) as a dataset repository; :func:`check_push` checks it first.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from medrewardbench.errors import DataError, DataProblem
 
@@ -92,7 +97,10 @@ def fetch_command(repo_id: str, revision: str | None, include: Sequence[str] = A
 
 
 def snapshot(repo_id: str = DEFAULT_REPO, revision: str | None = None) -> Path:
-    """Return a local directory holding the dataset's ``pair_gt_all/`` files, downloading if allowed.
+    """Return a local directory holding the dataset's files, downloading if allowed.
+
+    The dataset is the reference layout (``pair_gt_all/``) or a Hub dataset folder that ``push``
+    uploaded (``README.md``, ``dataset.json``, ``data/*.parquet``).
 
     Uses ``huggingface_hub.snapshot_download`` with ``repo_type="dataset"`` into the normal cache.
     When offline, only the cache is consulted.
@@ -102,16 +110,22 @@ def snapshot(repo_id: str = DEFAULT_REPO, revision: str | None = None) -> Path:
         revision: a branch, tag or commit hash; None for the default branch.
 
     Returns:
-        The snapshot directory (it contains ``pair_gt_all/``).
+        The snapshot directory (it contains ``pair_gt_all/``, or ``README.md`` and ``data/``).
 
     Raises:
         DataError: the dataset is not cached and cannot be downloaded (the message says how to fetch
-            it), the repository or revision does not exist, or the snapshot lacks ``pair_gt_all/``.
+            it), the repository or revision does not exist, or the snapshot holds neither layout.
     """
-    path = dataset_snapshot(repo_id, revision, ALLOW_PATTERNS, "pair_gt_all/")
-    if not (path / "pair_gt_all").is_dir():
+    from medrewardbench.data.hub_folder import is_hub_folder
+
+    # the reference set is only ever the reference layout: nothing else of its repository is fetched
+    patterns = ALLOW_PATTERNS if repo_id == DEFAULT_REPO else (*ALLOW_PATTERNS, *PUSH_PATTERNS)
+    path = dataset_snapshot(repo_id, revision, patterns, "pair_gt_all/ or data/*.parquet")
+    if not (path / "pair_gt_all").is_dir() and not is_hub_folder(path):
         where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
-        raise DataError([DataProblem(where, f"the snapshot at {path} has no pair_gt_all/ directory")])
+        raise DataError(
+            [DataProblem(where, f"the snapshot at {path} has neither pair_gt_all/ nor README.md with data/*.parquet")]
+        )
     return path
 
 
@@ -176,3 +190,101 @@ def dataset_snapshot(
     path = Path(str(folder))
     logger.info("%s: using snapshot %s", where, path)
     return path
+
+
+PUSH_TOKEN_ENV = "HF_TOKEN"
+"""The environment variable ``push`` reads its Hub token from (a write token; never printed or logged)."""
+PUSH_PATTERNS: tuple[str, ...] = ("README.md", "dataset.json", "data/*.parquet")
+"""What ``push`` uploads from a Hub dataset folder: its card, the project's card and the data."""
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+class HubUploader(Protocol):
+    """The part of ``huggingface_hub.HfApi`` that ``push`` uses (a stand-in can replace it in tests)."""
+
+    def create_repo(self, repo_id: str, **kwargs: Any) -> Any:
+        """Create the repository (``exist_ok=True``: an existing one is fine)."""
+
+    def upload_folder(self, **kwargs: Any) -> Any:
+        """Upload the folder's files in one commit."""
+
+
+def check_push(folder: str | Path, repo_id: str) -> list[str]:
+    """Check, before any network use, that a folder can be pushed as a dataset and the repository id is valid.
+
+    Args:
+        folder: a folder ``build export --format hub`` wrote.
+        repo_id: ``OWNER/NAME``.
+
+    Returns:
+        Warnings (no licence set in the card), for the caller to show.
+
+    Raises:
+        DataError: not a Hub dataset folder, an unreadable README header, or a malformed repository id.
+    """
+    from medrewardbench.data.hub_folder import HUB_README, hub_data_files, is_hub_folder, read_front_matter
+
+    path = Path(folder)
+    if not _REPO_ID.match(repo_id) or ".." in repo_id or repo_id.endswith((".git", ".")):
+        raise DataError([DataProblem(repo_id, "expected a dataset repository id OWNER/NAME")])
+    if not path.is_dir() or not is_hub_folder(path):
+        raise DataError(
+            [
+                DataProblem(
+                    str(path),
+                    "not a Hub dataset folder (README.md and data/*.parquet); write one with "
+                    "'medrewardbench build export PROJECT --format hub --out DIR'",
+                )
+            ]
+        )
+    header = read_front_matter(path / HUB_README)
+    if header is None:
+        raise DataError([DataProblem(str(path / HUB_README), "has no YAML header (license, configs, ...)")])
+    hub_data_files(path)  # the configs name files that exist
+    license_id = header.get("license")
+    if not license_id or license_id == "unknown":
+        return [f"{path / HUB_README}: no licence is set (license: {license_id}); set it before others reuse the set"]
+    return []
+
+
+def push_dataset_folder(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    token: str,
+    api: HubUploader,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+) -> Any:
+    """Upload a Hub dataset folder to a dataset repository (created when missing) in one commit.
+
+    Args:
+        folder: the folder (checked with :func:`check_push` first).
+        repo_id: ``OWNER/NAME``.
+        token: a Hub token with write access (passed to the calls, never logged).
+        api: ``huggingface_hub.HfApi()`` (or a stand-in with the same two methods).
+        private: create the repository as private (an existing repository keeps its visibility).
+        revision: the branch to commit to (None: the default branch).
+        commit_message: the commit's message (default: names the tool).
+
+    Returns:
+        What ``upload_folder`` returned (the commit's information).
+
+    Raises:
+        DataError: the folder or repository id is refused by :func:`check_push`.
+    """
+    from medrewardbench import __version__
+
+    check_push(folder, repo_id)
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True, token=token)
+    logger.info("uploading %s to dataset %s", folder, repo_id)
+    return api.upload_folder(
+        folder_path=str(Path(folder)),
+        repo_id=repo_id,
+        repo_type="dataset",
+        revision=revision,
+        token=token,
+        allow_patterns=list(PUSH_PATTERNS),
+        commit_message=commit_message or f"Upload with medrewardbench {__version__}",
+    )

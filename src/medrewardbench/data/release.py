@@ -34,16 +34,20 @@ from typing import Any
 from medrewardbench.cases import LABEL_SOURCES, Case
 from medrewardbench.data.annotations import majority_labels
 from medrewardbench.data.provenance import CARD_FILENAME, read_dataset_card
+from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import DataError, DataProblem
 
 __all__ = [
     "LABEL_RULE",
     "ReleaseTally",
+    "HUB_LICENSE_UNSET",
     "annotation_projects_beside",
+    "hub_readme",
     "label_kind",
     "label_provenance",
     "labels_card",
     "merge_annotation_projects",
+    "size_category",
     "write_card",
 ]
 
@@ -228,3 +232,132 @@ def merge_annotation_projects(
     merged = {str(e.get("project")): dict(e) for e in known}
     merged.update({str(e.get("project")): dict(e) for e in new})
     return [merged[name] for name in sorted(merged)]
+
+
+HUB_LICENSE_UNSET = "unknown"
+"""The Hub's licence identifier when the exporter named none (the card then says to set it)."""
+
+
+def size_category(cases: int) -> str:
+    """The Hub's ``size_categories`` value for a number of rows.
+
+    Args:
+        cases: rows in the data set.
+
+    Returns:
+        ``"n<1K"``, ``"1K<n<10K"``, ``"10K<n<100K"``, ``"100K<n<1M"``, ``"1M<n<10M"`` or
+        ``"10M<n<100M"`` (a benchmark is never larger).
+    """
+    bounds = (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+        (10_000_000, "1M<n<10M"),
+    )
+    for bound, name in bounds:
+        if cases < bound:
+            return name
+    return "10M<n<100M"
+
+
+def hub_readme(
+    card: Mapping[str, Any],
+    *,
+    data_files: str,
+    split: str,
+    license: str | None = None,
+    languages: Sequence[str] = ("en",),
+) -> str:
+    """The README.md of a Hub dataset folder: the YAML header the Hub reads, then the card in prose.
+
+    The header holds ``license``, ``language``, ``pretty_name``, ``task_categories``, ``tags``,
+    ``size_categories``, ``annotations_creators``, ``configs`` (which files hold which split) and
+    ``medrewardbench`` (the labels' provenance, kind and raters, and the tool that wrote the set).
+    The prose says what a row holds and where the labels come from, from the card's ``labels``.
+
+    Args:
+        card: the set's ``dataset.json`` (name, cases, labels, construction).
+        data_files: the pattern of the data files, relative to the folder (``data/test-*.parquet``).
+        split: the split they hold.
+        license: the Hub licence identifier (``cc-by-4.0``, ``other``, ...); None writes ``unknown``.
+        languages: ISO 639-1 codes of the questions' and answers' language.
+
+    Returns:
+        The README text.
+    """
+    import yaml
+
+    labels = card.get("labels") or {}
+    kind = labels.get("kind", "unknown")
+    header: dict[str, Any] = {
+        "license": license or HUB_LICENSE_UNSET,
+        "language": list(languages),
+        "pretty_name": str(card.get("name") or "medrewardbench set"),
+        "task_categories": ["visual-question-answering", "image-text-to-text"],
+        "tags": ["medical", "reward-modeling", "llm-as-a-judge", "pairwise-preference", "medrewardbench"],
+        "size_categories": [size_category(int(card.get("cases") or 0))],
+        "annotations_creators": ["expert-generated"] if kind in {"expert_majority", "single_expert"} else ["other"],
+        "configs": [{"config_name": "default", "data_files": [{"split": split, "path": data_files}]}],
+        "medrewardbench": {
+            "labels_provenance": labels.get("provenance", "unknown"),
+            "labels_kind": kind,
+            "raters": labels.get("raters"),
+            "label_rule": labels.get("rule", LABEL_RULE),
+            "created_by": card.get("created_by"),
+        },
+    }
+    yaml_text = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=100)
+    sources = labels.get("label_sources") or {}
+    per_case = labels.get("annotations_per_case") or {}
+    construction = card.get("construction") or {}
+    how = "declared by the exporter" if labels.get("declared") else "worked out from the annotations"
+    lines = [
+        "---",
+        yaml_text.rstrip("\n"),
+        "---",
+        "",
+        f"# {header['pretty_name']}",
+        "",
+        "Pairwise medical image question answering for judging judges: each row is one image, one question and "
+        "two answers, with experts' labels per dimension saying which answer is better "
+        f"({', '.join(DIMENSIONS)}). Written by {card.get('created_by') or 'medrewardbench'}.",
+        "",
+        "## Labels and their provenance",
+        "",
+        f"- Provenance: {labels.get('provenance', 'unknown')} ({how}).",
+        f"- Rule: {labels.get('rule', LABEL_RULE)}.",
+        f"- Cases: {card.get('cases', 0)}, labelled: {card.get('labelled_cases', 0)}; annotators: "
+        f"{len(labels.get('annotators') or [])}, {per_case.get('min')}-{per_case.get('max')} per case.",
+        f"- Labels decided by a majority: {sources.get('majority', 0)}; by an adjudication: "
+        f"{sources.get('adjudication', 0)}; given without annotations: {sources.get('given', 0)}; dimensions "
+        f"left undecided: {labels.get('undecided_dimensions', 0)}.",
+        f'- Comments: {labels.get("comments", 0)}; "cannot judge" answers: {labels.get("cannot_judge", 0)}.',
+        "",
+        "`dataset.json` beside this card holds the full record (annotation projects, guidelines versions, "
+        "quality control, how the set was built).",
+        "",
+        "## Columns",
+        "",
+        "- `image`: the image as judges see it (DICOM and builtin images rendered to PNG); `image_original` "
+        "holds a DICOM file itself, `image_builtin` the name of a builtin image.",
+        "- `question`, `response_1`, `response_2`; `organ_system`, `department`, `modality`, `source_dataset`, "
+        "`question_type`, `body_part`; `metadata` (JSON text).",
+        "- `labels`: per dimension, 1 when `response_1` is better, 2 when `response_2` is; `label_sources`: "
+        "`majority`, `adjudication` or `given` per dimension.",
+        "- `annotations`: each annotator's labels (source order), the order they were shown, seconds, comment and "
+        '"cannot judge" reason; `adjudications`: the decisions on dimensions without a strict majority.',
+        "",
+        "## Use",
+        "",
+        "```",
+        "medrewardbench eval --data hf:OWNER/NAME --judge api:gpt-4o   # or --data on a local copy of this folder",
+        "```",
+    ]
+    if construction.get("sources"):
+        names = ", ".join(str(s.get("name")) for s in construction["sources"] if isinstance(s, Mapping))
+        lines += ["", "## How it was built", "", f"Question sources: {names}. Response generators: "
+                  f"{', '.join(str(p) for p in construction.get('pool') or []) or 'not recorded'}."]  # fmt: skip
+    if header["license"] == HUB_LICENSE_UNSET:
+        lines += ["", "## Licence", "", "Not set by the exporter: set `license` above before publishing."]
+    return "\n".join(lines) + "\n"

@@ -4,10 +4,13 @@ Sources understood by :func:`load_benchmark` and :func:`~medrewardbench.data.val
 
 * ``"demo"``: the built-in demo set (real public images, illustrative labels).
 * ``"hf:"``, ``"hf:OWNER/NAME"``, ``"hf:OWNER/NAME@REVISION"``: the reference layout from the
-  Hugging Face Hub (default ``Nandzy/Med-RewardBench``), cached in the normal Hub cache.
+  Hugging Face Hub (default ``Nandzy/Med-RewardBench``), or a Hub dataset folder that ``push``
+  uploaded, cached in the normal Hub cache.
 * a directory containing ``pair_gt_all/`` (or ``pair_gt_all`` itself): the reference layout.
 * a ``.jsonl``, ``.json`` or ``.parquet`` file, or a directory of them: the canonical format
   (see :mod:`medrewardbench.data.canonical`).
+* a Hub dataset folder (``README.md`` and ``data/*.parquet``, as ``build export --format hub``
+  writes it): :mod:`medrewardbench.data.hub_folder`.
 
 Image paths in the data must resolve, after symbolic links, inside the data's own directory;
 ``allow_external_images=True`` lifts that, and ``image_roots`` (or the environment variable
@@ -186,6 +189,16 @@ def open_source(
         if Path(root).parent.name == "snapshots":
             # files in the Hub cache are links into the repository's blobs/ folder, two levels up
             hub_policy = policy.with_roots(Path(root).parent.parent)
+        if not is_reference_layout(root):  # a Hub dataset folder, as 'push' uploads it
+            from medrewardbench.data.hub_folder import hub_data_files, iter_hub_folder
+
+            return SourceReader(
+                source,
+                repo_id.split("/")[1],
+                "canonical",
+                lambda sink, ids, _organs: iter_hub_folder(root, sink, hub_policy, ids),
+                lambda: hub_data_files(root).files,
+            ).with_card(root)
         return SourceReader(
             source,
             REFERENCE_NAME,
@@ -206,6 +219,16 @@ def open_source(
                 "reference",
                 lambda sink, ids, organs: iter_reference(path, organs, sink, policy=policy, ids=ids),
                 lambda: reference_files(path),
+            ).with_card(path)
+        from medrewardbench.data.hub_folder import hub_data_files, is_hub_folder, iter_hub_folder
+
+        if is_hub_folder(path):
+            return SourceReader(
+                source,
+                path.resolve().name,
+                "canonical",
+                lambda sink, ids, _organs: iter_hub_folder(path, sink, policy, ids),
+                lambda: hub_data_files(path).files,
             ).with_card(path)
         if not canonical_files(path):
             raise _unknown_source(source, "this directory holds neither pair_gt_all/ nor canonical files")
