@@ -11,6 +11,7 @@ import typer
 from medrewardbench.cli.annotate import app as annotate_app
 from medrewardbench.cli.build import app as build_app
 from medrewardbench.cli.eval import eval_command
+from medrewardbench.cli.import_inspect import import_inspect_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
 from medrewardbench.cli.serve import serve_command
@@ -34,6 +35,7 @@ app.command("report")(report_command)
 app.command("leaderboard")(leaderboard_command)
 app.command("compare")(compare_command)
 app.command("import-reference")(import_reference_command)
+app.command("import-inspect")(import_inspect_command)
 app.command("serve")(serve_command)
 app.command("sweep")(sweep_command)
 app.add_typer(annotate_app, name="annotate")
