@@ -205,15 +205,16 @@ def _sample(path: Path, sample: EvalSample) -> LoggedSample:
             path, f"{metadata['order']!r} is not an order (original, swapped)", sample=shown, field="order"
         ) from None
     output = sample.output
+    answered = output is not None and bool(output.choices)  # an errored sample has no choice
     usage = output.usage if output is not None else None
     facts: dict[str, Any] = {"inspect_sample_id": shown}
-    if output is not None and output.stop_reason:
+    if answered and output.stop_reason:
         facts["finish_reason"] = output.stop_reason
     if output is not None and output.model:
         facts["inspect_output_model"] = output.model
     if sample.limit is not None:
         facts["inspect_limit"] = f"{sample.limit.type} limit {sample.limit.limit}"
-    completion = output.completion if output is not None and output.choices else None
+    completion = output.completion if answered else None
     return LoggedSample(
         case_id=metadata["case_id"],
         order=order,

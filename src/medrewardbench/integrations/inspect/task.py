@@ -16,7 +16,8 @@ Each sample is one case in one order. Its messages are the template's, rendered 
 passing the question, both responses and the template's fixed text as quoted passages (as the
 ``api:`` judge does), and maps the verdicts back to source order. Its value per dimension is 1
 when the verdict agrees with the expert label, 0 when it disagrees or the dimension failed (a
-failure counts wrong, as in ``eval``'s headline accuracy), and None where the case has no label;
+failure counts wrong, as in ``eval``'s headline accuracy); a dimension the case has no label on
+is left out;
 the verdicts, failures and parse method are in the score's metadata, which
 ``medrewardbench import-inspect`` reads back.
 """
@@ -24,6 +25,7 @@ the verdicts, failures and parse method are in the score's metadata, which
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -184,6 +186,7 @@ def agreement() -> Metric:
                 float(value)
                 for s in scores
                 if isinstance(s.score.value, dict) and (value := s.score.value.get(dimension)) is not None
+                and not math.isnan(float(value))
             ]
             if values:
                 out[dimension] = sum(values) / len(values)
@@ -232,7 +235,7 @@ def score_completion(completion: str | None, metadata: dict[str, Any], template:
         template: the prompt the sample was rendered with (its fixed text is quoted to the parser).
 
     Returns:
-        The score: per-dimension agreement (1, 0, or None without a label) as its value, the
+        The score: per-dimension agreement (1 or 0; labelled dimensions only) as its value, the
         verdicts in source order as its answer, and in its metadata the verdicts, the failure or
         per-dimension failures, the parse method and the judge's reason.
     """
@@ -242,9 +245,8 @@ def score_completion(completion: str | None, metadata: dict[str, Any], template:
     )
     verdicts = {d: to_source(parsed.verdicts[d], order) for d in DIMENSIONS if d in parsed.verdicts}
     labels: dict[str, int] = metadata.get("labels") or {}
-    value: dict[str, float | None] = {
-        d: (None if d not in labels else 1.0 if verdicts.get(d) == labels[d] else 0.0) for d in DIMENSIONS
-    }
+    # a dimension without a label is left out (inspect's reducers would read None as 0)
+    value: dict[str, float] = {d: 1.0 if verdicts.get(d) == labels[d] else 0.0 for d in DIMENSIONS if d in labels}
     return Score(
         value=value,
         answer=json.dumps(verdicts),
