@@ -18,17 +18,17 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from helpers.api import API_KEY_ENV  # noqa: E402
-from helpers.data import build_canonical_set  # noqa: E402
-from helpers.inspect_runs import MockJudge, api_responder, run_task, stored_rows  # noqa: E402
-from inspect_ai.log import read_eval_log  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from helpers.api import API_KEY_ENV
+from helpers.data import build_canonical_set
+from helpers.inspect_runs import MockJudge, api_responder, run_task, stored_rows
+from inspect_ai.log import read_eval_log
+from typer.testing import CliRunner
 
-from medrewardbench.cli import app  # noqa: E402
-from medrewardbench.dimensions import DIMENSIONS, Order  # noqa: E402
-from medrewardbench.evaluation.store import Store, judgment_fingerprint  # noqa: E402
-from medrewardbench.metrics.loading import analyze_paths  # noqa: E402
-from medrewardbench.testing.openai_server import OpenAIServer  # noqa: E402
+from medrewardbench.cli import app
+from medrewardbench.dimensions import DIMENSIONS, Order
+from medrewardbench.evaluation.store import Store, judgment_fingerprint
+from medrewardbench.metrics.loading import analyze_paths
+from medrewardbench.testing.openai_server import OpenAIServer
 
 runner = CliRunner()
 IDENTITY = {"label", "judge", "run_id", "config", "metadata", "usage"}
@@ -123,14 +123,17 @@ def test_an_imported_inspect_log_gives_what_eval_gives_for_the_same_answers(
     document = json.loads((out / "analysis.json").read_text()) if (out / "analysis.json").exists() else None
     assert document is None or {r["judge"] for r in document["runs"]} >= {"api:judge-model", "inspect:mockllm/model"}
     assert "inspect:mockllm/model" in (out / "report.md").read_text()
-    code, output = cli("compare", "api:judge-model", "inspect:mockllm/model", "--results", str(out), "--bootstrap", "200")
+    code, output = cli(
+        "compare", "api:judge-model", "inspect:mockllm/model", "--results", str(out), "--bootstrap", "200"
+    )
     assert code == 0, output
 
 
 def test_importing_the_same_log_twice_writes_nothing_and_a_retry_log_replaces_errors(tmp_path: Path) -> None:
     data = str(build_canonical_set(tmp_path / "data"))
     # the first eval: the provider refuses case c3's requests (inspect records sample errors)
-    first = run_task(tmp_path / "logs", MockJudge(error_when="Describe the colour."), data=data, eval_fail_on_error=False)
+    refusing = MockJudge(error_when="Describe the colour.")
+    first = run_task(tmp_path / "logs", refusing, data=data, eval_fail_on_error=False)
     out = tmp_path / "results"
     code, output = cli("import-inspect", str(first), "--out", str(out), "--quiet")
     assert code == 0, output

@@ -13,17 +13,17 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from helpers.cases import make_case  # noqa: E402
-from helpers.data import write_dicom  # noqa: E402
-from helpers.images import png_bytes  # noqa: E402
-from helpers.inspect_runs import api_image_urls, api_responder  # noqa: E402
-from inspect_ai.model import ContentImage, ContentText  # noqa: E402
-from inspect_ai.scorer import SampleScore, Score  # noqa: E402
+from helpers.cases import make_case
+from helpers.data import write_dicom
+from helpers.images import png_bytes
+from helpers.inspect_runs import api_image_urls, api_responder
+from inspect_ai.model import ContentImage, ContentText
+from inspect_ai.scorer import SampleScore, Score
 
-from medrewardbench.cases import ImageRef  # noqa: E402
-from medrewardbench.dimensions import DIMENSIONS, Order  # noqa: E402
-from medrewardbench.images.decode import load_image  # noqa: E402
-from medrewardbench.integrations.inspect.task import (  # noqa: E402
+from medrewardbench.cases import ImageRef
+from medrewardbench.dimensions import DIMENSIONS, Order
+from medrewardbench.images.decode import load_image
+from medrewardbench.integrations.inspect.task import (
     INVALID_FORMAT,
     TASK_NAME,
     agreement,
@@ -32,8 +32,8 @@ from medrewardbench.integrations.inspect.task import (  # noqa: E402
     image_data_url,
     score_completion,
 )
-from medrewardbench.prompts import load_template  # noqa: E402
-from medrewardbench.testing.openai_server import OpenAIServer  # noqa: E402
+from medrewardbench.prompts import load_template
+from medrewardbench.testing.openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = load_template("pairwise")
@@ -48,7 +48,8 @@ def test_each_case_becomes_one_sample_per_order_with_the_template_and_the_image_
     case = make_case(3, labels=LABELS, organ="brain")
     original, swapped = case_samples(case, (Order.ORIGINAL, Order.SWAPPED), TEMPLATE)
     assert (original.id, swapped.id) == (f"{case.case_id}:original", f"{case.case_id}:swapped")
-    for sample, (first, second) in ((original, (case.response_1, case.response_2)), (swapped, (case.response_2, case.response_1))):
+    shown = ((original, (case.response_1, case.response_2)), (swapped, (case.response_2, case.response_1)))
+    for sample, (first, second) in shown:
         system, user = sample.input  # type: ignore[misc]
         assert system.role == "system" and system.text == TEMPLATE.system
         image, text = user.content
@@ -70,7 +71,8 @@ def test_each_case_becomes_one_sample_per_order_with_the_template_and_the_image_
 def test_the_image_goes_out_as_the_api_judge_sends_it(tmp_path: Path) -> None:
     png = png_bytes(seed=5, size=(9, 7))
     # a PNG file whose pixels a vision API decodes as load_image does: its own bytes
-    assert image_data_url(ImageRef.from_bytes(png, "x.png")) == "data:image/png;base64," + base64.b64encode(png).decode()
+    own_bytes = "data:image/png;base64," + base64.b64encode(png).decode()
+    assert image_data_url(ImageRef.from_bytes(png, "x.png")) == own_bytes
     # a DICOM file: decoded (window, 8-bit) and sent as a PNG of the same pixels
     dicom = ImageRef.from_path(write_dicom(tmp_path / "ct.dcm"))
     url = image_data_url(dicom)
@@ -181,8 +183,19 @@ def test_inspect_eval_finds_the_task_and_runs_it_through_an_openai_compatible_pr
         "INSPECT_LOG_DIR": str(tmp_path / "logs"),
     }
     done = subprocess.run(
-        [str(inspect_cli), "eval", TASK_NAME, "--model", "openai-api/local/judge-model", "-T", "limit=2",
-         "-T", "organs=chest,brain", "--display", "plain"],  # fmt: skip
+        [
+            str(inspect_cli),
+            "eval",
+            TASK_NAME,
+            "--model",
+            "openai-api/local/judge-model",
+            "-T",
+            "limit=2",
+            "-T",
+            "organs=chest,brain",
+            "--display",
+            "plain",
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=300,

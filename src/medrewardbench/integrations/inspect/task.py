@@ -185,7 +185,8 @@ def agreement() -> Metric:
             values = [
                 float(value)
                 for s in scores
-                if isinstance(s.score.value, dict) and (value := s.score.value.get(dimension)) is not None
+                if isinstance(s.score.value, dict)
+                and (value := s.score.value.get(dimension)) is not None
                 and not math.isnan(float(value))
             ]
             if values:
