@@ -48,7 +48,8 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("inspect")
     data = build_canonical_set(root / "data")
     found = {"data": data, "root": root}
-    found["good"] = run_task(root / "logs", MockJudge(), data=str(data), orders="original")
+    # without its images (--no-log-images): import does not need them
+    found["good"] = run_task(root / "logs", MockJudge(), data=str(data), orders="original", eval_log_images=False)
     found["no_samples"] = run_task(root / "logs", MockJudge(), data=str(data), limit=2, eval_log_samples=False)
     found["epochs"] = run_task(root / "logs", MockJudge(), data=str(data), limit=1, eval_epochs=2)
     (other,) = inspect_eval(
