@@ -251,7 +251,9 @@ def read_log(path: str | Path) -> InspectLog:
     header = _header(path)
     spec = header.eval
     registered = spec.task_registry_name or spec.task
-    if registered != TASK_NAME and spec.task != TASK_NAME:
+    # run from a source tree that is not installed, inspect names the task without its package
+    unqualified = spec.task == TASK_NAME.partition("/")[2] and "medrewardbench_data_hash" in (spec.metadata or {})
+    if registered != TASK_NAME and spec.task != TASK_NAME and not unqualified:
         raise _problem(path, f"a log of the task {spec.task!r}, not {TASK_NAME!r}: there is nothing to import from it")
     if spec.config.epochs not in (None, 1):
         raise _problem(
