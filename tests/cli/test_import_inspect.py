@@ -30,6 +30,8 @@ from medrewardbench.evaluation.store import Store, judgment_fingerprint
 from medrewardbench.metrics.loading import analyze_paths
 from medrewardbench.testing.openai_server import OpenAIServer
 
+# inspect_ai's model retry passes tenacity a deprecated argument, once per request
+pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
 runner = CliRunner()
 IDENTITY = {"label", "judge", "run_id", "config", "metadata", "usage"}
 """What may differ between the two runs of the same answers: who answered, and the token counts."""
@@ -129,6 +131,7 @@ def test_an_imported_inspect_log_gives_what_eval_gives_for_the_same_answers(
     assert code == 0, output
 
 
+@pytest.mark.slow
 def test_importing_the_same_log_twice_writes_nothing_and_a_retry_log_replaces_errors(tmp_path: Path) -> None:
     data = str(build_canonical_set(tmp_path / "data"))
     # the first eval: the provider refuses case c3's requests (inspect records sample errors)

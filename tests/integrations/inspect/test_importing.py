@@ -28,7 +28,11 @@ from medrewardbench.errors import DataError
 from medrewardbench.evaluation.store import STORE_FILENAME
 from medrewardbench.integrations.inspect.logs import read_log
 
-pytestmark = pytest.mark.slow  # each log is a real inspect eval (seconds each)
+pytestmark = [
+    pytest.mark.slow,  # each log is a real inspect eval (seconds each)
+    # inspect_ai's model retry passes tenacity a deprecated argument, once per request
+    pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning"),
+]
 
 runner = CliRunner()
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("inspect_ai")
@@ -35,6 +36,8 @@ from medrewardbench.integrations.inspect.task import (
 from medrewardbench.prompts import load_template
 from medrewardbench.testing.openai_server import OpenAIServer
 
+# inspect_ai's model retry passes tenacity a deprecated argument, once per request
+pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = load_template("pairwise")
 LABELS = {"accuracy": 1, "relevance": 2, "overall": 2}
@@ -82,7 +85,7 @@ def test_the_image_goes_out_as_the_api_judge_sends_it(tmp_path: Path) -> None:
     from PIL import Image
 
     sent = Image.open(BytesIO(base64.b64decode(url.split(",", 1)[1])))
-    assert list(sent.convert("RGB").getdata()) == list(load_image(dicom).convert("RGB").getdata())
+    assert np.array_equal(np.asarray(sent.convert("RGB")), np.asarray(load_image(dicom).convert("RGB")))
 
 
 def test_the_scorer_maps_verdicts_back_to_source_order_and_scores_only_labelled_dimensions() -> None:
