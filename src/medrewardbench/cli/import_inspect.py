@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 
 LogsArg = Annotated[
     list[Path],
-    typer.Argument(metavar="LOG...", help="inspect eval logs (.eval or .json) of the medrewardbench/pairwise task"),
+    typer.Argument(
+        metavar="LOG...",
+        help="inspect eval logs (.eval or .json) of the medrewardbench/pairwise task, or folders of logs "
+        "(inspect's --log-dir; other tasks' logs in them are passed over)",
+    ),
 ]
 DataOverrideOpt = Annotated[
     str | None,

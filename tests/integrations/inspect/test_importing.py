@@ -8,6 +8,7 @@ the results directory when a log is refused.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,19 @@ def test_the_data_may_have_moved(logs: dict[str, Path], tmp_path: Path) -> None:
     assert "Stored inspect:mockllm/model as run" not in output  # --quiet
     with pytest.raises(DataError, match="no such file"):
         read_log(tmp_path / "missing.eval")
+
+
+def test_a_folder_of_logs_is_searched_for_the_tasks_logs(logs: dict[str, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "logs" / "nested"
+    folder.mkdir(parents=True)
+    for name in ("good", "other_task"):
+        shutil.copy(logs[name], folder / logs[name].name)
+    out = tmp_path / "results"
+    code, output = cli("import-inspect", str(tmp_path / "logs"), "--out", str(out))
+    assert code == 0, output
+    assert "from 1 log(s): 5 judgments written" in output  # the other task's log is passed over
+    only_other = tmp_path / "other"
+    only_other.mkdir()
+    shutil.copy(logs["other_task"], only_other / logs["other_task"].name)
+    output = _refused(tmp_path / "second", str(only_other))
+    assert f"{only_other}: a folder with no inspect log of the task medrewardbench/pairwise" in output

@@ -31,7 +31,7 @@ from medrewardbench.dimensions import Order
 from medrewardbench.errors import DataError, DataProblem
 from medrewardbench.evaluation.runner import plan_run, to_stored
 from medrewardbench.evaluation.store import RunRecord, Store
-from medrewardbench.integrations.inspect.logs import InspectLog, LoggedSample, read_log
+from medrewardbench.integrations.inspect.logs import InspectLog, LoggedSample, log_files, read_log
 from medrewardbench.integrations.inspect.task import parse_completion
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.models.identity import config_hash
@@ -291,7 +291,7 @@ def import_logs(
     """Store eval logs of the ``medrewardbench/pairwise`` task as runs.
 
     Args:
-        paths: the log files.
+        paths: log files, or folders searched for the task's logs (other tasks' logs passed over).
         out_dir: the results directory (its store is created when missing).
         data: where the data is now, when not where the task read it (the task's organs and limit
             still apply).
@@ -304,13 +304,13 @@ def import_logs(
 
     Raises:
         DataError: a log cannot be read, is of another task, holds no samples, or does not match
-            the data (see :func:`check_against_data`); nothing is written then.
+            the data, or a folder holds no log of the task (see :func:`check_against_data`); nothing is written then.
         TemplateError: the template the task used cannot be found.
         OutputDirError, OutputLockedError: the results directory cannot be used.
     """
     if not paths:
         raise ValueError("import_logs needs at least one log")
-    logs = [read_log(path) for path in paths]
+    logs = [read_log(path) for path in log_files(paths)]
     prepared = []
     for (source, organs, limit, external), members in _groups(logs, data):
         judge = InspectLogJudge(members, _template(members))

@@ -14,7 +14,7 @@ metadata, several epochs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,11 @@ from medrewardbench.integrations.inspect.task import TASK_NAME
 from medrewardbench.models.api.chat import public_url
 
 try:
-    from inspect_ai.log import EvalLog, EvalSample, read_eval_log, read_eval_log_samples
+    from inspect_ai.log import EvalLog, EvalSample, list_eval_logs, read_eval_log, read_eval_log_samples
 except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
     raise MissingExtraError("inspect_ai", "inspect", "medrewardbench import-inspect") from exc
 
-__all__ = ["InspectLog", "LoggedSample", "read_log"]
+__all__ = ["InspectLog", "LoggedSample", "log_files", "read_log"]
 
 _SKIPPED_FIELDS = {"messages", "events", "store", "attachments", "timelines"}
 """Sample fields never read: the transcript and the attachments (the image) are not needed to import."""
@@ -233,6 +233,40 @@ def _sample(path: Path, sample: EvalSample) -> LoggedSample:
     )
 
 
+def _of_the_task(header: EvalLog) -> bool:
+    """Whether a log header is one of the ``medrewardbench/pairwise`` task."""
+    spec = header.eval
+    if TASK_NAME in (spec.task, spec.task_registry_name):
+        return True
+    # run from a source tree that is not installed, inspect names the task without its package
+    return spec.task == TASK_NAME.partition("/")[2] and "medrewardbench_data_hash" in (spec.metadata or {})
+
+
+def log_files(paths: Sequence[str | Path]) -> list[Path]:
+    """The log files named: files as given, and in each folder the task's logs (oldest first).
+
+    Args:
+        paths: log files, or folders of logs (inspect's ``--log-dir``), searched recursively;
+            a folder's logs of other tasks are passed over.
+
+    Returns:
+        The log files.
+
+    Raises:
+        DataError: a folder that holds no log of the task.
+    """
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            found.append(path)
+            continue
+        infos = list_eval_logs(str(path), filter=_of_the_task, recursive=True, descending=False)
+        if not infos:
+            raise DataError([DataProblem(str(path), f"a folder with no inspect log of the task {TASK_NAME}")])
+        found.extend(Path(info.name.removeprefix("file://")) for info in infos)
+    return found
+
+
 def read_log(path: str | Path) -> InspectLog:
     """Read an eval log of the ``medrewardbench/pairwise`` task.
 
@@ -250,10 +284,7 @@ def read_log(path: str | Path) -> InspectLog:
     path = Path(path)
     header = _header(path)
     spec = header.eval
-    registered = spec.task_registry_name or spec.task
-    # run from a source tree that is not installed, inspect names the task without its package
-    unqualified = spec.task == TASK_NAME.partition("/")[2] and "medrewardbench_data_hash" in (spec.metadata or {})
-    if registered != TASK_NAME and spec.task != TASK_NAME and not unqualified:
+    if not _of_the_task(header):
         raise _problem(path, f"a log of the task {spec.task!r}, not {TASK_NAME!r}: there is nothing to import from it")
     if spec.config.epochs not in (None, 1):
         raise _problem(
