@@ -17,9 +17,9 @@ passing the question, both responses and the template's fixed text as quoted pas
 ``api:`` judge does), and maps the verdicts back to source order. Its value per dimension is 1
 when the verdict agrees with the expert label, 0 when it disagrees or the dimension failed (a
 failure counts wrong, as in ``eval``'s headline accuracy); a dimension the case has no label on
-is left out;
-the verdicts, failures and parse method are in the score's metadata, which
-``medrewardbench import-inspect`` reads back.
+is left out. The verdicts, failures and parse method are in the score's metadata.
+``medrewardbench import-inspect`` (:mod:`~medrewardbench.integrations.inspect.importing`) stores
+the logs as runs.
 """
 
 from __future__ import annotations
@@ -95,14 +95,14 @@ def sample_id(case_id: str, order: Order) -> str:
     return f"{case_id}:{order.value}"
 
 
-def _messages(template: PromptTemplate, case: Case, order: Order, image_url: str | None) -> list[ChatMessage]:
-    """The template's messages for one case and order as inspect messages, image first in the user turn."""
-    response_a = case.response(1 if order is Order.ORIGINAL else 2)
-    response_b = case.response(2 if order is Order.ORIGINAL else 1)
+def _messages(
+    template: PromptTemplate, question: str, response_a: str, response_b: str, image_url: str | None
+) -> list[ChatMessage]:
+    """The template's messages for one comparison as inspect messages, image first in the user turn."""
     user: list[Content] = []
     if image_url is not None:
         user.append(ContentImage(image=image_url))
-    user.append(ContentText(text=template.render_user_text(case.question, response_a, response_b)))
+    user.append(ContentText(text=template.render_user_text(question, response_a, response_b)))
     messages: list[ChatMessage] = []
     if template.system.strip():
         # the api: judge sends the system turn as plain text too
@@ -137,7 +137,7 @@ def case_samples(case: Case, orders: Sequence[Order], template: PromptTemplate) 
         samples.append(
             Sample(
                 id=sample_id(case.case_id, order),
-                input=_messages(template, case, order, image_url),
+                input=_messages(template, case.question, response_a, response_b, image_url),
                 target=json.dumps(target),
                 metadata={
                     "case_id": case.case_id,
