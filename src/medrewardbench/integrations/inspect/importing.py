@@ -21,11 +21,12 @@ fingerprint differs from the one the task recorded, is an error naming the log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medrewardbench.data import load_benchmark
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import DataError, DataProblem
@@ -39,9 +40,6 @@ from medrewardbench.prompts import PromptTemplate, load_template
 from medrewardbench.utils.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 
 __all__ = ["UUID_KEY", "ImportSummary", "InspectLogJudge", "check_against_data", "import_logs"]
-
-DataLoader = Callable[[str, Sequence[str] | None, int | None, bool], Benchmark]
-"""How a log's data selection becomes a benchmark: (source, organs, limit, allow_external_images)."""
 
 UUID_KEY = "inspect_sample_uuid"
 """A judgment's ``extra`` entry: the inspect sample it came from (the same one is not written twice)."""
@@ -145,12 +143,6 @@ class InspectLogJudge(Judge):
     async def judge_batch(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         """Replay the logged samples of a batch of requests."""
         return [self.result(request) for request in requests]
-
-
-def _default_loader(source: str, organs: Sequence[str] | None, limit: int | None, external: bool) -> Benchmark:
-    from medrewardbench.data import load_benchmark
-
-    return load_benchmark(source, organs=organs, limit=limit, allow_external_images=external)
 
 
 def _groups(logs: Sequence[InspectLog], data: str | None) -> list[tuple[tuple[Any, ...], list[InspectLog]]]:
@@ -284,7 +276,6 @@ def import_logs(
     out_dir: str | Path,
     *,
     data: str | None = None,
-    loader: DataLoader = _default_loader,
     wait: bool = False,
     on_wait: OnWait | None = None,
 ) -> list[ImportSummary]:
@@ -295,7 +286,6 @@ def import_logs(
         out_dir: the results directory (its store is created when missing).
         data: where the data is now, when not where the task read it (the task's organs and limit
             still apply).
-        loader: how a data selection becomes a benchmark (tests may inject one).
         wait: when another process works in ``out_dir``, wait for it instead of failing.
         on_wait: told the other process's pid before waiting.
 
@@ -303,8 +293,9 @@ def import_logs(
         One summary per run, in the order of the logs' first eval.
 
     Raises:
-        DataError: a log cannot be read, is of another task, holds no samples, or does not match
-            the data, or a folder holds no log of the task (see :func:`check_against_data`); nothing is written then.
+        DataError: a log cannot be read, is of another task or holds no samples, a folder holds no
+            log of the task, or a log does not match the data (:func:`check_against_data`). Nothing
+            is written then.
         TemplateError: the template the task used cannot be found.
         OutputDirError, OutputLockedError: the results directory cannot be used.
     """
@@ -314,7 +305,7 @@ def import_logs(
     prepared = []
     for (source, organs, limit, external), members in _groups(logs, data):
         judge = InspectLogJudge(members, _template(members))
-        benchmark = loader(source, organs, limit, external)
+        benchmark = load_benchmark(source, organs=organs, limit=limit, allow_external_images=external)
         missing = check_against_data(judge, benchmark, source)
         prepared.append((judge, benchmark, missing))
     out = Path(out_dir)
