@@ -241,6 +241,7 @@ _ABOVE_DATA = (
     "probes",
     "cli",
     "testing",
+    "integrations",
 )
 LAYERS: dict[str, tuple[str, ...]] = {
     # images sit below Case: only errors beneath them
@@ -295,9 +296,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # curation's (``build``'s) generators reach models through models/, never through the judges (its grader is a
     # generator with a grading prompt and parser, not a judge)
     "curation": ("judges",),
-    # probes (issue 23) derive data sets and run them through the eval job: above evaluation, judges and
-    # metrics, below the commands; no other wing depends on them
-    "probes": ("train", "serve", "cli", "annotate", "curation", "sweep"),
+    # the bridges to other tools (inspect_ai, lmms-eval) use the whole evaluation stack; only the
+    # command line and the other tools' plugin loaders reach them
+    "integrations": ("cli", "annotate", "curation", "sweep", "train", "serve"),
     # the plumbing (SQLite files, batches, output folders, the key scrubber, the in-process server)
     # knows nothing of what it carries: errors only
     "utils": ("dimensions", "cases", "images", "data", *_ABOVE_DATA),
@@ -309,11 +310,9 @@ def test_the_layers_of_the_architecture_hold() -> None:
     assert not problems, "imports against the layering of ARCHITECTURE.md:\n" + "\n".join(problems)
 
 
-def test_only_the_command_line_imports_curation_annotate_sweep_and_itself() -> None:
-    for package, allowed in (
-        ("cli", ("cli",)),
-        *((p, (p, "cli")) for p in ("curation", "annotate", "sweep", "probes")),
-    ):
+def test_only_the_command_line_imports_the_wings_and_itself() -> None:
+    packages = ("curation", "annotate", "sweep", "probes", "integrations")
+    for package, allowed in (("cli", ("cli",)), *((p, (p, "cli")) for p in packages)):
         everyone_else = sorted({n.removeprefix(PACKAGE + ".").split(".")[0] for n in EDGES} - set(allowed))
         problems = _violations(everyone_else, [package])
         assert not problems, f"only {', '.join(allowed)} may import {package}:\n" + "\n".join(problems)

@@ -13,6 +13,7 @@ from medrewardbench.cli.build import app as build_app
 from medrewardbench.cli.eval import eval_command
 from medrewardbench.cli.export_results import export_results_command
 from medrewardbench.cli.import_lmms_eval import import_lmms_eval_command, lmms_eval_task_command
+from medrewardbench.cli.import_inspect import import_inspect_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.probe_pairs import app as probe_pairs_app
 from medrewardbench.cli.push import push_command
@@ -38,6 +39,7 @@ app.command("report")(report_command)
 app.command("leaderboard")(leaderboard_command)
 app.command("compare")(compare_command)
 app.command("import-reference")(import_reference_command)
+app.command("import-inspect")(import_inspect_command)
 app.command("serve")(serve_command)
 app.command("sweep")(sweep_command)
 app.command("push")(push_command)
