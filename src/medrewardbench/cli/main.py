@@ -12,8 +12,8 @@ from medrewardbench.cli.annotate import app as annotate_app
 from medrewardbench.cli.build import app as build_app
 from medrewardbench.cli.eval import eval_command
 from medrewardbench.cli.export_results import export_results_command
-from medrewardbench.cli.import_lmms_eval import import_lmms_eval_command, lmms_eval_task_command
 from medrewardbench.cli.import_inspect import import_inspect_command
+from medrewardbench.cli.import_lmms_eval import import_lmms_eval_command, lmms_eval_task_command
 from medrewardbench.cli.import_reference import import_reference_command
 from medrewardbench.cli.probe_pairs import app as probe_pairs_app
 from medrewardbench.cli.push import push_command
