@@ -238,6 +238,7 @@ _ABOVE_DATA = (
     "annotate",
     "sweep",
     "serve",
+    "probes",
     "cli",
     "testing",
 )
@@ -294,6 +295,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # curation's (``build``'s) generators reach models through models/, never through the judges (its grader is a
     # generator with a grading prompt and parser, not a judge)
     "curation": ("judges",),
+    # probes derive data sets and run them through the eval job; only the command line knows them
+    "probes": ("train", "serve", "cli", "annotate", "curation", "sweep"),
     # the plumbing (SQLite files, batches, output folders, the key scrubber, the in-process server)
     # knows nothing of what it carries: errors only
     "utils": ("dimensions", "cases", "images", "data", *_ABOVE_DATA),

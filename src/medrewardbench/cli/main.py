@@ -12,6 +12,7 @@ from medrewardbench.cli.annotate import app as annotate_app
 from medrewardbench.cli.build import app as build_app
 from medrewardbench.cli.eval import eval_command
 from medrewardbench.cli.import_reference import import_reference_command
+from medrewardbench.cli.probe import app as probe_app
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
 from medrewardbench.cli.serve import serve_command
 from medrewardbench.cli.support import plain_help
@@ -38,6 +39,7 @@ app.command("serve")(serve_command)
 app.command("sweep")(sweep_command)
 app.add_typer(annotate_app, name="annotate")
 app.add_typer(build_app, name="build")
+app.add_typer(probe_app, name="probe")
 register_training_commands(app)
 plain_help(app)  # last: every command and group added above gets click-style help pages
 

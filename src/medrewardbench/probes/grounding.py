@@ -148,11 +148,11 @@ def blank_image(case: Case) -> Case:
 def wrong_patient(cases: Sequence[Case], seed: int = 0) -> ControlSet:
     """Each case with another case's image of the same organ system and modality.
 
-    The image is drawn per case from a generator seeded with ``(seed, case id)``, so a case gets
-    the same image whatever else is in the data set's order; images identical to the case's own
-    (the same bytes) are never drawn. Without a candidate of the same organ system and modality,
-    one of the same modality is drawn (``metadata["match"] == "modality"``); without either, the
-    case is left out.
+    The image is drawn per case from a generator seeded with ``(seed, case id)`` among the distinct
+    images sorted by content hash, so a case gets the same image in any order of the data; images
+    identical to the case's own (the same bytes) are never drawn. Without a candidate of the same
+    organ system and modality, one of the same modality is drawn (``metadata["match"] ==
+    "modality"``); without either, the case is left out.
 
     Args:
         cases: the parent cases.
@@ -184,13 +184,16 @@ def wrong_patient(cases: Sequence[Case], seed: int = 0) -> ControlSet:
             ("organ system and modality", by_both[(case.organ_system, modality)]),
             ("modality", by_modality[modality]),
         ):
-            # one representative per distinct image, in data order: the draw is over images, not cases
+            # one representative per distinct image (the smallest case id), sorted by image hash: the
+            # draw is over images, not cases, and does not depend on the data's order
             distinct: dict[str, Case] = {}
             for other in pool:
-                distinct.setdefault(hashes[other.case_id], other)
+                held = distinct.get(hashes[other.case_id])
+                if held is None or other.case_id < held.case_id:
+                    distinct[hashes[other.case_id]] = other
             distinct.pop(own, None)
             if distinct:
-                donors = list(distinct.values())
+                donors = [distinct[h] for h in sorted(distinct)]
                 donor = donors[random.Random(f"{seed}\x1f{case.case_id}").randrange(len(donors))]
                 meta = {"match": match, "image_from": donor.case_id}
                 out.append(derive_case(case, PROBE, "wrong-patient", image=donor.image, metadata=meta))
