@@ -346,7 +346,7 @@ def _control_figures(paired: PairedRuns, weights: np.ndarray, confidence: float)
     probe_acc = correct_probe.sum() / counted_probe.sum() if counted_probe.sum() else None
     return {
         "n_cases": paired.n_cases,
-        "requests": int(ran.sum()),
+        "verdicts": int(ran.sum()),
         "failed": failed,
         "accuracy_true_image": None if base_acc is None else round(float(base_acc), 6),
         "accuracy_control": None if probe_acc is None else round(float(probe_acc), 6),
