@@ -179,3 +179,83 @@ def _print_summary(document: dict[str, Any]) -> None:
         table.add_row(terminal_safe(judge["judge"]), judge["flag"], *cells)
     console.print(fit_table(table, console.width))
     console.print(document["settings"]["flag_rule"], highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("harm")
+def harm_command(
+    data: DataOpt = "demo",
+    judge: _JudgeOpt = None,
+    out: _OutOpt = Path("results"),
+    orders: _OrdersOpt = "both",
+    seed: _SeedOpt = 0,
+    bootstrap: BootstrapOpt = 2000,
+    ci: CiOpt = 0.95,
+    template: _TemplateOpt = "pairwise",
+    base_url: _BaseUrlOpt = None,
+    api_key_env: _ApiKeyEnvOpt = None,
+    concurrency: _ConcurrencyOpt = None,
+    batch_size: _BatchSizeOpt = None,
+    max_tokens: _MaxTokensOpt = None,
+    device: _DeviceOpt = "auto",
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """How often does a judge prefer an answer a doctor flagged as severely harmful?
+
+    Needs data whose annotations carry harm flags (the annotation app's export). Judges the data
+    (resuming from the store in --out, as eval does) and writes probe-harm.json: each judge's
+    critical-miss rate on the doctor-flagged pairs, with intervals. Exit status: 0 when done, 2 for
+    bad input or data without a pair flagged severe or critical.
+    """
+    from medrewardbench.data import load_benchmark
+    from medrewardbench.evaluation.job import evaluate
+    from medrewardbench.evaluation.store import Store
+    from medrewardbench.judges.registry import BASELINE_SPECS
+    from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
+    from medrewardbench.probes.harm import doctor_harm_document, flagged_pairs
+
+    _setup_logging(verbose)
+    specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
+    with command_errors("interrupted while loading the data: nothing was judged"):
+        selected_orders = Order.parse_selection(orders)
+        benchmark = load_benchmark(data)
+        pairs, _both = flagged_pairs(benchmark.cases)
+        if not pairs:
+            raise _fail(
+                f"{data}: no pair has an answer a doctor flagged severe or critical (annotations[].harm); "
+                "flag answers in the annotation app and export the project"
+            )
+        options = JudgeOptions(
+            seed=seed,
+            template=template,
+            concurrency=concurrency,
+            batch_size=batch_size,
+            max_tokens=max_tokens,
+            api=ApiSettings(base_url=base_url, api_key_env=api_key_env),
+            local=LocalSettings(device=device),
+        )
+    sink = RichProgress(enabled=not quiet)
+    with command_errors(sink=sink, value_errors=False):
+        result = evaluate(benchmark, specs, out, orders=selected_orders, options=options, progress=sink)
+    with command_errors(None, write_errors=True, out=out):
+        with Store.in_dir(out) as store:
+            runs = {run.judge_spec: run for run in result.runs}
+            document = doctor_harm_document(
+                store, runs, benchmark.cases, n_resamples=bootstrap, seed=seed, confidence=ci
+            )
+        json_path = out / "probe-harm.json"
+        json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if not quiet:
+        for entry in document["judges"]:
+            rate = entry.get("critical_miss_rate") or {}
+            shown = (
+                "–"
+                if rate.get("point") is None
+                else f"{100 * rate['point']:.1f} % [{100 * (rate['low'] or 0):.1f}, {100 * (rate['high'] or 0):.1f}]"
+            )
+            console.print(
+                f"{terminal_safe(entry['judge'])}: critical-miss rate {shown} on {entry['pairs']} doctor-flagged pairs",
+                highlight=False,
+                markup=False,
+            )
+    console.print(f"Wrote {json_path}", highlight=False, markup=False, soft_wrap=True)
