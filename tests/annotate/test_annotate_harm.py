@@ -212,3 +212,27 @@ def test_the_migration_adds_the_flag_to_an_existing_project_and_can_be_undone(
     finally:
         engine.dispose()
     assert len(rows) == done and all(comment == "kept" and harm is None for comment, harm in rows)
+
+
+def test_the_adjudicator_sees_each_doctors_flags_in_their_own_a_and_b(served: tuple[Any, str]) -> None:
+    from medrewardbench.annotate.db import Assignment, Item
+
+    project, base = served
+    alice = as_user(project, "alice")
+    pid = assignment(project, "alice", "swapped")
+    project.submit_pair(alice, pid, PairAnswer(ALL_A, harm={"A": "critical"}))  # her A: response 2
+    with project.db.read() as s:
+        item = s.execute(
+            sa.select(Item.public_id).join(Assignment, Assignment.item_id == Item.id).where(Assignment.public_id == pid)
+        ).scalar_one()
+    review = project.item_review(as_user(project, ADMIN), item)
+    (alice_votes,) = [v for v in review.votes_as_shown() if v.annotator == "alice"]
+    assert alice_votes.harm == {"B": "critical"}  # the adjudicator's B is response 2
+    with client_for(base) as client:
+        login(client, ADMIN)
+        page = client.get(f"/admin/items/{item}").text
+        assert "<strong>B</strong>: critical" in page
+    token = project.create_api_token(Identity.command_line(), ADMIN, "review")
+    with client_for(base) as client:
+        found = client.get(f"/api/v1/admin/items/{item}", headers={"authorization": f"Bearer {token}"}).json()
+    assert {"2": "critical"} in [label["harm"] for label in found["labels"] if label["annotator"] == "alice"]

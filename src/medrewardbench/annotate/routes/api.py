@@ -155,8 +155,15 @@ def api_item(item_id: str, me: ApiAdmin, project: ProjectDep) -> dict[str, Any]:
         "adjudicated": review.adjudicated,
         "pending": review.pending,
         "labels": [
-            {"annotator": name, "labels": labels, "cannot_judge": cannot, "reason": reason, "comment": comment}
-            for name, labels, cannot, reason, comment in review.labels
+            {
+                "annotator": name,
+                "labels": labels,
+                "cannot_judge": cannot,
+                "reason": reason,
+                "comment": comment,
+                "harm": review.harm[index] if index < len(review.harm) else {},
+            }
+            for index, (name, labels, cannot, reason, comment) in enumerate(review.labels)
         ],
     }
 
