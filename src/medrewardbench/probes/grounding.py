@@ -400,7 +400,11 @@ def grounding_document(
     """
     parent = runs.data[""]
     judges: list[dict[str, Any]] = []
-    weights_cache: dict[tuple[str, ...], np.ndarray] = {}
+    parent_cases = parent.cases
+    position = {case.case_id: i for i, case in enumerate(parent_cases)}
+    strata = np.asarray([case.organ_system for case in parent_cases])
+    # one matrix over the parent's cases: every judge and control resamples the same cases
+    weights = bootstrap_weights(len(parent_cases), n_resamples, seed, strata=strata)
     for spec, parent_run in runs.parent.items():
         per_control: dict[str, Any] = {}
         for control, by_spec in runs.variants.items():
@@ -408,11 +412,8 @@ def grounding_document(
             if derived_run is None:
                 continue
             paired = paired_runs(store, parent_run, derived_run)
-            organs = tuple(paired.groups.get("organ_system", ("unknown",) * paired.n_cases))
-            key = (*paired.case_ids, "\x1f", *organs)
-            if key not in weights_cache:
-                weights_cache[key] = bootstrap_weights(paired.n_cases, n_resamples, seed, strata=np.asarray(organs))
-            figures = _control_figures(paired, weights_cache[key], confidence)
+            columns = [position[case_id] for case_id in paired.case_ids]
+            figures = _control_figures(paired, weights[:, columns], confidence)
             per_control[control] = {"run_id": derived_run.run_id, **figures}
         judges.append(
             {
