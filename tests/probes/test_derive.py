@@ -79,3 +79,31 @@ def test_cases_can_restrict_the_paired_difference_to_a_group() -> None:
     assert float(first_two.point) == 1.0 and int(first_two.n) == 4
     last_two = paired_difference_ci((num_a, den), (num_b, den), weights, cases=[2, 3])
     assert float(last_two.point) == 0.0
+
+
+def test_the_grounding_flag_is_rarely_wrong_about_a_judge_at_the_threshold() -> None:
+    """Simulation of the flag's error: a judge whose verdicts truly flip 5 % of the time (12 verdicts
+    a case, case-to-case variation) is at the threshold, so "does not use the image" (the upper
+    bound of the 95 % interval below 5 %) is a one-sided 2.5 % test there: over 400 data sets of 60
+    cases it must be wrong at most about 2.5 % of the time (binomial 99 % band: under 5 %). At 0 %
+    flips it is always right, and at 15 % it never says the judge ignores the image."""
+    from medrewardbench.metrics.stats import ratio_ci
+    from medrewardbench.probes.derive import estimate_dict
+    from medrewardbench.probes.grounding import FLAG_UNUSED, grounding_flag
+
+    rng = np.random.default_rng(11)
+    n_cases, n_sets = 60, 400
+    weights = bootstrap_weights(n_cases, 1000, seed=3)
+
+    def flagged(rate: float) -> float:
+        wrong = 0
+        for _ in range(n_sets):
+            per_case = np.clip(rate + rng.normal(0, rate / 2 if rate else 0, size=n_cases), 0, 1)
+            flips = rng.binomial(12, per_case)
+            estimate = ratio_ci(flips, np.full(n_cases, 12), weights=weights)
+            wrong += grounding_flag({"no-image": {"flip_rate": estimate_dict(estimate)}}) == FLAG_UNUSED
+        return wrong / n_sets
+
+    assert flagged(0.05) <= 0.05
+    assert flagged(0.0) == 1.0
+    assert flagged(0.15) == 0.0
