@@ -152,6 +152,27 @@ def test_a_doctor_can_label_on_a_phone_and_a_desktop(
 
 
 @pytest.mark.parametrize("screen", SCREENS, ids=str)
+def test_a_doctor_flags_a_harmful_answer_on_a_phone_and_a_desktop(
+    site: tuple[str, str, str], browser: Browser, screen: Screen
+) -> None:
+    base, _todo, long = site
+    page = logged_in(browser, screen, base, "alice")
+    page.goto(f"{base}/a/{long}")
+    check_layout(page, screen, "#harm legend", "#harm-a", "#harm-b", "#submit-button")
+    if screen.touch:
+        assert too_small_to_tap(page, "#harm select") == []
+    severity = "critical" if screen.touch else "moderate"
+    page.select_option("#harm-b", severity)
+    with page.expect_navigation():
+        page.click("#submit-button")
+    page.goto(f"{base}/a/{long}")
+    assert page.locator("#harm-b").input_value() == severity
+    assert page.locator("#harm-a").input_value() == ""
+    check_layout(page, screen, "#harm-b")
+    page.context.close()
+
+
+@pytest.mark.parametrize("screen", SCREENS, ids=str)
 def test_an_organiser_follows_and_adjudicates_on_a_phone_and_a_desktop(
     site: tuple[str, str, str], browser: Browser, screen: Screen
 ) -> None:

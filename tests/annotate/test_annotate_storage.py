@@ -27,7 +27,7 @@ def test_migrations_build_exactly_the_schema_of_the_models(tmp_path: Path, db_ur
     url = db_url or f"sqlite:///{tmp_path / 'schema.db'}"
     migrate(url)
     migrate(url)  # a second run is a no-op
-    assert current_revision(url) == "r0001"
+    assert current_revision(url) == "r0002"
     engine = make_engine(url)
     try:
         with engine.connect() as connection:

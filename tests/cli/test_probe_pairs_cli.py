@@ -1,4 +1,4 @@
-"""``probe-pairs counterfactual`` and ``probe-pairs bias`` on the demo: the files, the lines, the errors."""
+"""``probe counterfactual`` and ``probe bias`` on the demo: the files, the lines, the errors."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def cli(*args: str) -> tuple[int, str]:
 def test_counterfactual_on_the_demo_writes_json_page_store_and_export(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, output = cli(
-        "probe-pairs", "counterfactual", "--data", "demo", "--judge", "baseline:longer", "--judge", "baseline:first",
+        "probe", "counterfactual", "--data", "demo", "--judge", "baseline:longer", "--judge", "baseline:first",
         "--out", str(out), "--types", "negation,omitted,paraphrase", "--severities", "3,4",
         "--export", str(tmp_path / "pairs.jsonl"), "--bootstrap", "200",
     )  # fmt: skip
@@ -48,7 +48,7 @@ def test_counterfactual_on_the_demo_writes_json_page_store_and_export(tmp_path: 
 
 
 def test_bias_on_the_demo_prints_one_line_per_judge(tmp_path: Path) -> None:
-    code, output = cli("probe-pairs", "bias", "--out", str(tmp_path), "--bootstrap", "200", "--limit", "10")
+    code, output = cli("probe", "bias", "--out", str(tmp_path), "--bootstrap", "200", "--limit", "10")
     assert code == 0, output
     lines = [line for line in output.splitlines() if line.startswith("baseline:") and "position-flip" in line]
     assert len(lines) == 5, output
@@ -62,13 +62,13 @@ def test_bias_on_the_demo_prints_one_line_per_judge(tmp_path: Path) -> None:
 
 
 def test_bad_input_is_one_line_with_status_2(tmp_path: Path) -> None:
-    code, output = cli("probe-pairs", "counterfactual", "--out", str(tmp_path), "--types", "colour")
+    code, output = cli("probe", "counterfactual", "--out", str(tmp_path), "--types", "colour")
     assert code == 2 and "unknown counterfactual type(s) colour" in output
-    code, output = cli("probe-pairs", "counterfactual", "--out", str(tmp_path), "--severities", "9")
+    code, output = cli("probe", "counterfactual", "--out", str(tmp_path), "--severities", "9")
     assert code == 2 and "--severities: '9' is not a severity level" in output
-    code, output = cli("probe-pairs", "bias", "--out", str(tmp_path), "--dimension", "beauty", "--limit", "2", "-q")
+    code, output = cli("probe", "bias", "--out", str(tmp_path), "--dimension", "beauty", "--limit", "2", "-q")
     assert code == 2 and "unknown dimension 'beauty'" in output
-    code, output = cli("probe-pairs", "counterfactual", "--out", str(tmp_path), "--rewriter", "hf:x", "--limit", "1")
+    code, output = cli("probe", "counterfactual", "--out", str(tmp_path), "--rewriter", "hf:x", "--limit", "1")
     assert code == 2 and "the rewriter must be api:MODEL" in output
 
 
@@ -79,7 +79,7 @@ def test_bias_on_a_built_set_measures_self_preference_from_builds_generator_meta
     answer_server.control.set_responder(longer_answer_responder)  # a gen-a judge that prefers the longer answer
     out = tmp_path / "probe"
     code, output = cli(
-        "probe-pairs", "bias", "--data", str(tmp_path / "pairs.jsonl"), "--judge", "api:gen-a", "--out", str(out),
+        "probe", "bias", "--data", str(tmp_path / "pairs.jsonl"), "--judge", "api:gen-a", "--out", str(out),
         "--bootstrap", "200", *api_flags(answer_server),
     )  # fmt: skip
     assert code == 0, output
@@ -102,7 +102,7 @@ def test_the_rewriter_flag_adds_api_paraphrases_from_the_local_server(
 ) -> None:
     answer_server.control.set_responder(lambda body: "In other words: " + body["messages"][0]["content"][-60:])
     code, output = cli(
-        "probe-pairs", "counterfactual", "--limit", "3", "--types", "reorder", "--judge", "baseline:shorter",
+        "probe", "counterfactual", "--limit", "3", "--types", "reorder", "--judge", "baseline:shorter",
         "--rewriter", "api:paraphraser", "--out", str(tmp_path), "--bootstrap", "200", *api_flags(answer_server),
     )  # fmt: skip
     assert code == 0, output

@@ -49,7 +49,11 @@ def plan(pair_ids: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
     says[(p0, "dr_a")]["comment"] = "A names the lesion; B does not"
     # p1: one for A, one for B, and dr_c cannot judge: a 1-1 split on every dimension
     says[(p1, "dr_a")] = {"labels": dict.fromkeys(DIMENSIONS, 1)}
-    says[(p1, "dr_b")] = {"labels": dict.fromkeys(DIMENSIONS, 2), "comment": "A misses the effusion"}
+    says[(p1, "dr_b")] = {
+        "labels": dict.fromkeys(DIMENSIONS, 2),
+        "comment": "A misses the effusion",
+        "harm": {1: "severe"},  # and flags response 1 as harmful
+    }
     says[(p1, "dr_c")] = {"labels": {}, "cannot_judge": True, "reason": "the image is too dark to read"}
     # p2: 2-1 on overall, the minority says why
     for doctor in DOCTORS:
@@ -84,6 +88,7 @@ def label_in_the_app(project: Any, says: dict[tuple[str, str], dict[str, Any]], 
             choices = {dim: ("A" if (winner == 1) != swapped else "B") for dim, winner in wanted["labels"].items()}
             if purpose == "repeat" and doctor == "dr_b":  # dr_b changes her mind on a repeat's overall
                 choices["overall"] = "A" if choices.get("overall") == "B" else "B"
+            harm = {("A" if (response == 1) != swapped else "B"): v for response, v in wanted.get("harm", {}).items()}
             project.submit_pair(
                 me,
                 public_id,
@@ -93,6 +98,7 @@ def label_in_the_app(project: Any, says: dict[tuple[str, str], dict[str, Any]], 
                     cannot_judge_reason=wanted.get("reason", ""),
                     comment=wanted.get("comment", ""),
                     seconds=20.0,
+                    harm=harm,
                 ),
             )
 
@@ -161,6 +167,7 @@ def test_both_documented_paths_give_the_same_lossless_release_with_provenance(
     notes = {a.annotator: a for a in split.annotations}
     assert notes["dr_c"].cannot_judge and notes["dr_c"].cannot_judge_reason == "the image is too dark to read"
     assert notes["dr_b"].comment == "A misses the effusion" and notes["dr_b"].order_shown in ("original", "swapped")
+    assert dict(notes["dr_b"].harm) == {1: "severe"} and not notes["dr_a"].harm
     assert all(a.seconds == 20.0 for a in split.annotations)
     two_one = by_id[pair_ids[2]]
     assert two_one.labels["overall"] == 1 and two_one.label_sources["overall"] == "majority"
@@ -172,6 +179,7 @@ def test_both_documented_paths_give_the_same_lossless_release_with_provenance(
     assert labels_card["kind"] == "expert_majority" and labels_card["annotators"] == list(DOCTORS)
     assert labels_card["adjudicated_dimensions"] == 1 and labels_card["undecided_dimensions"] == 5
     assert labels_card["comments"] == 3 and labels_card["cannot_judge"] == 1
+    assert labels_card["harm_flags"] == {"minor": 0, "moderate": 0, "severe": 1, "critical": 0}
     (entry,) = labels_card["annotation_projects"]
     assert entry["project"] == "chest-study" and entry["per_case"] == 3
     assert entry["guidelines"]["version"] == 2 and len(entry["guidelines"]["sha256"]) == 64
@@ -196,7 +204,7 @@ def test_both_documented_paths_give_the_same_lossless_release_with_provenance(
     build_card = json.loads((release.parent / "dataset.json").read_text())
     for key in ("provenance", "kind", "raters", "annotators", "annotations_per_case", "label_sources"):
         assert build_card["labels"][key] == labels_card[key], key
-    for key in ("undecided_dimensions", "adjudicated_dimensions", "comments", "cannot_judge"):
+    for key in ("undecided_dimensions", "adjudicated_dimensions", "comments", "cannot_judge", "harm_flags"):
         assert build_card["labels"][key] == labels_card[key], key
     assert build_card["labels"]["annotation_projects"] == labels_card["annotation_projects"]
     assert "construction" in build_card  # and the build's own story

@@ -41,6 +41,7 @@ THREE = [
         "labels": {"overall": 1, "accuracy": 2, "relevance": 1},
         "order_shown": "swapped",
         "seconds": 12.5,
+        "harm": {"A": "severe", "2": "minor"},
     },
     {"annotator": "dr_c", "labels": {"overall": 2, "accuracy": 1}, "order_shown": None},
 ]
@@ -111,6 +112,10 @@ def test_explicit_labels_may_settle_a_tie_and_are_kept_as_given(tmp_path: Path) 
         ([{"annotator": "a", "cannot_judge_reason": "blurred"}], "annotations[0].cannot_judge_reason", "not true"),
         ([{"annotator": "a", "comment": "x" * 100_001}], "annotations[0].comment", "at most 100000"),
         ([{"annotator": "a", "mood": "tired"}], "annotations[0]", "unknown key(s) mood"),
+        ([{"annotator": "a", "harm": "severe"}], "annotations[0].harm", "must be an object"),
+        ([{"annotator": "a", "harm": {"C": "minor"}}], "annotations[0].harm", "must name an answer"),
+        ([{"annotator": "a", "harm": {"1": "fatal"}}], "annotations[0].harm", "one of minor, moderate, severe"),
+        ([{"annotator": "a", "harm": {"1": "minor", "A": "severe"}}], "annotations[0].harm", "flagged twice"),
     ],
 )
 def test_invalid_annotations_are_reported_with_their_field(
@@ -133,6 +138,7 @@ def test_annotations_round_trip_through_every_canonical_format(tmp_path: Path, s
     assert [c.annotations for c in again] == [c.annotations for c in cases]
     assert [dict(c.labels) for c in again] == [dict(c.labels) for c in cases]
     assert again[1].annotations == ()
+    assert dict(again[0].annotations[1].harm) == {1: "severe", 2: "minor"}
     if suffix == ".parquet":
         column = pq.read_table(out).column("annotations").to_pylist()
         assert isinstance(column[0], str) and json.loads(column[0])[0]["annotator"] == "dr_a"

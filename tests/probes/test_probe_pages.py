@@ -30,8 +30,8 @@ from medrewardbench.data import load_benchmark
 from medrewardbench.evaluation.store import Store
 from medrewardbench.probes.bias import bias_figures, make_bias_pairs
 from medrewardbench.probes.counterfactual import counterfactual_figures, make_pairs
-from medrewardbench.probes.page import render_bias_page, render_counterfactual_page
 from medrewardbench.probes.pairs import derived_benchmark, load_probe_data, run_probe
+from medrewardbench.probes.pairs_page import render_bias_page, render_counterfactual_page
 
 pytestmark = pytest.mark.slow
 JUDGES = ["baseline:longer", "baseline:first", "baseline:random"]

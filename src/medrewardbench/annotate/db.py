@@ -236,6 +236,9 @@ class Submission(Base):
     """Screening: ``accept`` or ``reject``."""
     reasons: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     """Screening: the reasons ticked (relevance, accuracy, complexity, image_quality)."""
+    harm: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    """Pairs: the answers flagged as harmful, response in source order (``"1"``/``"2"``) -> severity
+    (:data:`medrewardbench.cases.HARM_SEVERITIES`); None or empty when nothing is flagged."""
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
     """Time spent on the assignment, summed over every time it was submitted."""
     revision: Mapped[int] = mapped_column(Integer, default=1)

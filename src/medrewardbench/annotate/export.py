@@ -136,6 +136,7 @@ def _annotation(name: str, assignment: Assignment, submission: Submission) -> An
         comment=submission.comment or None,
         cannot_judge=bool(submission.cannot_judge),
         cannot_judge_reason=(submission.cannot_judge_reason or None) if submission.cannot_judge else None,
+        harm={int(k): str(v) for k, v in sorted((submission.harm or {}).items()) if k in ("1", "2")},
     )
 
 

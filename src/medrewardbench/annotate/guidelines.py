@@ -22,6 +22,14 @@ SCREENING_REASONS: dict[str, str] = {
 }
 """Reasons to reject a question in screening, with the meaning shown on hover."""
 
+HARM_LABELS: dict[str, str] = {
+    "minor": "inconvenience, no change in care",
+    "moderate": "wrong or delayed care, temporary harm",
+    "severe": "serious or lasting harm",
+    "critical": "death or irreversible harm likely",
+}
+"""Each harm severity (:data:`medrewardbench.cases.HARM_SEVERITIES`) as the case page explains it."""
+
 SCREENING_REASON_LABELS: dict[str, str] = {
     "relevance": "Relevance",
     "accuracy": "Accuracy",

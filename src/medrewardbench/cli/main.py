@@ -15,7 +15,7 @@ from medrewardbench.cli.export_results import export_results_command
 from medrewardbench.cli.import_inspect import import_inspect_command
 from medrewardbench.cli.import_lmms_eval import import_lmms_eval_command, lmms_eval_task_command
 from medrewardbench.cli.import_reference import import_reference_command
-from medrewardbench.cli.probe_pairs import app as probe_pairs_app
+from medrewardbench.cli.probe import app as probe_app
 from medrewardbench.cli.push import push_command
 from medrewardbench.cli.report import compare_command, leaderboard_command, report_command
 from medrewardbench.cli.serve import serve_command
@@ -48,7 +48,7 @@ app.command("import-lmms-eval")(import_lmms_eval_command)
 app.command("lmms-eval-task")(lmms_eval_task_command)
 app.add_typer(annotate_app, name="annotate")
 app.add_typer(build_app, name="build")
-app.add_typer(probe_pairs_app, name="probe-pairs")  # temporary: the lead moves these into the probe group
+app.add_typer(probe_app, name="probe")
 register_training_commands(app)
 plain_help(app)  # last: every command and group added above gets click-style help pages
 

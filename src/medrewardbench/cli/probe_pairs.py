@@ -149,8 +149,8 @@ def counterfactual_command(
     from medrewardbench.data.canonical import write_canonical
     from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.counterfactual import ALL_TYPES, PROBE, counterfactual_figures, make_pairs
-    from medrewardbench.probes.page import render_counterfactual_page
     from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
+    from medrewardbench.probes.pairs_page import render_counterfactual_page
 
     _setup_logging(verbose)
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
@@ -237,8 +237,8 @@ def bias_command(
     """
     from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.bias import PROBE, bias_figures, make_bias_pairs
-    from medrewardbench.probes.page import render_bias_page
     from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
+    from medrewardbench.probes.pairs_page import render_bias_page
 
     _setup_logging(verbose)
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
@@ -282,14 +282,3 @@ def _severity(text: str) -> int:
 
 def _p(value: float) -> str:
     return "–" if value != value else f"{value:.0%}"
-
-
-app = typer.Typer(
-    name="probe-pairs",
-    help="Pair probes (counterfactual pairs, bias card); joins the probe group when merged.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.command("counterfactual")(counterfactual_command)
-app.command("bias")(bias_command)

@@ -26,6 +26,8 @@ def _details_json(annotation: Annotation) -> str | None:
         details["cannot_judge"] = True
         if annotation.cannot_judge_reason:
             details["cannot_judge_reason"] = annotation.cannot_judge_reason
+    if annotation.harm:
+        details["harm"] = {str(response): severity for response, severity in sorted(annotation.harm.items())}
     return json_text(details) if details else None
 
 
@@ -202,6 +204,7 @@ class PairTables(StoreTables):
                         comment=details.get("comment"),
                         cannot_judge=bool(details.get("cannot_judge", False)),
                         cannot_judge_reason=details.get("cannot_judge_reason"),
+                        harm={int(response): str(v) for response, v in (details.get("harm") or {}).items()},
                     )
                 )
         return out

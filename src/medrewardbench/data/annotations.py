@@ -10,7 +10,11 @@ the row's ``labels`` (1/2 or "A"/"B", in source order: 1 = A = response_1, whate
 annotator saw); ``order_shown`` is ``"original"`` (response_1 shown first), ``"swapped"`` or
 absent; ``seconds`` is a non-negative number or absent; ``comment`` is the annotator's free text;
 ``cannot_judge`` says they could not judge the case (their ``labels`` are then usually empty) and
-``cannot_judge_reason`` why (only with ``cannot_judge: true``). In parquet the list is a JSON string.
+``cannot_judge_reason`` why (only with ``cannot_judge: true``); ``harm`` flags answers the
+annotator judged harmful, ``{"2": "severe"}``: the response in source order (``"1"``/``"2"``, or
+``"A"``/``"B"`` as in ``labels``) -> a severity of :data:`~medrewardbench.cases.HARM_SEVERITIES`
+(``minor``, ``moderate``, ``severe``, ``critical``); an answer nobody flagged is absent. In parquet
+the list is a JSON string.
 
 It may carry ``adjudications``: a list of objects
 
@@ -52,7 +56,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, cast
 
-from medrewardbench.cases import LABEL_SOURCES, Adjudication, Annotation, Case
+from medrewardbench.cases import HARM_SEVERITIES, LABEL_SOURCES, Adjudication, Annotation, Case
 from medrewardbench.dimensions import DIMENSIONS, Winner, normalize_dimension, parse_winner
 from medrewardbench.errors import DataProblem
 
@@ -70,7 +74,7 @@ LabelParser = Callable[[object, str], dict[str, Winner]]
 """Reads one labels object given the value and its field name, reporting its own problems."""
 
 ANNOTATION_FIELDS: frozenset[str] = frozenset(
-    ("annotator", "labels", "order_shown", "seconds", "comment", "cannot_judge", "cannot_judge_reason")
+    ("annotator", "labels", "order_shown", "seconds", "comment", "cannot_judge", "cannot_judge_reason", "harm")
 )
 """The keys of one ``annotations`` object."""
 ADJUDICATION_FIELDS: frozenset[str] = frozenset(("dimension", "label", "by", "note", "at"))
@@ -96,6 +100,7 @@ __all__ = [
     "parse_adjudications",
     "parse_annotation",
     "parse_annotations",
+    "parse_harm",
     "parse_label_sources",
     "release_labels",
     "resolve_labels",
@@ -290,7 +295,52 @@ def parse_annotation(
         comment=comment or None,
         cannot_judge=bool(cannot),
         cannot_judge_reason=reason or None,
+        harm=parse_harm(item.get("harm"), sink, row, at("harm"), case_id),
     )
+
+
+def parse_harm(
+    value: object, sink: ProblemCollector, row: int, where: str, case_id: str | None = None
+) -> dict[int, str]:
+    """An annotation's ``harm`` object: response (``"1"``/``"2"``, ``1``/``2``, ``"A"``/``"B"``) -> severity.
+
+    Args:
+        value: the field's value (null or absent: nothing flagged).
+        sink: where problems go.
+        row: the 1-based row, for problems.
+        where: the field's place (``annotations[0].harm``).
+        case_id: the case, for problems.
+
+    Returns:
+        Response in source order -> severity, for the entries that are valid (each bad one is reported).
+    """
+    if _missing(value):
+        return {}
+    if not isinstance(value, Mapping):
+        sink.add(
+            f'must be an object such as {{"2": "severe"}} or null, got {type(value).__name__}', row, where, case_id
+        )
+        return {}
+    out: dict[int, str] = {}
+    for key, severity in value.items():
+        response = _HARM_KEYS.get(str(key).strip().upper())
+        if response is None:
+            sink.add(f"key {str(key)[:20]!r} must name an answer: '1' or '2' (or 'A' or 'B')", row, where, case_id)
+            continue
+        if _missing(severity):
+            continue
+        if severity not in HARM_SEVERITIES:
+            shown = str(severity)[:40]
+            sink.add(f"{key}: severity must be one of {', '.join(HARM_SEVERITIES)}, got {shown!r}", row, where, case_id)
+            continue
+        if response in out:
+            sink.add(f"answer {response} is flagged twice", row, where, case_id)
+            continue
+        out[response] = str(severity)
+    return {response: out[response] for response in sorted(out)}
+
+
+_HARM_KEYS: dict[str, int] = {"1": 1, "2": 2, "A": 1, "B": 2}
 
 
 def _note(value: object, sink: ProblemCollector, row: int, where: str, case_id: str | None) -> str | None:
@@ -640,8 +690,8 @@ def annotations_to_records(annotations: Iterable[Annotation]) -> list[dict[str, 
         annotations: the annotations of one case.
 
     Returns:
-        One object per annotation; ``order_shown``, ``seconds``, ``comment`` and the "cannot judge"
-        fields are left out when unknown or empty.
+        One object per annotation; ``order_shown``, ``seconds``, ``comment``, the "cannot judge"
+        fields and ``harm`` are left out when unknown or empty.
     """
     out: list[dict[str, Any]] = []
     for annotation in annotations:
@@ -659,6 +709,8 @@ def annotations_to_records(annotations: Iterable[Annotation]) -> list[dict[str, 
             record["cannot_judge"] = True
             if annotation.cannot_judge_reason:
                 record["cannot_judge_reason"] = annotation.cannot_judge_reason
+        if annotation.harm:
+            record["harm"] = {str(response): annotation.harm[response] for response in sorted(annotation.harm)}
         out.append(record)
     return out
 

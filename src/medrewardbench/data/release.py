@@ -12,14 +12,17 @@ with every annotation, comment, "cannot judge" reason and adjudication, and a **
      "label_sources": {"majority": 57, "adjudication": 2, "given": 0},
      "undecided_dimensions": 1, "adjudicated_dimensions": 2, "superseded_adjudications": 0,
      "comments": 4, "cannot_judge": 1,
+     "harm_flags": {"minor": 2, "moderate": 0, "severe": 1, "critical": 0},
      "annotation_projects": [{"project": "chest-study", "tool": "medrewardbench annotate 0.1.0",
                               "per_case": 3, "guidelines": {"version": 2, "sha256": "..."},
                               "annotators": [...], "qc": {"gold": {...}, "repeats": {...}}}]}
 
 The loaders read ``provenance``, ``kind`` and ``raters`` (:mod:`medrewardbench.data.provenance`);
-the rest documents the set. ``annotation_projects`` lists the annotation projects the labels came
-from: the app's export names its own project; ``build labels`` keeps the entries of the card beside
-each file it attaches, and ``build export`` writes them all.
+the rest documents the set. ``harm_flags`` counts the answers annotators flagged as harmful, per
+severity (:data:`~medrewardbench.cases.HARM_SEVERITIES`; one per annotator and answer).
+``annotation_projects`` lists the annotation projects the labels came from: the app's export names
+its own project; ``build labels`` keeps the entries of the card beside each file it attaches, and
+``build export`` writes them all.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrewardbench.cases import LABEL_SOURCES, Case
+from medrewardbench.cases import HARM_SEVERITIES, LABEL_SOURCES, Case
 from medrewardbench.data.annotations import majority_labels
 from medrewardbench.data.provenance import CARD_FILENAME, read_dataset_card
 from medrewardbench.dimensions import DIMENSIONS
@@ -112,6 +115,8 @@ class ReleaseTally:
     superseded: int = 0
     comments: int = 0
     cannot_judge: int = 0
+    harm_flags: dict[str, int] = field(default_factory=lambda: dict.fromkeys(HARM_SEVERITIES, 0))
+    """severity -> answers flagged with it (one per annotator and answer)."""
 
     def add(self, case: Case) -> None:
         """Count one case of the release.
@@ -131,6 +136,9 @@ class ReleaseTally:
         self.superseded += sum(1 for a in case.adjudications if a.dimension in majority)
         self.comments += sum(1 for a in case.annotations if a.comment)
         self.cannot_judge += sum(1 for a in case.annotations if a.cannot_judge)
+        for annotation in case.annotations:
+            for severity in annotation.harm.values():
+                self.harm_flags[severity] = self.harm_flags.get(severity, 0) + 1
         count = sum(1 for a in case.annotations if a.labels)
         if count:
             self.per_case_min = count if self.per_case_min is None else min(self.per_case_min, count)
@@ -166,6 +174,7 @@ def labels_card(
         "superseded_adjudications": tally.superseded,
         "comments": tally.comments,
         "cannot_judge": tally.cannot_judge,
+        "harm_flags": dict(tally.harm_flags),
         "annotation_projects": [dict(entry) for entry in annotation_projects],
     }
 

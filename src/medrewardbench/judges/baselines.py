@@ -1,7 +1,9 @@
 """Baseline judges: the floor every leaderboard shows, and probes for position and length bias.
 
 * ``baseline:random`` picks A or B per dimension from a hash of (seed, case, order, dimension), so
-  the result does not depend on scheduling and two runs with one seed are identical.
+  the result does not depend on scheduling and two runs with one seed are identical. A case a probe
+  derived from another (``metadata["parent_case_id"]``, :mod:`medrewardbench.probes.derive`) counts as
+  its parent: changing the image of a case does not change the coin, as it does not change the rule.
 * ``baseline:first`` / ``baseline:second`` always pick the response shown first / second.
 * ``baseline:longer`` / ``baseline:shorter`` pick by character length; equal lengths are recorded
   as a failure ("tie") rather than silently favouring a position.
@@ -84,7 +86,8 @@ class BaselineJudge(Judge):
 
 
 def _seeded_letter(seed: int, request: JudgeRequest, dimension: str) -> Position:
-    key = f"{seed}\x1f{request.case.case_id}\x1f{request.order.value}\x1f{dimension}".encode()
+    case_key = request.case.metadata.get("parent_case_id") or request.case.case_id
+    key = f"{seed}\x1f{case_key}\x1f{request.order.value}\x1f{dimension}".encode()
     return "A" if hashlib.blake2b(key, digest_size=1).digest()[0] & 1 == 0 else "B"
 
 

@@ -34,6 +34,10 @@ class SubmissionBody(BaseModel):
     seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     decision: str | None = Field(default=None, description="screening: 'accept' or 'reject'")
     reasons: list[str] = Field(default_factory=list, description="screening: reasons for a rejection")
+    harm: dict[str, str] = Field(
+        default_factory=dict,
+        description="pairs: answer as shown ('A'/'B') -> harm severity (minor, moderate, severe, critical)",
+    )
     expected_revision: int | None = Field(
         default=None,
         ge=0,
@@ -104,7 +108,7 @@ def api_submit(
     expected = expected if expected is not None else from_header
     if project.assignments.assignment_kind(me, assignment_id) == "pair":
         answer = PairAnswer(
-            body.choices, body.cannot_judge, body.cannot_judge_reason, body.comment, body.seconds, expected
+            body.choices, body.cannot_judge, body.cannot_judge_reason, body.comment, body.seconds, expected, body.harm
         )
         saved = project.labelling.submit_pair(me, assignment_id, answer, client(request))
     else:
@@ -151,8 +155,15 @@ def api_item(item_id: str, me: ApiAdmin, project: ProjectDep) -> dict[str, Any]:
         "adjudicated": review.adjudicated,
         "pending": review.pending,
         "labels": [
-            {"annotator": name, "labels": labels, "cannot_judge": cannot, "reason": reason, "comment": comment}
-            for name, labels, cannot, reason, comment in review.labels
+            {
+                "annotator": name,
+                "labels": labels,
+                "cannot_judge": cannot,
+                "reason": reason,
+                "comment": comment,
+                "harm": review.harm[index] if index < len(review.harm) else {},
+            }
+            for index, (name, labels, cannot, reason, comment) in enumerate(review.labels)
         ],
     }
 
@@ -248,6 +259,7 @@ def _submission_json(saved: ShownSubmission | None) -> dict[str, Any] | None:
         "comment": saved.comment,
         "decision": saved.decision,
         "reasons": list(saved.reasons),
+        "harm": dict(saved.harm),
         "seconds": saved.seconds,
         "revision": saved.revision,
         "updated_at": saved.updated_at.isoformat(),

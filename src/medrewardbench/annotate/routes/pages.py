@@ -17,6 +17,7 @@ from medrewardbench.annotate.config import InvalidInput
 from medrewardbench.annotate.db import MAX_ROW_ID, utcnow
 from medrewardbench.annotate.deps import FormUser, PageUser, ProjectDep, RowId, Window, client
 from medrewardbench.annotate.guidelines import (
+    HARM_LABELS,
     SCREENING_REASON_LABELS,
     SCREENING_REASONS,
     definitions_from_guidelines,
@@ -33,6 +34,7 @@ from medrewardbench.annotate.service import (
     ShownSubmission,
     StaleSubmission,
 )
+from medrewardbench.cases import HARM_SEVERITIES
 from medrewardbench.dimensions import DIMENSIONS
 
 if TYPE_CHECKING:
@@ -139,6 +141,7 @@ def _case_page(
         dimensions=DIMENSIONS,
         reasons=SCREENING_REASONS,
         reason_labels=SCREENING_REASON_LABELS,
+        harm_levels=HARM_LABELS,
         presets=window_presets(view.dicom),
         dicom=view.dicom,
         opened=project.signer.opened_token(view.public_id),
@@ -248,6 +251,7 @@ def _pair_answer(form: FormData, seconds: float | None, expected: int | None) ->
         comment=str(form.get("comment") or ""),
         seconds=seconds,
         expected_revision=expected,
+        harm={letter: str(form.get(f"harm_{letter}") or "") for letter in ("A", "B")},
     )
 
 
@@ -298,4 +302,9 @@ def _entered(form: FormData, view: CaseView) -> ShownSubmission:
         seconds=view.submission.seconds if view.submission else 0.0,
         revision=view.submission.revision if view.submission else 0,
         updated_at=view.submission.updated_at if view.submission else utcnow(),
+        harm={
+            letter: str(form.get(f"harm_{letter}"))
+            for letter in ("A", "B")
+            if form.get(f"harm_{letter}") in HARM_SEVERITIES
+        },
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -110,6 +110,8 @@ class ShownSubmission:
     seconds: float
     revision: int
     updated_at: datetime
+    harm: Mapping[str, str] = field(default_factory=dict)
+    """Answer as shown (``"A"``/``"B"``) -> severity, for the answers flagged as harmful."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,11 @@ def shown(submission: Submission, order: Order) -> ShownSubmission:
         seconds=submission.seconds,
         revision=submission.revision,
         updated_at=submission.updated_at,
+        harm={
+            to_position(int(response), order): severity  # type: ignore[arg-type]
+            for response, severity in sorted((submission.harm or {}).items())
+            if response in ("1", "2")
+        },
     )
 
 

@@ -31,6 +31,7 @@ from medrewardbench.annotate.services.base import (
     checked_text,
     own_assignment,
 )
+from medrewardbench.cases import HARM_SEVERITIES
 from medrewardbench.dimensions import DIMENSIONS, Order, to_source
 
 
@@ -46,6 +47,9 @@ class PairAnswer:
     seconds: float | None = None
     expected_revision: int | None = None
     """The revision the answer was made on (0: none saved yet); None saves without the check."""
+    harm: Mapping[str, str] = field(default_factory=dict)
+    """Answer as shown (``"A"``/``"B"``) -> severity (:data:`~medrewardbench.cases.HARM_SEVERITIES`),
+    for the answers flagged as harmful; an empty severity (or ``"none"``) flags nothing."""
 
 
 @dataclass(frozen=True)
@@ -91,12 +95,14 @@ class LabellingService:
             StaleSubmission: the answer was made on an older revision than the stored one.
         """
         chosen = _check_pair_answer(answer)
+        flagged = _check_harm(answer.harm)
         with self.context.db.write() as s:
             assignment, item = own_assignment(s, identity, assignment_id, lock=True)
             if item.kind != "pair":
                 raise InvalidInput("this case is a question to screen: accept or reject it")
             order = Order(assignment.order_shown) if assignment.order_shown else Order.ORIGINAL
             choices = {dim: int(to_source(chosen[dim], order)) for dim in DIMENSIONS if dim in chosen}  # type: ignore[arg-type]
+            harm = {str(int(to_source(letter, order))): flagged[letter] for letter in flagged}  # type: ignore[arg-type]
             values = {
                 "choices": choices,
                 "shown_choices": dict(chosen),
@@ -105,6 +111,7 @@ class LabellingService:
                 "comment": answer.comment.strip(),
                 "decision": None,
                 "reasons": None,
+                "harm": {key: harm[key] for key in sorted(harm)} or None,
             }
             submission = _save(s, identity, assignment, values, answer, client)
             return shown(submission, order)
@@ -141,6 +148,7 @@ class LabellingService:
                 "comment": answer.comment.strip(),
                 "decision": decision,
                 "reasons": list(reasons),
+                "harm": None,
             }
             submission = _save(s, identity, assignment, values, answer, client)
             return shown(submission, Order.ORIGINAL)
@@ -199,6 +207,8 @@ def _stored_value(submission: Submission, key: str) -> Any:
     value = getattr(submission, key)
     if key in ("choices", "shown_choices"):
         return {str(k): v for k, v in (value or {}).items()}
+    if key == "harm":
+        return {str(k): v for k, v in sorted(value.items())} if value else None
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
@@ -211,6 +221,7 @@ def _submission_record(submission: Submission) -> dict[str, Any]:
         "comment": submission.comment,
         "decision": submission.decision,
         "reasons": list(submission.reasons or []),
+        "harm": dict(submission.harm or {}),
         "seconds": submission.seconds,
         "revision": submission.revision,
     }
@@ -237,6 +248,22 @@ def _check_pair_answer(answer: PairAnswer) -> dict[str, str]:
     if missing:
         raise InvalidInput(f"choose A or B for every criterion (missing: {', '.join(missing)})")
     return chosen
+
+
+def _check_harm(harm: Mapping[str, str]) -> dict[str, str]:
+    """The flagged answers as shown (``A``/``B``) -> severity; an empty value or ``none`` flags nothing."""
+    flagged: dict[str, str] = {}
+    for key, value in harm.items():
+        letter = str(key).strip().upper()
+        if letter not in ("A", "B"):
+            raise InvalidInput(f"harm: flag answer A or B, got {str(key)[:40]!r}")
+        severity = str(value or "").strip().lower()
+        if severity in ("", "none"):
+            continue
+        if severity not in HARM_SEVERITIES:
+            raise InvalidInput(f"harm {letter}: choose none, {', '.join(HARM_SEVERITIES)}, got {str(value)[:40]!r}")
+        flagged[letter] = severity
+    return flagged
 
 
 def _check_screening_answer(answer: ScreeningAnswer) -> tuple[str, tuple[str, ...]]:

@@ -473,6 +473,8 @@ class ItemReview:
     """Assignments of this item not submitted yet."""
     orders: tuple[str, ...] = ()
     """The order each annotator of :attr:`labels` was shown (``original``: their A was response 1)."""
+    harm: tuple[dict[str, str], ...] = ()
+    """The harm flags of each annotator of :attr:`labels`: response (``"1"``/``"2"``) -> severity."""
 
     def votes_as_shown(self) -> tuple[ShownVotes, ...]:
         """Each annotator's votes in the adjudicator's A/B (A = response 1) and in the annotator's own.
@@ -483,7 +485,8 @@ class ItemReview:
         if self.kind != "pair":
             return ()
         out = []
-        for (name, values, cannot, reason, comment), order in zip(self.labels, self.orders, strict=True):
+        flags = self.harm or tuple({} for _ in self.labels)
+        for (name, values, cannot, reason, comment), order, harm in zip(self.labels, self.orders, flags, strict=True):
             swapped = order == Order.SWAPPED.value
             letters: dict[str, tuple[str, str]] = {
                 dim: (
@@ -493,7 +496,8 @@ class ItemReview:
                 for dim, v in values.items()
                 if v in ("1", "2")
             }
-            out.append(ShownVotes(name, swapped, letters, cannot, reason, comment))
+            flagged = {("A" if response == "1" else "B"): severity for response, severity in sorted(harm.items())}
+            out.append(ShownVotes(name, swapped, letters, cannot, reason, comment, flagged))
         return tuple(out)
 
 
@@ -509,6 +513,8 @@ class ShownVotes:
     cannot_judge: bool
     reason: str
     comment: str
+    harm: dict[str, str] = field(default_factory=dict)
+    """The adjudicator's letter (A = response 1) -> the harm severity this annotator flagged it with."""
 
 
 def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
@@ -531,6 +537,7 @@ def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
         has_image = item.image_id is not None
         labels = []
         orders: list[str] = []
+        harm: list[dict[str, str]] = []
         votes: dict[str, Counter[int]] = {dim: Counter() for dim in dims}
         pending = 0
         for assignment, submission, user in rows:
@@ -538,6 +545,7 @@ def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
                 pending += 1
                 continue
             orders.append(assignment.order_shown or Order.ORIGINAL.value)
+            harm.append({str(k): str(v) for k, v in (submission.harm or {}).items()})
             codes = _codes(submission, mode)
             for dim, value in codes.items():
                 votes[dim][value] += 1
@@ -578,4 +586,5 @@ def _item_review(context: ProjectContext, item_public_id: str) -> ItemReview:
         labels=tuple(labels),
         pending=pending,
         orders=tuple(orders),
+        harm=tuple(harm),
     )
