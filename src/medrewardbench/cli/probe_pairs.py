@@ -25,7 +25,7 @@ from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.judges.registry import BASELINE_SPECS
 from medrewardbench.models.options import ApiSettings, JudgeOptions
 
-__all__ = ["app", "bias_command", "counterfactual_command"]
+__all__ = ["bias_command", "counterfactual_command"]
 
 _JudgeOpt = Annotated[
     list[str] | None,
