@@ -61,3 +61,21 @@ def test_the_readme_configs_choose_the_files_and_may_not_leave_the_folder(tmp_pa
     (root / "README.md").write_text("---\nconfigs: [unclosed\n")
     with pytest.raises(DataError, match="never closed"):
         hub_data_files(root)
+
+
+def test_doctors_harm_flags_and_comments_survive_the_folder(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from medrewardbench.cases import Annotation
+
+    (case,) = load_benchmark("demo").cases[:1]
+    flagged = replace(
+        case,
+        annotations=(
+            Annotation("dr-a", dict(case.labels), comment="B invents a mass", harm={2: "severe"}),
+            Annotation("dr-b", dict(case.labels)),
+            Annotation("dr-c", dict(case.labels), harm={1: "minor", 2: "critical"}),
+        ),
+    )
+    (back,) = load_benchmark(str(folder_of([flagged], tmp_path / "hub"))).cases
+    assert back.annotations == flagged.annotations

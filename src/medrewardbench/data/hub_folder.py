@@ -94,6 +94,8 @@ _ANNOTATION_TYPES: dict[str, str | dict[str, Any]] = {
     "comment": "string",
     "cannot_judge": "bool",
     "cannot_judge_reason": "string",
+    # the doctor's harm flag per answer in source order ("1"/"2" -> severity), when they gave one
+    "harm": {"1": _value("string"), "2": _value("string")},
 }
 _ADJUDICATION_TYPES: dict[str, str | dict[str, Any]] = {
     "dimension": "string",
