@@ -1,0 +1,334 @@
+"""Corrected estimates: judges' agreement with the doctors over the whole pool, from a slice of doctors' labels.
+
+The doctors label a slice of a pool (:mod:`medrewardbench.metrics.selection`): the K cases a
+reference judge was least sure of, in full, and a uniform random slice of the rest. Every judge
+has judged every case of the pool. Per judge and dimension this module estimates, over the
+**whole pool**:
+
+* the judge's **agreement** with the doctors: the label ``Y`` of a case is the share of the
+  judge's requests (orders) whose verdict is the doctors' one (a failure counts wrong, as in the
+  report's headline accuracy); its proxy is the reference judge's probability that the verdict
+  is the doctors' (``p_first`` for a verdict of ``response_1``, ``1 - p_first`` for
+  ``response_2``, 0 for a failure), averaged over the same orders;
+* the doctors' **preference rate**: the share of cases where ``response_1`` is better, with the
+  reference judge's ``p_first`` as the proxy;
+* a **leaderboard** by pooled agreement, with each judge's difference from the leader (the
+  same estimator on ``Y_leader - Y_judge``).
+
+Each estimate comes by :func:`medrewardbench.metrics.ppi.stratified_ppi` beside the doctors'
+labels alone. Labels on cases outside the design are not used (they were not sampled at random);
+without a design in the labels' metadata the labelled cases are taken as a uniform random sample
+of the pool, and the result says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from medrewardbench.cases import Case
+from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.metrics.confidence import case_verdicts
+from medrewardbench.metrics.core import RunData
+from medrewardbench.metrics.ppi import PPIResult, stratified_ppi
+from medrewardbench.metrics.selection import LEAST_CONFIDENT, SelectionError, read_case_selection
+from medrewardbench.metrics.stats import FloatArray
+
+__all__ = ["POOLED", "CorrectedEstimates", "DoctorLabels", "JudgeEstimates", "corrected_estimates", "doctor_labels"]
+
+POOLED = "pooled"
+"""The key of the mean over the six dimensions."""
+
+
+@dataclass(frozen=True)
+class DoctorLabels:
+    """The doctors' labels on a slice, with the slice's design when the cases carry one.
+
+    Attributes:
+        source: where they were read from (for messages).
+        labels: case id -> dimension -> 1 or 2.
+        strata: case id -> ``least_confident`` or ``random`` (empty without a design).
+        design: the design's summary (``metadata.selection`` without the stratum); None without one.
+    """
+
+    source: str
+    labels: dict[str, dict[str, int]]
+    strata: dict[str, str] = field(default_factory=dict)
+    design: dict[str, Any] | None = None
+
+
+def doctor_labels(cases: Iterable[Case], source: str) -> DoctorLabels:
+    """Read the doctors' labels and the design from labelled cases (an annotation export).
+
+    Args:
+        cases: the cases (an ``annotate export`` canonical file, loaded).
+        source: the file, for messages.
+
+    Returns:
+        The labels; the strata and design from ``metadata.selection`` when the cases carry it.
+
+    Raises:
+        SelectionError: cases from two designs, or a malformed ``metadata.selection``.
+    """
+    labels: dict[str, dict[str, int]] = {}
+    strata: dict[str, str] = {}
+    design: dict[str, Any] | None = None
+    for case in cases:
+        where = f"{source}: case {case.case_id}"
+        found = read_case_selection(case.metadata, where)
+        if found is not None:
+            summary = {k: v for k, v in found.items() if k != "stratum"}
+            if design is None:
+                design = summary
+            elif summary["design"] != design["design"]:
+                raise SelectionError(
+                    f"{where}: picked by design {summary['design']}, other cases by {design['design']}; "
+                    "estimate one design at a time"
+                )
+            strata[case.case_id] = str(found["stratum"])
+        given = {dim: int(v) for dim, v in case.labels.items() if dim in DIMENSIONS}
+        if given:
+            labels[case.case_id] = given
+    return DoctorLabels(source=source, labels=labels, strata=strata, design=design)
+
+
+@dataclass(frozen=True)
+class JudgeEstimates:
+    """One judge's agreement with the doctors over the pool.
+
+    Attributes:
+        run_id, judge_spec: the run.
+        dimensions: dimension (and ``pooled``) -> estimate.
+        vs_leader: the pooled difference leader - this judge (None for the leader itself).
+    """
+
+    run_id: str
+    judge_spec: str
+    dimensions: dict[str, PPIResult]
+    vs_leader: PPIResult | None = None
+
+    @property
+    def pooled(self) -> PPIResult:
+        """The estimate over the six dimensions together."""
+        return self.dimensions[POOLED]
+
+
+@dataclass(frozen=True)
+class CorrectedEstimates:
+    """Everything the report's "Corrected estimates" section shows.
+
+    Attributes:
+        pool_size: the cases of the pool.
+        labelled: pool cases with a doctors' label that the design counts.
+        ignored: labelled pool cases outside the design (not used).
+        reference: the run whose probabilities are the proxies.
+        design: the design's summary; None when the labels carry none.
+        judges: per judge, best pooled agreement first.
+        preference: dimension (and ``pooled``) -> the doctors' rate of preferring ``response_1``.
+        notes: assumptions and gaps, for the reader.
+        confidence: the intervals' coverage.
+    """
+
+    pool_size: int
+    labelled: int
+    ignored: int
+    reference: str
+    design: dict[str, Any] | None
+    judges: tuple[JudgeEstimates, ...]
+    preference: dict[str, PPIResult]
+    notes: tuple[str, ...]
+    confidence: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The estimates as a JSON object."""
+
+        def block(results: dict[str, PPIResult]) -> dict[str, Any]:
+            return {name: result.to_json() for name, result in results.items()}
+
+        return {
+            "pool_size": self.pool_size,
+            "labelled": self.labelled,
+            "ignored": self.ignored,
+            "reference": self.reference,
+            "design": self.design,
+            "confidence": self.confidence,
+            "notes": list(self.notes),
+            "judges": [
+                {
+                    "run_id": j.run_id,
+                    "judge": j.judge_spec,
+                    "agreement": block(j.dimensions),
+                    "vs_leader": None if j.vs_leader is None else j.vs_leader.to_json(),
+                }
+                for j in self.judges
+            ],
+            "preference_response_1": block(self.preference),
+        }
+
+
+def _agreement_arrays(
+    run: RunData, rows: np.ndarray[Any, Any], label: np.ndarray[Any, Any], p_ref: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """(Y, f) per case and dimension for one judge; Y NaN where the doctors gave no label."""
+    verdicts = run.verdicts[rows].astype(np.int64)  # (n, 2, d)
+    ran = verdicts != -1
+    n_ran = ran.sum(axis=1)
+    right = np.where(ran, (verdicts == label[:, None, :]).astype(np.float64), 0.0)
+    p = p_ref[:, None, :]
+    proxy = np.where(verdicts == 1, p, np.where(verdicts == 2, 1.0 - p, 0.0))
+    proxy = np.where(ran, proxy, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = np.where(n_ran > 0, right.sum(axis=1) / np.maximum(n_ran, 1), 0.0)
+        f = np.where(n_ran > 0, proxy.sum(axis=1) / np.maximum(n_ran, 1), 0.0)
+    return np.where(label > 0, y, np.nan), f
+
+
+def _estimates(y: FloatArray, f: FloatArray, strata: np.ndarray[Any, Any], confidence: float) -> dict[str, PPIResult]:
+    found = {dim: stratified_ppi(y[:, j], f[:, j], strata, confidence=confidence) for j, dim in enumerate(DIMENSIONS)}
+    found[POOLED] = stratified_ppi(y, f, strata, confidence=confidence)
+    return found
+
+
+def corrected_estimates(
+    runs: Sequence[RunData],
+    doctors: DoctorLabels,
+    *,
+    reference: str | None = None,
+    confidence: float = 0.95,
+) -> CorrectedEstimates:
+    """Agreement, preference rate and leaderboard over the pool, by PPI beside labels-only.
+
+    Args:
+        runs: every judge's run on the pool (one data set).
+        doctors: the doctors' labels on the slice (:func:`doctor_labels`).
+        reference: the run (id or judge spec) whose probabilities are the proxies; default the
+            design's run, else the first run.
+        confidence: interval coverage.
+
+    Returns:
+        The :class:`CorrectedEstimates`.
+
+    Raises:
+        SelectionError: no runs, runs on several data sets, a design made on other data, an
+            unknown reference, or no doctors' label on any case of the pool.
+    """
+    if not runs:
+        raise SelectionError("no runs to estimate")
+    data_hashes = {r.data_hash for r in runs}
+    if len(data_hashes) > 1:
+        raise SelectionError("the runs are on several data sets; choose one with --data")
+    notes: list[str] = []
+    design = doctors.design
+    data_hash = next(iter(data_hashes))
+    if design is not None and design["data_hash"] and design["data_hash"] != data_hash:
+        raise SelectionError(
+            f"{doctors.source}: the pairs were picked from data {str(design['data_hash'])[:12]}, "
+            f"but these runs are on data {data_hash[:12]}"
+        )
+    wanted = reference or (design["run_id"] if design is not None else None)
+    matches = [r for r in runs if wanted in (r.run_id, r.judge_spec)] if wanted else list(runs[:1])
+    if not matches:
+        if reference is not None:
+            raise SelectionError(
+                f"no run of {reference!r} among the runs; available: {', '.join(r.run_id for r in runs)}"
+            )
+        matches = list(runs[:1])
+        notes.append(
+            f"The design's run {design['run_id'] if design else '?'} is not among these runs; "
+            f"{matches[0].judge_spec}'s probabilities are the proxies."
+        )
+    ref = matches[0]
+    pool_ids = ref.case_ids
+    index = {cid: i for i, cid in enumerate(pool_ids)}
+    n = len(pool_ids)
+    label = np.zeros((n, len(DIMENSIONS)), dtype=np.int64)
+    strata = np.ones(n, dtype=np.int64)  # 0: the least-confident census, 1: the rest (sampled at random)
+    in_design = np.ones(n, dtype=bool)
+    if design is not None:
+        in_design[:] = False
+        for cid, stratum in doctors.strata.items():
+            if cid in index:
+                in_design[index[cid]] = True
+                strata[index[cid]] = 0 if stratum == LEAST_CONFIDENT else 1
+        missing_picked = len(doctors.strata) - int(in_design.sum())
+        if missing_picked:
+            raise SelectionError(f"{doctors.source}: {missing_picked} picked case(s) are not in the runs' pool")
+        if int(design["pool_size"]) != n:
+            notes.append(f"The design's pool had {design['pool_size']} cases; these runs have {n}.")
+    ignored = 0
+    outside = 0
+    for cid, given in doctors.labels.items():
+        i = index.get(cid)
+        if i is None:
+            outside += 1
+            continue
+        if not in_design[i]:
+            ignored += 1
+            continue
+        for dim, value in given.items():
+            label[i, DIMENSIONS.index(dim)] = value
+    labelled_rows = (label > 0).any(axis=1)
+    if not labelled_rows.any():
+        raise SelectionError(f"{doctors.source}: no doctors' label on any case of the pool the design counts")
+    if outside:
+        notes.append(f"{outside} labelled case(s) are not in the pool and are left out.")
+    if ignored:
+        notes.append(f"{ignored} labelled case(s) outside the design are not used (they were not drawn at random).")
+    if design is None:
+        notes.append(
+            "The labels carry no selection design: the labelled cases are taken as a uniform random sample of the pool."
+        )
+    else:
+        k_labelled = int((labelled_rows & (strata == 0)).sum())
+        k_planned = int(design["least_confident"])
+        if k_planned and k_labelled < k_planned:
+            notes.append(
+                f"Only {k_labelled} of the {k_planned} least-confident cases have labels: the rest of that stratum "
+                "is estimated as if the labelled ones were a random sample of it (an assumption)."
+            )
+        picked_random = int(design["random"])
+        r_labelled = int((labelled_rows & (strata == 1)).sum())
+        if picked_random and r_labelled < picked_random:
+            notes.append(f"{r_labelled} of the {picked_random} random cases have labels so far.")
+    p_first = case_verdicts(ref).p_first
+    p_ref = np.where(np.isnan(p_first), 0.5, p_first)
+    judges: list[JudgeEstimates] = []
+    arrays: dict[str, tuple[FloatArray, FloatArray]] = {}
+    for run in runs:
+        if run.case_ids == pool_ids:
+            rows = np.arange(n)
+        else:
+            where = {cid: i for i, cid in enumerate(run.case_ids)}
+            rows = np.array([where.get(cid, -1) for cid in pool_ids], dtype=np.int64)
+        if (rows < 0).any():
+            notes.append(f"{run.judge_spec} ({run.run_id}) did not judge every case of the pool; left out.")
+            continue
+        y, f = _agreement_arrays(run, rows, label, p_ref)
+        arrays[run.run_id] = (y, f)
+        judges.append(JudgeEstimates(run.run_id, run.judge_spec, _estimates(y, f, strata, confidence)))
+    judges.sort(key=lambda j: -j.pooled.ppi.estimate if math.isfinite(j.pooled.ppi.estimate) else math.inf)
+    if len(judges) > 1:
+        y_lead, f_lead = arrays[judges[0].run_id]
+        ranked = [judges[0]]
+        for j in judges[1:]:
+            y_j, f_j = arrays[j.run_id]
+            diff = stratified_ppi(y_lead - y_j, f_lead - f_j, strata, confidence=confidence, bounds=(-1.0, 1.0))
+            ranked.append(JudgeEstimates(j.run_id, j.judge_spec, j.dimensions, diff))
+        judges = ranked
+    prefers_first = np.where(label > 0, (label == 1).astype(np.float64), np.nan)
+    preference = _estimates(prefers_first, p_ref, strata, confidence)
+    return CorrectedEstimates(
+        pool_size=n,
+        labelled=int(labelled_rows.sum()),
+        ignored=ignored,
+        reference=f"{ref.judge_spec} ({ref.run_id})",
+        design=design,
+        judges=tuple(judges),
+        preference=preference,
+        notes=tuple(notes),
+        confidence=confidence,
+    )
