@@ -35,10 +35,20 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.confidence import case_verdicts
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.ppi import PPIResult, stratified_ppi
-from medrewardbench.metrics.selection import LEAST_CONFIDENT, SelectionError, read_case_selection
+from medrewardbench.metrics.selection import LEAST_CONFIDENT, RANDOM, SelectionError, pick_design, read_case_selection
 from medrewardbench.metrics.stats import FloatArray
 
-__all__ = ["POOLED", "CorrectedEstimates", "DoctorLabels", "JudgeEstimates", "corrected_estimates", "doctor_labels"]
+__all__ = [
+    "POOLED",
+    "CorrectedEstimates",
+    "DoctorLabels",
+    "JudgeEstimates",
+    "LabelledPool",
+    "agreement_arrays",
+    "corrected_estimates",
+    "doctor_labels",
+    "labelled_pool",
+]
 
 POOLED = "pooled"
 """The key of the mean over the six dimensions."""
@@ -170,7 +180,126 @@ class CorrectedEstimates:
         }
 
 
-def _agreement_arrays(
+@dataclass(frozen=True)
+class LabelledPool:
+    """The doctors' labels laid over a pool, with each case's stratum.
+
+    Attributes:
+        labels: (n_cases, n_dims) the doctors' winner, 1 or 2; 0 where none counts.
+        strata: (n_cases,) 0 for the least-confident census, 1 for the rest (sampled at random).
+        ignored: labelled pool cases outside the design (not used).
+        notes: assumptions and gaps.
+    """
+
+    labels: np.ndarray[Any, np.dtype[np.int64]]
+    strata: np.ndarray[Any, np.dtype[np.int64]]
+    ignored: int
+    notes: tuple[str, ...]
+
+    @property
+    def labelled_rows(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Cases with at least one counted label."""
+        return np.asarray((self.labels > 0).any(axis=1))
+
+
+def labelled_pool(ref: RunData, doctors: DoctorLabels, *, design_run: bool = False) -> LabelledPool:
+    """Lay the doctors' labels over the pool of ``ref`` (its cases, in its order).
+
+    With ``design_run`` (``ref`` is the run the design was drawn from), the design is drawn again
+    from it, so the least-confident stratum is known even where the export left some of its cases
+    out; the file's picks must agree with it.
+
+    Args:
+        ref: the run whose cases are the pool.
+        doctors: the labels.
+        design_run: ``ref`` is the design's run.
+
+    Returns:
+        The :class:`LabelledPool`.
+
+    Raises:
+        SelectionError: picked cases outside the pool, picks that do not match the design, or no
+            label the design counts.
+    """
+    notes: list[str] = []
+    design = doctors.design
+    pool_ids = ref.case_ids
+    index = {cid: i for i, cid in enumerate(pool_ids)}
+    n = len(pool_ids)
+    label = np.zeros((n, len(DIMENSIONS)), dtype=np.int64)
+    strata = np.ones(n, dtype=np.int64)
+    in_design = np.ones(n, dtype=bool)
+    if design is not None:
+        in_design[:] = False
+        outside_pool = [cid for cid in doctors.strata if cid not in index]
+        if outside_pool:
+            raise SelectionError(
+                f"{doctors.source}: {len(outside_pool)} picked case(s) are not in the runs' pool "
+                f"(e.g. {outside_pool[0]!r})"
+            )
+        for cid, stratum in doctors.strata.items():
+            in_design[index[cid]] = True
+            strata[index[cid]] = 0 if stratum == LEAST_CONFIDENT else 1
+        if design_run:
+            again = pick_design(
+                case_verdicts(ref),
+                least_confident=int(design["least_confident"]),
+                random=int(design["random"]),
+                seed=int(design["seed"]),
+                ranked_by=str(design.get("ranked_by", "mean")),
+            )
+            tagged = dict(doctors.strata)
+            expected = {cid: LEAST_CONFIDENT for cid in again.least_confident_ids}
+            expected.update({cid: RANDOM for cid in again.random_ids})
+            wrong = [cid for cid, stratum in tagged.items() if expected.get(cid) != stratum]
+            if wrong:
+                raise SelectionError(
+                    f"{doctors.source}: case {wrong[0]!r} is not where design {design['design']} of run "
+                    f"{design['run_id']} puts it (the run or the file changed since the pick)"
+                )
+            for cid in again.least_confident_ids:
+                strata[index[cid]] = 0
+        if int(design["pool_size"]) != n:
+            notes.append(f"The design's pool had {design['pool_size']} cases; these runs have {n}.")
+    ignored = 0
+    outside = 0
+    for cid, given in doctors.labels.items():
+        i = index.get(cid)
+        if i is None:
+            outside += 1
+            continue
+        if not in_design[i]:
+            ignored += 1
+            continue
+        for dim, value in given.items():
+            label[i, DIMENSIONS.index(dim)] = value
+    labelled_rows = (label > 0).any(axis=1)
+    if not labelled_rows.any():
+        raise SelectionError(f"{doctors.source}: no doctors' label on any case of the pool the design counts")
+    if outside:
+        notes.append(f"{outside} labelled case(s) are not in the pool and are left out.")
+    if ignored:
+        notes.append(f"{ignored} labelled case(s) outside the design are not used (they were not drawn at random).")
+    if design is None:
+        notes.append(
+            "The labels carry no selection design: the labelled cases are taken as a uniform random sample of the pool."
+        )
+    else:
+        k_labelled = int((labelled_rows & (strata == 0)).sum())
+        k_planned = int(design["least_confident"])
+        if k_planned and k_labelled < k_planned:
+            notes.append(
+                f"Only {k_labelled} of the {k_planned} least-confident cases have labels: the rest of that stratum "
+                "is estimated as if the labelled ones were a random sample of it (an assumption)."
+            )
+        picked_random = int(design["random"])
+        r_labelled = int((labelled_rows & (strata == 1)).sum())
+        if picked_random and r_labelled < picked_random:
+            notes.append(f"{r_labelled} of the {picked_random} random cases have labels so far.")
+    return LabelledPool(labels=label, strata=strata, ignored=ignored, notes=tuple(notes))
+
+
+def agreement_arrays(
     run: RunData, rows: np.ndarray[Any, Any], label: np.ndarray[Any, Any], p_ref: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """(Y, f) per case and dimension for one judge; Y NaN where the doctors gave no label."""
@@ -243,57 +372,10 @@ def corrected_estimates(
         )
     ref = matches[0]
     pool_ids = ref.case_ids
-    index = {cid: i for i, cid in enumerate(pool_ids)}
     n = len(pool_ids)
-    label = np.zeros((n, len(DIMENSIONS)), dtype=np.int64)
-    strata = np.ones(n, dtype=np.int64)  # 0: the least-confident census, 1: the rest (sampled at random)
-    in_design = np.ones(n, dtype=bool)
-    if design is not None:
-        in_design[:] = False
-        for cid, stratum in doctors.strata.items():
-            if cid in index:
-                in_design[index[cid]] = True
-                strata[index[cid]] = 0 if stratum == LEAST_CONFIDENT else 1
-        missing_picked = len(doctors.strata) - int(in_design.sum())
-        if missing_picked:
-            raise SelectionError(f"{doctors.source}: {missing_picked} picked case(s) are not in the runs' pool")
-        if int(design["pool_size"]) != n:
-            notes.append(f"The design's pool had {design['pool_size']} cases; these runs have {n}.")
-    ignored = 0
-    outside = 0
-    for cid, given in doctors.labels.items():
-        i = index.get(cid)
-        if i is None:
-            outside += 1
-            continue
-        if not in_design[i]:
-            ignored += 1
-            continue
-        for dim, value in given.items():
-            label[i, DIMENSIONS.index(dim)] = value
-    labelled_rows = (label > 0).any(axis=1)
-    if not labelled_rows.any():
-        raise SelectionError(f"{doctors.source}: no doctors' label on any case of the pool the design counts")
-    if outside:
-        notes.append(f"{outside} labelled case(s) are not in the pool and are left out.")
-    if ignored:
-        notes.append(f"{ignored} labelled case(s) outside the design are not used (they were not drawn at random).")
-    if design is None:
-        notes.append(
-            "The labels carry no selection design: the labelled cases are taken as a uniform random sample of the pool."
-        )
-    else:
-        k_labelled = int((labelled_rows & (strata == 0)).sum())
-        k_planned = int(design["least_confident"])
-        if k_planned and k_labelled < k_planned:
-            notes.append(
-                f"Only {k_labelled} of the {k_planned} least-confident cases have labels: the rest of that stratum "
-                "is estimated as if the labelled ones were a random sample of it (an assumption)."
-            )
-        picked_random = int(design["random"])
-        r_labelled = int((labelled_rows & (strata == 1)).sum())
-        if picked_random and r_labelled < picked_random:
-            notes.append(f"{r_labelled} of the {picked_random} random cases have labels so far.")
+    pool = labelled_pool(ref, doctors, design_run=design is not None and ref.run_id == design["run_id"])
+    label, strata, labelled_rows, ignored = pool.labels, pool.strata, pool.labelled_rows, pool.ignored
+    notes.extend(pool.notes)
     p_first = case_verdicts(ref).p_first
     p_ref = np.where(np.isnan(p_first), 0.5, p_first)
     judges: list[JudgeEstimates] = []
@@ -307,7 +389,7 @@ def corrected_estimates(
         if (rows < 0).any():
             notes.append(f"{run.judge_spec} ({run.run_id}) did not judge every case of the pool; left out.")
             continue
-        y, f = _agreement_arrays(run, rows, label, p_ref)
+        y, f = agreement_arrays(run, rows, label, p_ref)
         arrays[run.run_id] = (y, f)
         judges.append(JudgeEstimates(run.run_id, run.judge_spec, _estimates(y, f, strata, confidence)))
     judges.sort(key=lambda j: -j.pooled.ppi.estimate if math.isfinite(j.pooled.ppi.estimate) else math.inf)

@@ -351,15 +351,18 @@ def labels_needed(
     return min(remainder, math.ceil(n - 1e-9))
 
 
-def calibrated_variances(proxy: npt.ArrayLike) -> tuple[float, float]:
-    """Per-label variances before any label, if the proxies are calibrated probabilities of ``Y = 1``.
+def calibrated_variances(proxy: npt.ArrayLike, spread: npt.ArrayLike | None = None) -> tuple[float, float]:
+    """Per-label variances before any label, if the proxies are calibrated (``E[Y | f] = f``).
 
-    With ``Y ~ Bernoulli(f)`` given ``f``: labels alone vary by ``m (1 - m)`` with ``m = E f``;
-    PPI's residual ``Y - f`` (lambda = 1 is optimal then) varies by ``E f (1 - f)``. Columns
-    (dimensions) of one case are averaged, their labels taken as independent given the proxy.
+    Given the proxy, a label varies by ``spread`` (``f (1 - f)`` for a 0/1 label; less for a label
+    that is an average over the two orders of a judge that answered them differently). Labels
+    alone then vary by ``E spread + Var(f)``; PPI's residual ``Y - f`` (lambda = 1 is optimal for
+    a calibrated proxy) by ``E spread``. Columns (dimensions) of one case are averaged, their
+    labels taken as independent given the proxy.
 
     Args:
         proxy: (N,) or (N, D) the proxy on the cases to be sampled.
+        spread: the conditional variance of each label, same shape (default ``f (1 - f)``).
 
     Returns:
         (labels-only variance, PPI variance) per label.
@@ -367,8 +370,8 @@ def calibrated_variances(proxy: npt.ArrayLike) -> tuple[float, float]:
     f = _as_2d(proxy)
     if f.size == 0:
         return 0.0, 0.0
+    given = f * (1 - f) if spread is None else _as_2d(spread)
     n_cols = f.shape[1]
-    case_mean = f.mean(axis=1)
-    within = float((f * (1 - f)).sum(axis=1).mean()) / (n_cols * n_cols)
-    classical = within + float(np.var(case_mean))
+    within = float(given.sum(axis=1).mean()) / (n_cols * n_cols)
+    classical = within + float(np.var(f.mean(axis=1)))
     return classical, within
