@@ -10,7 +10,10 @@ doctors' labels alone (:func:`medrewardbench.metrics.ppi.labels_needed`), from a
   verdicts the judge holds with probability ``p`` is agreed with ``f = c + a p`` of the time
   (``a`` and ``c`` from its verdicts in the two orders), with conditional variance ``a^2 p (1-p)``
   (:func:`medrewardbench.metrics.ppi.calibrated_variances`). An overconfident judge makes this
-  plan optimistic for PPI; the plan after the first labels corrects it;
+  plan optimistic for PPI; the plan after the first labels corrects it. A judge without
+  probabilities (its confidence is only whether its two orders agreed) gives no variance to
+  plan PPI by: the labels-only plan then takes the worst case, 1/4 per label, and PPI's is
+  that bound too (power tuning never does worse than the labels alone), marked as a bound;
 * **after some labels**, from the slice so far: the variances the estimator itself measures on
   the random slice's labels.
 """
@@ -30,7 +33,10 @@ from medrewardbench.metrics.corrected import POOLED, DoctorLabels, agreement_arr
 from medrewardbench.metrics.ppi import calibrated_variances, labels_needed, stratified_ppi
 from medrewardbench.metrics.selection import SelectionError, pick_design
 
-__all__ = ["BudgetPlan", "BudgetRow", "plan_after", "plan_before"]
+__all__ = ["WORST_CASE_VARIANCE", "BudgetPlan", "BudgetRow", "plan_after", "plan_before"]
+
+WORST_CASE_VARIANCE = 0.25
+"""The largest variance a label in [0, 1] can have (half 0, half 1)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class BudgetPlan:
         variance_ppi, variance_labels_only: the variance per label used.
         confidence: the intervals' coverage.
         rows: one per half-width asked for.
+        ppi_bound: PPI's numbers are only an upper bound (a judge without probabilities, before labels).
     """
 
     run_id: str
@@ -77,6 +84,7 @@ class BudgetPlan:
     variance_labels_only: float
     confidence: float
     rows: tuple[BudgetRow, ...]
+    ppi_bound: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The plan as a JSON object."""
@@ -92,6 +100,7 @@ class BudgetPlan:
             "variance_ppi": round(self.variance_ppi, 6),
             "variance_labels_only": round(self.variance_labels_only, 6),
             "confidence": self.confidence,
+            "ppi_bound": self.ppi_bound,
             "rows": [{"half_width": r.half_width, "ppi": r.ppi, "labels_only": r.labels_only} for r in self.rows],
         }
 
@@ -162,7 +171,11 @@ def plan_before(
     says_1 = ((given == 1) & ran).sum(axis=1) / n_ran
     slope = says_1 - says_2
     proxy = says_2 + slope * p
-    classical, ppi = calibrated_variances(proxy, slope * slope * p * (1 - p))
+    bound = verdicts.source != "probability"
+    if bound:
+        classical = ppi = WORST_CASE_VARIANCE
+    else:
+        classical, ppi = calibrated_variances(proxy, slope * slope * p * (1 - p))
     remainder = n - int(census.sum())
     return BudgetPlan(
         run_id=run.run_id,
@@ -177,6 +190,7 @@ def plan_before(
         variance_labels_only=classical,
         confidence=confidence,
         rows=_rows(half_widths, ppi, classical, remainder, n, confidence),
+        ppi_bound=bound,
     )
 
 

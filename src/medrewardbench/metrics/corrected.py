@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,7 @@ __all__ = [
     "corrected_estimates",
     "doctor_labels",
     "labelled_pool",
+    "load_corrected",
 ]
 
 POOLED = "pooled"
@@ -414,3 +416,50 @@ def corrected_estimates(
         notes=tuple(notes),
         confidence=confidence,
     )
+
+
+def load_corrected(
+    paths: Sequence[str | Path],
+    labels: str,
+    *,
+    judges: Sequence[str] | None = None,
+    data: str | None = None,
+    reference: str | None = None,
+    confidence: float = 0.95,
+) -> tuple[str, CorrectedEstimates]:
+    """Read runs and the doctors' labels from disk and estimate (what ``report --labels`` calls).
+
+    Args:
+        paths: results directories or store files.
+        labels: the doctors' labels: an ``annotate export`` canonical file (any data source works).
+        judges: only these judges (specs or run ids).
+        data: the data set, when the runs cover several and the labels carry no design.
+        reference: the run whose probabilities are the proxies (default: the design's).
+        confidence: interval coverage.
+
+    Returns:
+        (the pool's data fingerprint, the estimates).
+
+    Raises:
+        SelectionError: labels that fit none of the data sets, or several without ``data``.
+        DataError: an unreadable labels file.
+        StoreError: no runs, unknown judges.
+    """
+    from medrewardbench.data import load_benchmark
+    from medrewardbench.metrics.loading import find_datasets
+
+    doctors = doctor_labels(load_benchmark(labels).cases, labels)
+    datasets = find_datasets(paths, judges=judges, data=data)
+    if doctors.design is not None and doctors.design.get("data_hash"):
+        datasets = [d for d in datasets if d.data_hash == doctors.design["data_hash"]]
+        if not datasets:
+            raise SelectionError(
+                f"{labels}: the pairs were picked from data {str(doctors.design['data_hash'])[:12]}; "
+                "no run here is on it"
+            )
+    if len(datasets) > 1:
+        listed = ", ".join(f"{d.data_hash[:12]} ({d.name})" for d in datasets)
+        raise SelectionError(f"{labels}: the runs cover several data sets ({listed}); choose one with --data")
+    dataset = datasets[0]
+    found = corrected_estimates([b.data for b in dataset.runs], doctors, reference=reference, confidence=confidence)
+    return dataset.data_hash, found
