@@ -165,9 +165,9 @@ def report_command(
         console.print(fit_table(interval_leaderboard_table(report.analysis, name=title), console.width))
         files = dict(report.files)
         if corrected is not None and corrected[0] == report.data_hash:
-            from medrewardbench.report.estimates import estimates_table, write_estimates
+            from medrewardbench.report.estimates import ESTIMATES_DROP_ORDER, estimates_table, write_estimates
 
-            console.print(fit_table(estimates_table(corrected[1]), console.width))
+            console.print(fit_table(estimates_table(corrected[1]), console.width, ESTIMATES_DROP_ORDER))
             files.update(write_estimates(corrected[1], report.out_dir))
         for kind, path in files.items():
             console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
@@ -182,7 +182,7 @@ def _corrected(
     try:
         return load_corrected(runs, labels, judges=_split(judge) or None, data=data, confidence=ci)
     except (MedRewardBenchError, ValueError) as exc:
-        raise _fail(f"--labels {labels}: {exc}") from exc
+        raise _fail(f"--labels: {exc}") from exc
 
 
 def leaderboard_command(

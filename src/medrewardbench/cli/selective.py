@@ -193,7 +193,7 @@ def plan_command(
     if as_json:
         sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
         return
-    from medrewardbench.report.estimates import budget_table
+    from medrewardbench.report.estimates import BUDGET_DROP_ORDER, budget_table
     from medrewardbench.report.terminal import fit_table
 
-    console.print(fit_table(budget_table(plan), console.width))
+    console.print(fit_table(budget_table(plan), console.width, BUDGET_DROP_ORDER))

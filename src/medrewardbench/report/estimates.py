@@ -24,6 +24,8 @@ from medrewardbench.report.format import interval, percent, signed_percent
 from medrewardbench.report.terminal import plain
 
 __all__ = [
+    "BUDGET_DROP_ORDER",
+    "ESTIMATES_DROP_ORDER",
     "ESTIMATES_JSON",
     "ESTIMATES_MD",
     "budget_table",
@@ -34,6 +36,10 @@ __all__ = [
 
 ESTIMATES_MD = "estimates.md"
 ESTIMATES_JSON = "estimates.json"
+ESTIMATES_DROP_ORDER: tuple[str, ...] = ("effective labels", "variance ratio", "rank", "vs leader (PPI)")
+"""The columns of :func:`estimates_table` a narrow terminal loses first (for ``fit_table``)."""
+BUDGET_DROP_ORDER: tuple[str, ...] = ("labels only: total", "PPI: total")
+"""The columns of :func:`budget_table` a narrow terminal loses first."""
 
 
 def _mean(value: MeanInterval, *, signed: bool = False) -> str:
