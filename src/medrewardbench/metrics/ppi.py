@@ -174,15 +174,18 @@ def _as_2d(values: npt.ArrayLike) -> FloatArray:
     return array[:, None] if array.ndim == 1 else array
 
 
-def _power_lambda(y: FloatArray, f: FloatArray) -> float:
-    """PPI++'s variance-minimising lambda on labelled pairs, clipped to [0, 1]; 0 without spread."""
-    if len(y) < 2:
-        return 0.0
-    var_f = float(np.var(f, ddof=1))
-    if not var_f > 1e-12:
-        return 0.0
-    cov = float(np.cov(y, f, ddof=1)[0, 1])
-    return min(1.0, max(0.0, cov / var_f))
+def _power_lambdas(y: FloatArray, f: FloatArray, labelled: npt.NDArray[np.bool_], counts: FloatArray) -> FloatArray:
+    """PPI++'s variance-minimising lambda per column on the labelled rows, clipped to [0, 1]; 0 without spread."""
+    safe = np.maximum(counts, 1.0)
+    y0, f0 = np.where(labelled, y, 0.0), np.where(labelled, f, 0.0)
+    dy = np.where(labelled, y0 - y0.sum(axis=0) / safe, 0.0)
+    df = np.where(labelled, f0 - f0.sum(axis=0) / safe, 0.0)
+    cov = (dy * df).sum(axis=0)
+    var_f = (df * df).sum(axis=0)
+    usable = (counts >= 2) & (var_f > 1e-12 * np.maximum(counts - 1, 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lam = np.where(usable, cov / np.where(usable, var_f, 1.0), 0.0)
+    return np.asarray(np.clip(lam, 0.0, 1.0), dtype=np.float64)
 
 
 def _stratum(
@@ -191,37 +194,29 @@ def _stratum(
     """One stratum's (estimate, variance, lambdas, labelled cases, note) for the weighted columns."""
     size = y.shape[0]
     labelled = ~np.isnan(y)
-    per_column = labelled.sum(axis=0)
+    counts = labelled.sum(axis=0).astype(np.float64)
     any_label = labelled.any(axis=1)
     n = int(any_label.sum())
     if size == 0:
         return 0.0, 0.0, tuple(0.0 for _ in weights), 0, ""
-    if (per_column[weights > 0] == 0).any():
+    if (counts[weights > 0] == 0).any():
         return math.nan, math.nan, tuple(0.0 for _ in weights), n, f"a stratum of {size} cases has no label"
-    lambdas = []
-    estimate = 0.0
-    z = np.zeros(n)
-    rows = np.flatnonzero(any_label)
-    for d, w in enumerate(weights):
-        if w == 0:
-            lambdas.append(0.0)
-            continue
-        mask = labelled[:, d]
-        lam = _power_lambda(y[mask, d], f[mask, d]) if tuned and per_column[d] < size else 0.0
-        lambdas.append(lam)
-        residual = y[mask, d] - lam * f[mask, d]
-        mean_residual = float(residual.mean())
-        estimate += w * (lam * float(f[:, d].mean()) + mean_residual)
-        centred = np.zeros(size)
-        centred[mask] = (residual - mean_residual) * (n / per_column[d])
-        z += w * centred[rows]
+    lambdas = _power_lambdas(y, f, labelled, counts) if tuned else np.zeros(len(weights))
+    lambdas = np.where((weights > 0) & (counts < size), lambdas, 0.0)
+    safe = np.maximum(counts, 1.0)
+    residual = np.where(labelled, np.where(labelled, y, 0.0) - lambdas * f, 0.0)
+    mean_residual = residual.sum(axis=0) / safe
+    per_column = lambdas * f.mean(axis=0) + mean_residual
+    estimate = float((weights * per_column).sum())
+    centred = np.where(labelled, (residual - mean_residual) * (n / safe), 0.0)
+    z = (centred * weights).sum(axis=1)[any_label]
+    lambda_tuple = tuple(float(x) for x in lambdas)
     if n >= size:
-        variance = 0.0
-    elif n < 2:
-        return estimate, math.nan, tuple(lambdas), n, f"a stratum of {size} cases has only {n} label"
-    else:
-        variance = (1.0 - n / size) * float(np.var(z, ddof=1)) / n
-    return estimate, variance, tuple(lambdas), n, ""
+        return estimate, 0.0, lambda_tuple, n, ""
+    if n < 2:
+        return estimate, math.nan, lambda_tuple, n, f"a stratum of {size} cases has only {n} label"
+    variance = (1.0 - n / size) * float(np.var(z, ddof=1)) / n
+    return estimate, variance, lambda_tuple, n, ""
 
 
 def _combine(
