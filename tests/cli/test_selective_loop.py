@@ -126,6 +126,7 @@ def test_eval_pick_label_export_and_report_corrected_estimates(openai_server: Op
     assert "Corrected estimates" in out and "labels only" in out and "estimates.md" in out
     text = (report / "estimates.md").read_text("utf-8")
     assert "## Corrected estimates" in text and "Design " in text
+    assert (report / "report.md").read_text("utf-8").endswith(text)  # the report carries the section too
     found = json.loads((report / "estimates.json").read_text("utf-8"))
     assert found["pool_size"] == len(demo) and found["labelled"] == 18
     assert found["design"]["least_confident"] == 6 and found["design"]["random"] == 12

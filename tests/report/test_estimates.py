@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from rich.console import Console
 
 from medrewardbench.cases import Case, ImageRef
@@ -18,6 +19,7 @@ from medrewardbench.metrics.selection import pick_design
 from medrewardbench.report.estimates import (
     BUDGET_DROP_ORDER,
     ESTIMATES_DROP_ORDER,
+    add_to_reports,
     budget_table,
     estimates_markdown,
     estimates_table,
@@ -93,3 +95,21 @@ def test_the_tables_fit_a_narrow_terminal() -> None:
             text = console.export_text()
             assert max(len(line) for line in text.splitlines()) <= width
             assert wanted in text, text
+
+
+def test_the_section_goes_into_the_reports_own_files_and_nowhere_else(tmp_path: Path) -> None:
+    _, _, found = estimates()
+    md, page = tmp_path / "report.md", tmp_path / "report.html"
+    md.write_text("# Report\n\nthe leaderboard\n", encoding="utf-8")
+    page.write_text('<nav class="toc"><a href="#leaderboard">L</a></nav>\n<section id="leaderboard"></section>\n'
+                    '<div id="image-viewer"></div>', encoding="utf-8")  # fmt: skip
+    add_to_reports(found, {"md": md, "html": page})
+    assert md.read_text("utf-8") == "# Report\n\nthe leaderboard\n\n" + estimates_markdown(found)
+    html = page.read_text("utf-8")
+    assert html.index('href="#corrected-estimates"') < html.index("</nav>")
+    assert html.index('<section id="leaderboard">') < html.index('<section id="corrected-estimates">')
+    assert html.index('<section id="corrected-estimates">') < html.index('<div id="image-viewer">')
+    foreign = tmp_path / "other.html"
+    foreign.write_text("<html><body>someone else's page</body></html>", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a medrewardbench report page"):
+        add_to_reports(found, {"html": foreign})

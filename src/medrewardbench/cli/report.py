@@ -165,9 +165,18 @@ def report_command(
         console.print(fit_table(interval_leaderboard_table(report.analysis, name=title), console.width))
         files = dict(report.files)
         if corrected is not None and corrected[0] == report.data_hash:
-            from medrewardbench.report.estimates import ESTIMATES_DROP_ORDER, estimates_table, write_estimates
+            from medrewardbench.report.estimates import (
+                ESTIMATES_DROP_ORDER,
+                add_to_reports,
+                estimates_table,
+                write_estimates,
+            )
 
             console.print(fit_table(estimates_table(corrected[1]), console.width, ESTIMATES_DROP_ORDER))
+            try:
+                add_to_reports(corrected[1], report.files)
+            except ValueError as exc:
+                console.print(f"warning: {exc}", highlight=False, markup=False)
             files.update(write_estimates(corrected[1], report.out_dir))
         for kind, path in files.items():
             console.print(f"{kind:>13}: {path}", highlight=False, markup=False)

@@ -5,11 +5,14 @@ leaderboard by agreement with the doctors over the whole pool, each prediction-p
 beside the one from the doctors' labels alone and the variance ratio between them; per-dimension
 agreement; the doctors' preference rate; the design and the assumptions. Written as
 ``estimates.md`` and ``estimates.json`` beside the other report files, and printed as a table.
-Renders :class:`~medrewardbench.metrics.budget.BudgetPlan` (``annotate plan``) as a table.
+The same section is added to ``report.md`` (at its end) and ``report.html`` (before the footer,
+with a link in the table of contents) by :func:`add_to_reports`, so the shared renderers need not
+know of it. Renders :class:`~medrewardbench.metrics.budget.BudgetPlan` (``annotate plan``) as a table.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from pathlib import Path
@@ -28,7 +31,9 @@ __all__ = [
     "ESTIMATES_DROP_ORDER",
     "ESTIMATES_JSON",
     "ESTIMATES_MD",
+    "add_to_reports",
     "budget_table",
+    "estimates_html",
     "estimates_markdown",
     "estimates_table",
     "write_estimates",
@@ -191,6 +196,104 @@ def write_estimates(found: CorrectedEstimates, out_dir: str | Path) -> dict[str,
     data = out / ESTIMATES_JSON
     data.write_text(json.dumps(found.to_json(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return {"estimates": md, "estimates_json": data}
+
+
+def estimates_html(found: CorrectedEstimates) -> str:
+    """The "Corrected estimates" section as HTML for ``report.html`` (every value escaped).
+
+    Args:
+        found: the estimates.
+
+    Returns:
+        A ``<section id="corrected-estimates">`` with the leaderboard, the per-dimension table and
+        the preference rate, in the report's table styles.
+    """
+
+    def cells(values: list[str], tag: str = "td") -> str:
+        return "".join(f"<{tag}>{html.escape(v)}</{tag}>" for v in values)
+
+    def table(header: list[str], rows: list[list[str]]) -> str:
+        body = "".join(f"<tr>{cells(row)}</tr>" for row in rows)
+        return (
+            f'<div class="table-wrap"><table><thead><tr>{cells(header, "th")}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>"
+        )
+
+    leaderboard = [
+        [
+            str(rank),
+            j.judge_spec,
+            _mean(j.pooled.ppi),
+            _mean(j.pooled.classical),
+            _ratio(j.pooled),
+            _effective(j.pooled),
+            "" if j.vs_leader is None else _mean(j.vs_leader.ppi, signed=True),
+        ]
+        for rank, j in enumerate(found.judges, start=1)
+    ]
+    per_dimension = [
+        [j.judge_spec, *[f"{_mean(j.dimensions[d].ppi)}; {_mean(j.dimensions[d].classical)}" for d in DIMENSIONS]]
+        for j in found.judges
+    ]
+    preference = [
+        [
+            name,
+            _mean(found.preference[name].ppi),
+            _mean(found.preference[name].classical),
+            _ratio(found.preference[name]),
+        ]
+        for name in (*DIMENSIONS, POOLED)
+    ]
+    notes = "".join(f"<li>{html.escape(note)}</li>" for note in found.notes)
+    level = f"{100 * found.confidence:g} %"
+    return (
+        '<section id="corrected-estimates">\n  <h2>Corrected estimates</h2>\n'
+        "  <p>Agreement with the doctors over the <strong>whole pool</strong>, by prediction-powered inference "
+        "(PPI++): every judge's verdicts on every pair, corrected by the doctors' labels on the slice; beside "
+        f"each interval ({level}, CLT), the one from the doctors' labels alone under the same design.</p>\n"
+        f"  <p>{html.escape(_design_line(found))}</p>\n  "
+        + table(
+            ["rank", "judge", "agreement, PPI", "labels only", "variance ratio", "effective labels", "vs leader"],
+            leaderboard,
+        )
+        + "\n  <h3>Agreement per dimension (PPI; labels only)</h3>\n  "
+        + table(["judge", *DIMENSIONS], per_dimension)
+        + "\n  <h3>The doctors' preference for response 1</h3>\n  "
+        + table(["dimension", "PPI", "labels only", "variance ratio"], preference)
+        + (f"\n  <ul>{notes}</ul>" if notes else "")
+        + "\n</section>\n"
+    )
+
+
+HTML_ANCHOR = '\n<div id="image-viewer"'
+"""Where ``report.html``'s sections end (the section goes just before it)."""
+TOC_END = "</nav>"
+
+
+def add_to_reports(found: CorrectedEstimates, files: dict[str, Path]) -> None:
+    """Add the section to the report files written: the end of ``report.md``, and ``report.html``.
+
+    Args:
+        found: the estimates.
+        files: format -> path, as :func:`medrewardbench.report.render.render_reports` wrote them.
+
+    Raises:
+        ValueError: a ``report.html`` that is not the report's own (no place for the section).
+    """
+    md = files.get("md")
+    if md is not None:
+        text = md.read_text(encoding="utf-8")
+        md.write_text(text.rstrip("\n") + "\n\n" + estimates_markdown(found), encoding="utf-8")
+    page = files.get("html")
+    if page is not None:
+        text = page.read_text(encoding="utf-8")
+        at = text.find(HTML_ANCHOR)
+        toc = text.find(TOC_END)
+        if at < 0 or toc < 0 or toc > at:
+            raise ValueError(f"{page}: not a medrewardbench report page; the corrected estimates are in estimates.md")
+        link = '<a href="#corrected-estimates">Corrected estimates</a>\n  '
+        text = text[:toc] + link + text[toc : at + 0] + "\n" + estimates_html(found) + text[at:]
+        page.write_text(text, encoding="utf-8")
 
 
 def budget_table(plan: BudgetPlan) -> Table:
