@@ -30,13 +30,24 @@ from medrewardbench.annotate.service import Project, create_project
 from medrewardbench.annotate.services.base import Identity, audit, require_admin
 from medrewardbench.annotate.services.creation import _case_payload, _image_digest, _read_images
 from medrewardbench.cases import Case
-from medrewardbench.errors import DataError, DataProblem, StoreError
+from medrewardbench.errors import DataError, DataProblem
 from medrewardbench.metrics.analysis import LoadedRun
 from medrewardbench.metrics.confidence import case_verdicts
-from medrewardbench.metrics.loading import find_datasets
+from medrewardbench.metrics.corrected import load_single_run
 from medrewardbench.metrics.selection import METADATA_KEY, SelectionDesign, pick_design
 
-__all__ = ["PickResult", "add_picked_cases", "design_from_run", "load_pick_run", "picked_cases", "pick_new_project"]
+__all__ = [
+    "PickResult",
+    "add_picked_cases",
+    "design_from_run",
+    "load_pick_run",
+    "pick_new_project",
+    "picked_cases",
+    "project_selection",
+]
+
+load_pick_run = load_single_run
+"""The one stored run a judge spec or run id names (:func:`medrewardbench.metrics.corrected.load_single_run`)."""
 
 AUDIT_ACTION = "selection.pick"
 
@@ -54,28 +65,6 @@ class PickResult:
     design: SelectionDesign
     added: int
     tagged: int
-
-
-def load_pick_run(results: Sequence[str | Path], judge: str, data: str | None = None) -> LoadedRun:
-    """The one stored run named by ``judge`` (a judge spec or a run id) under ``results``.
-
-    Args:
-        results: results directories or store files.
-        judge: a judge spec or run id.
-        data: a data fingerprint prefix or name, when the judge has runs on several data sets.
-
-    Returns:
-        The loaded run.
-
-    Raises:
-        StoreError: no such run, or several (the message lists them).
-    """
-    datasets = find_datasets(results, judges=[judge], data=data)
-    runs = [run for dataset in datasets for run in dataset.runs]
-    if len(runs) > 1:
-        listed = "; ".join(f"{r.record.run_id} (data {r.record.data_hash[:12]}, {r.record.dataset_name})" for r in runs)
-        raise StoreError(f"{judge!r} names {len(runs)} runs: {listed}; name one by its run id (or use --data)")
-    return runs[0]
 
 
 def design_from_run(run: LoadedRun, *, least_confident: int, random: int, seed: int, ranked_by: str) -> SelectionDesign:

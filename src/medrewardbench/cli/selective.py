@@ -161,8 +161,8 @@ def plan_command(
     Without --labels the plan takes the judge's confidences as calibrated (optimistic for an
     overconfident judge); with them it uses the variances measured on the random slice so far.
     """
-    from medrewardbench.annotate.pick import load_pick_run
     from medrewardbench.metrics.budget import plan_after, plan_before
+    from medrewardbench.metrics.corrected import load_single_run
 
     try:
         widths = [float(x) for x in _split(half_width)] or [0.02, 0.03, 0.05, 0.1]
@@ -171,7 +171,7 @@ def plan_command(
     if any(not 0 < w < 1 for w in widths):
         raise _fail("--half-width must be between 0 and 1 (exclusive)")
     try:
-        run = load_pick_run(results, judge, data)
+        run = load_single_run(results, judge, data)
         if labels is None:
             plan = plan_before(
                 run.data,

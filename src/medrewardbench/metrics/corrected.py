@@ -33,6 +33,8 @@ import numpy as np
 
 from medrewardbench.cases import Case
 from medrewardbench.dimensions import DIMENSIONS
+from medrewardbench.errors import StoreError
+from medrewardbench.metrics.analysis import LoadedRun
 from medrewardbench.metrics.confidence import case_verdicts
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.ppi import PPIResult, stratified_ppi
@@ -50,6 +52,7 @@ __all__ = [
     "doctor_labels",
     "labelled_pool",
     "load_corrected",
+    "load_single_run",
 ]
 
 POOLED = "pooled"
@@ -463,3 +466,27 @@ def load_corrected(
     dataset = datasets[0]
     found = corrected_estimates([b.data for b in dataset.runs], doctors, reference=reference, confidence=confidence)
     return dataset.data_hash, found
+
+
+def load_single_run(results: Sequence[str | Path], judge: str, data: str | None = None) -> LoadedRun:
+    """The one stored run named by ``judge`` (a judge spec or a run id) under ``results``.
+
+    Args:
+        results: results directories or store files.
+        judge: a judge spec or run id.
+        data: a data fingerprint prefix or name, when the judge has runs on several data sets.
+
+    Returns:
+        The loaded run.
+
+    Raises:
+        StoreError: no such run, or several (the message lists them).
+    """
+    from medrewardbench.metrics.loading import find_datasets
+
+    datasets = find_datasets(results, judges=[judge], data=data)
+    runs = [run for dataset in datasets for run in dataset.runs]
+    if len(runs) > 1:
+        listed = "; ".join(f"{r.record.run_id} (data {r.record.data_hash[:12]}, {r.record.dataset_name})" for r in runs)
+        raise StoreError(f"{judge!r} names {len(runs)} runs: {listed}; name one by its run id (or use --data)")
+    return runs[0]
