@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -111,3 +113,18 @@ def test_a_plan_from_too_few_labels_or_for_an_unknown_dimension_is_refused() -> 
         plan_after(run, doctor_labels(labelled(run, truth, design), "x"), half_widths=[0.05])
     with pytest.raises(SelectionError, match="unknown dimension"):
         plan_before(run, least_confident=5, half_widths=[0.05], dimension="kindness")
+
+
+def test_a_run_changed_since_the_pick_keeps_the_files_strata_when_the_file_lists_them_all() -> None:
+    rng = np.random.default_rng(4)
+    run = calibrated_run(rng, 200)
+    truth = doctors_for(run, rng)
+    design = pick_design(case_verdicts(run), least_confident=20, random=30, seed=3, data_hash="data1")
+    assert run.preferences is not None
+    changed = dataclasses.replace(run, preferences=np.flip(run.preferences, axis=0).copy())  # re-judged since
+    found = corrected_estimates([changed], doctor_labels(labelled(run, truth, design), "x"))
+    assert [s.size for s in found.judges[0].pooled.strata] == [20, 180]
+    assert any("changed since the pick" in note for note in found.notes)
+    some = [*design.least_confident_ids[:15], *design.random_ids]
+    with pytest.raises(SelectionError, match="lists only 15 of the 20 least-confident pairs"):
+        corrected_estimates([changed], doctor_labels(labelled(run, truth, design, some), "x"))

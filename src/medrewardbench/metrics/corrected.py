@@ -257,13 +257,22 @@ def labelled_pool(ref: RunData, doctors: DoctorLabels, *, design_run: bool = Fal
             expected = {cid: LEAST_CONFIDENT for cid in again.least_confident_ids}
             expected.update({cid: RANDOM for cid in again.random_ids})
             wrong = [cid for cid, stratum in tagged.items() if expected.get(cid) != stratum]
-            if wrong:
+            tagged_census = sum(1 for stratum in tagged.values() if stratum == LEAST_CONFIDENT)
+            if not wrong:
+                for cid in again.least_confident_ids:
+                    strata[index[cid]] = 0
+            elif tagged_census == int(design["least_confident"]):
+                notes.append(
+                    f"Run {design['run_id']} changed since the pick (its verdicts rank the pairs differently now); "
+                    "the strata are taken from the labels file, which lists the whole least-confident stratum."
+                )
+            else:
                 raise SelectionError(
                     f"{doctors.source}: case {wrong[0]!r} is not where design {design['design']} of run "
-                    f"{design['run_id']} puts it (the run or the file changed since the pick)"
+                    f"{design['run_id']} puts it (the run changed since the pick), and the file lists only "
+                    f"{tagged_census} of the {design['least_confident']} least-confident pairs: export every "
+                    "picked pair (without --only-complete)"
                 )
-            for cid in again.least_confident_ids:
-                strata[index[cid]] = 0
         if int(design["pool_size"]) != n:
             notes.append(f"The design's pool had {design['pool_size']} cases; these runs have {n}.")
     ignored = 0
