@@ -169,3 +169,25 @@ def test_plan_prints_json_and_refuses_bad_half_widths(results: Path) -> None:
     assert plan["rows"][0]["labels_only"] >= plan["rows"][1]["labels_only"]
     code, out = cli("annotate", "plan", str(results), "-j", "baseline:random", "--half-width", "2")
     assert code == 2 and "between 0 and 1" in out
+
+
+def test_a_data_source_gone_since_the_run_is_named(tmp_path: Path) -> None:
+    source = write_canonical(list(load_benchmark("demo").cases)[:8], tmp_path / "data" / "pairs.jsonl")
+    code, out = cli("eval", "--data", str(source), "-j", "baseline:random", "--out", str(tmp_path / "r"), "-q")
+    assert code == 0, out
+    source.unlink()
+    code, out = cli(
+        "annotate",
+        "pick",
+        str(tmp_path / "r"),
+        "-j",
+        "baseline:random",
+        "-k",
+        "2",
+        "-r",
+        "2",
+        "--new",
+        str(tmp_path / "p"),
+    )
+    assert code == 2 and "data source cannot be read now" in " ".join(out.split()), out
+    assert not (tmp_path / "p" / "annotate.json").exists()

@@ -110,7 +110,17 @@ def picked_cases(run: LoadedRun, design: SelectionDesign) -> list[Case]:
 
     source = run.record.dataset_source
     wanted = [*design.least_confident_ids, *design.random_ids]
-    found = find_cases(source, wanted)
+    try:
+        found = find_cases(source, wanted)
+    except (DataError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataError(
+            [
+                DataProblem(
+                    source, f"run {run.record.run_id}'s data source cannot be read now to copy the pairs ({reason})"
+                )
+            ]
+        ) from exc
     missing = [cid for cid in wanted if cid not in found]
     if missing:
         raise DataError(
