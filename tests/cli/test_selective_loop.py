@@ -55,7 +55,6 @@ def doctor_choices(case: Any, shown: dict[str, Any]) -> dict[str, str]:
     return {dim: "A" if (case.labels[dim] == 1) == a_is_first else "B" for dim in DIMENSIONS if dim in case.labels}
 
 
-@pytest.mark.slow
 def test_eval_pick_label_export_and_report_corrected_estimates(openai_server: OpenAIServer, tmp_path: Path) -> None:
     demo = list(load_benchmark("demo").cases)
     by_id = {case.case_id: case for case in demo}
