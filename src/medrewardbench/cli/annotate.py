@@ -27,6 +27,7 @@ from typing import Annotated, Any
 import typer
 
 from medrewardbench.cli.options import ForceReplaceOpt
+from medrewardbench.cli.selective import pick_command, plan_command
 from medrewardbench.errors import MedRewardBenchError, MissingExtraError
 
 app = typer.Typer(
@@ -685,6 +686,10 @@ def rebalance_command(project: ProjectArg = None) -> None:
         _print(f"{counts['added']} assignment(s) added, {counts['removed']} removed, {counts['annotators']} annotators")
     finally:
         opened.close()
+
+
+app.command("pick")(pick_command)
+app.command("plan")(plan_command)
 
 
 def main() -> None:

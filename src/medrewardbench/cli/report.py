@@ -8,7 +8,7 @@ A results folder may hold runs made on several data sets (a quick ``eval --limit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.rule import Rule
@@ -21,6 +21,9 @@ from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_list as _split
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.metrics.results import DEFAULT_EPSILON
+
+if TYPE_CHECKING:
+    from medrewardbench.metrics.corrected import CorrectedEstimates
 
 RunPaths = Annotated[
     list[Path], typer.Argument(metavar="RUN_DIR...", help="results directories, store files or cv output folders")
@@ -112,12 +115,22 @@ def report_command(
             "verdicts (about 40 MB at 1,026 cases x 32 judges)",
         ),
     ] = True,
+    labels: Annotated[
+        str | None,
+        typer.Option(
+            "--labels",
+            metavar="FILE",
+            help="doctors' labels on a slice of the pool (annotate export): adds the corrected estimates "
+            "(estimates.md, estimates.json)",
+        ),
+    ] = None,
 ) -> None:
     """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
     from medrewardbench.report.render import ReportSettings, render_reports
     from medrewardbench.report.terminal import fit_table, interval_leaderboard_table, labels_banner, sensitivity_banner
 
     out_dir = out or (runs[0] if runs[0].is_dir() else runs[0].parent)
+    corrected = _corrected(runs, labels, judge, data, ci) if labels else None
     try:
         rendered = render_reports(
             runs,
@@ -150,8 +163,35 @@ def report_command(
         console.print(labels_banner(report.analysis.dataset.labels))
         _print_banner(sensitivity_banner(report.analysis))
         console.print(fit_table(interval_leaderboard_table(report.analysis, name=title), console.width))
-        for kind, path in report.files.items():
+        files = dict(report.files)
+        if corrected is not None and corrected[0] == report.data_hash:
+            from medrewardbench.report.estimates import (
+                ESTIMATES_DROP_ORDER,
+                add_to_reports,
+                estimates_table,
+                write_estimates,
+            )
+
+            console.print(fit_table(estimates_table(corrected[1]), console.width, ESTIMATES_DROP_ORDER))
+            try:
+                add_to_reports(corrected[1], report.files)
+            except ValueError as exc:
+                console.print(f"warning: {exc}", highlight=False, markup=False)
+            files.update(write_estimates(corrected[1], report.out_dir))
+        for kind, path in files.items():
             console.print(f"{kind:>13}: {path}", highlight=False, markup=False)
+
+
+def _corrected(
+    runs: list[Path], labels: str, judge: list[str] | None, data: str | None, ci: float
+) -> tuple[str, CorrectedEstimates]:
+    """(data fingerprint, corrected estimates) for ``--labels``; a clear exit when they cannot be made."""
+    from medrewardbench.metrics.corrected import load_corrected
+
+    try:
+        return load_corrected(runs, labels, judges=_split(judge) or None, data=data, confidence=ci)
+    except (MedRewardBenchError, ValueError) as exc:
+        raise _fail(f"--labels: {exc}") from exc
 
 
 def leaderboard_command(
