@@ -112,3 +112,16 @@ def test_the_rewriter_flag_adds_api_paraphrases_from_the_local_server(
     over = document["judges"][0]["over_penalisation"]["api_paraphrase"]
     assert over["n"] == 3 and over["low"] <= over["point"] <= over["high"]
     assert len([r for r in answer_server.control.chat_requests() if r.body["model"] == "paraphraser"]) == 3
+
+
+def test_a_probe_into_an_eval_directory_leaves_its_files_describing_the_users_data(tmp_path: Path) -> None:
+    code, output = cli("eval", "--data", "demo", "--judge", "baseline:first", "--out", str(tmp_path), "-q")
+    assert code == 0, output
+    before = {name: (tmp_path / name).read_bytes() for name in ("metrics.json", "metrics.csv", "judgments.jsonl")}
+    code, output = cli("probe", "bias", "--limit", "3", "--judge", "baseline:first", "--out", str(tmp_path), "-q")
+    assert code == 0, output
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    with Store.in_dir(tmp_path) as store:
+        assert len({run.data_hash for run in store.runs()}) == 2  # the probe's runs are in the same store
+    code, output = cli("report", str(tmp_path), "--out", str(tmp_path / "report"), "--bootstrap", "100")
+    assert code == 0, output

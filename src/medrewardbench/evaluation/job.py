@@ -249,6 +249,7 @@ def evaluate(
     judge_factory: Callable[[str, JudgeOptions], Judge] = build_judge,
     wait: bool = False,
     on_wait: OnWait | None = None,
+    write_files: bool = True,
 ) -> EvaluationResult:
     """Run every judge on the benchmark (resuming from the store) and write all outputs.
 
@@ -270,6 +271,8 @@ def evaluate(
         judge_factory: how a spec becomes a judge (tests inject judges here).
         wait: when another process works in ``out_dir``, wait for it instead of failing.
         on_wait: told the other process's pid before waiting.
+        write_files: write judgments.jsonl, metrics.json and metrics.csv for this data (a probe's
+            derived data is stored without them, so that they keep describing the user's data).
 
     Returns:
         The run summaries, metrics per run, their point-estimate analysis, the leaderboard and the
@@ -304,7 +307,7 @@ def evaluate(
     except KeyboardInterrupt:
         raise EvaluationInterrupted(None, total, stage) from None
     try:
-        return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink)
+        return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink, write_files)
     finally:
         lock.release()
 
@@ -318,6 +321,7 @@ def _evaluate_locked(
     fresh: bool,
     retry_failures: bool,
     sink: ProgressSink,
+    write_files: bool = True,
 ) -> EvaluationResult:
     fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
     started: list[RunRecord] = []
@@ -333,11 +337,11 @@ def _evaluate_locked(
         with Store.in_dir(out) as store:
             store.set_label_provenance(data_hash, benchmark.labels)
             summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
-            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields)
+            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields, write_files)
     except KeyboardInterrupt:
         with Store.in_dir(out) as store:
             if store.runs_on_data(data_hash):
-                _write_outputs(store, out, benchmark, data_hash, [], started, fields)
+                _write_outputs(store, out, benchmark, data_hash, [], started, fields, write_files)
             stored = _stored_requests(store, judges, benchmark, orders)
         raise EvaluationInterrupted(stored, total) from None
 
@@ -350,6 +354,7 @@ def _write_outputs(
     summaries: Sequence[RunSummary],
     started: Sequence[RunRecord],
     fields: Sequence[str],
+    write_files: bool = True,
 ) -> EvaluationResult:
     """Metrics and text files for every run in the store on this data; health of this call's runs."""
     runs = [store.run(r.run_id) for r in started]
@@ -360,18 +365,17 @@ def _write_outputs(
     analysis = analyze(
         list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name, labels=labels
     )
-    files = {
-        "store": store.path,
-        "judgments": out / "judgments.jsonl",
-        "metrics_json": out / "metrics.json",
-        "metrics_csv": out / "metrics.csv",
-    }
-    write_judgments_jsonl(store, all_runs, files["judgments"])
-    write_metrics_json(
-        metrics_document(all_runs, metrics, analysis.leaderboard, analysis.human, labels={data_hash: labels}),
-        files["metrics_json"],
-    )
-    write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
+    files = {"store": store.path}
+    if write_files:
+        files.update(
+            judgments=out / "judgments.jsonl", metrics_json=out / "metrics.json", metrics_csv=out / "metrics.csv"
+        )
+        write_judgments_jsonl(store, all_runs, files["judgments"])
+        write_metrics_json(
+            metrics_document(all_runs, metrics, analysis.leaderboard, analysis.human, labels={data_hash: labels}),
+            files["metrics_json"],
+        )
+        write_metrics_csv(metrics_csv_rows(all_runs, metrics), files["metrics_csv"])
     health = tuple(_health(r, data[r.run_id]) for r in runs)
     others: dict[str, list[RunRecord]] = {}
     for record in store.runs():

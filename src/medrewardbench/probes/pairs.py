@@ -229,6 +229,7 @@ def run_probe(
         progress=progress,
         judge_factory=judge_factory,
         fresh=fresh,
+        write_files=False,  # the directory's metrics.json and judgments.jsonl keep describing the user's data
     )
 
 
