@@ -24,8 +24,10 @@ calibration verdicts, never from their labels). For each ``t_j`` the null hypoth
 * the pooled column (every dimension's verdicts together): the verdicts of one case are not
   independent, so the test is on cases. ``R(t) <= alpha`` exactly when the case-level variable
   ``Z = errors - alpha * accepted`` (over the case's dimensions) has mean ``<= 0``; rescaled to
-  [0, 1], ``(Z + alpha D) / D`` has mean ``<= alpha`` under the alternative, and the
-  Hoeffding-Bentkus p-value (Bates et al. 2021, RCPS) tests its mean over the calibration cases.
+  [0, 1], ``(Z + alpha D) / D`` has mean ``<= alpha`` under the alternative, and a betting
+  p-value (Waudby-Smith and Ramdas 2024, as in Bates et al.'s RCPS; :func:`betting_p_value`)
+  tests its mean over the calibration cases: valid in finite samples, and adaptive to the small
+  spread of these sums (Hoeffding-Bentkus, which bounds by the range, found nothing safe).
 
 The hypotheses are tested in sequence from the most confident threshold downwards, each at level
 ``delta``, stopping at the first that is not rejected; the threshold chosen is the last one
@@ -52,7 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from medrewardbench.metrics.confidence import CaseVerdicts
-from medrewardbench.metrics.stats import CountArray, FloatArray
+from medrewardbench.metrics.stats import FloatArray
 from medrewardbench.metrics.stats.bootstrap import _regularized_beta, ratio_ci
 
 __all__ = [
@@ -60,13 +62,13 @@ __all__ = [
     "DEFAULT_RISK",
     "ColumnSelection",
     "Threshold",
+    "betting_p_value",
     "Selection",
     "binomial_cdf",
     "calibration_split",
     "clopper_pearson",
     "conformal_threshold",
     "first_share",
-    "hoeffding_bentkus_p_value",
     "selective_judging",
     "threshold_grid",
 ]
@@ -136,27 +138,34 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return lower, upper
 
 
-def hoeffding_bentkus_p_value(mean: float, n: int, alpha: float) -> float:
-    """p-value of ``H0: E[X] > alpha`` from the mean of ``n`` independent X in [0, 1] (Hoeffding-Bentkus).
+def betting_p_value(values: npt.ArrayLike, alpha: float, delta: float) -> float:
+    """p-value of ``H0: E[X] > alpha`` from independent X in [0, 1] by betting (Waudby-Smith and Ramdas).
+
+    The capital ``K_t = prod_{i <= t} (1 - nu_i (X_i - alpha))`` is a nonnegative supermartingale
+    under H0 whatever the bets ``nu_i`` in [0, 1] chosen from the earlier observations (here the
+    predictable plug-in ``min(1, sqrt(2 log(1/delta) / (n sigma_{i-1}^2)))``), so by Ville's
+    inequality ``1 / max_t K_t`` is a valid p-value. It adapts to the variance, which matters when
+    the range of X is much wider than its spread (the pooled column's case sums).
 
     Args:
-        mean: the observed mean.
-        n: how many observations.
+        values: the observations, in an order that does not depend on them (case order).
         alpha: the level the mean is tested against.
+        delta: the level of the test (it tunes the bets).
 
     Returns:
-        ``min(exp(-n h(min(mean, alpha), alpha)), e * P(Binomial(n, alpha) <= ceil(n mean)))``, at most 1.
+        The p-value, at most 1.
     """
-    if n <= 0:
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    n = x.size
+    if n == 0:
         return 1.0
-    m = min(mean, alpha)
-    if m <= 0.0:
-        hoeffding = (1.0 - alpha) ** n
-    else:
-        h = m * math.log(m / alpha) + (1.0 - m) * math.log((1.0 - m) / (1.0 - alpha))
-        hoeffding = math.exp(-n * h)
-    bentkus = math.e * binomial_cdf(math.ceil(n * mean - 1e-12), n, alpha)
-    return min(1.0, hoeffding, bentkus)
+    t = np.arange(1, n + 1, dtype=np.float64)
+    mu = (0.5 + np.cumsum(x)) / (t + 1)
+    sigma2 = (0.25 + np.cumsum((x - mu) ** 2)) / (t + 1)
+    previous = np.concatenate([[0.25], sigma2[:-1]])
+    nu = np.minimum(1.0, np.sqrt(2.0 * math.log(1.0 / delta) / (n * previous)))
+    log_capital = np.cumsum(np.log1p(-nu * (x - alpha)))
+    return float(min(1.0, math.exp(-max(0.0, float(log_capital.max())))))
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,7 +272,7 @@ def conformal_threshold(
     """The lowest threshold of ``grid`` whose selective risk is shown <= alpha (fixed-sequence LTT).
 
     Rows are calibration cases, columns the dimensions pooled together. With one column the test
-    is the exact binomial one; with several the case-level Hoeffding-Bentkus test (see the module
+    is the exact binomial one; with several the case-level betting test (see the module
     docstring).
 
     Args:
@@ -284,7 +293,6 @@ def conformal_threshold(
     ok = np.asarray(acceptable, dtype=bool).reshape(conf.shape)
     n_dims = conf.shape[1]
     cases = ok.any(axis=1)
-    n_cases = int(cases.sum())
     chosen = Threshold(math.nan, 0, math.nan, 0, 0)
     for j, t in enumerate(np.asarray(grid, dtype=np.float64).tolist()):
         accepted = ok & (conf >= t)
@@ -295,7 +303,7 @@ def conformal_threshold(
         else:
             z = (bad * accepted).sum(axis=1) - alpha * accepted.sum(axis=1)
             scaled = (z[cases] + alpha * n_dims) / n_dims
-            p = hoeffding_bentkus_p_value(float(scaled.mean()) if n_cases else 1.0, n_cases, alpha)
+            p = betting_p_value(scaled, alpha, delta)
         if p > delta:
             return replace(chosen, tested=j + 1)
         chosen = Threshold(float(t), j + 1, p, n_acc, n_err)
