@@ -170,12 +170,6 @@ def selective_section(
         )
         calibrate, heldout = selection.calibration_cases, selection.heldout_cases
         abstention = ColumnTable.of([_column(c) for c in selection.columns])
-        if not abstention.pooled.qualified:
-            note = "; ".join(
-                filter(
-                    None, [note, f"no threshold qualifies at risk {settings.alpha:g}: every verdict goes to a doctor"]
-                )
-            )
         judges.append(JudgeSelective(label, run.run_id, verdicts.source, raw, recalibrated, abstention, note))
     return SelectiveJudging(
         alpha=settings.alpha,
