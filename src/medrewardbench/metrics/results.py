@@ -855,7 +855,7 @@ class Calibration(JsonRecord):
     """expected calibration error, equal-width bins on [0.5, 1]"""
     ece_equal_mass: ColumnTable[Estimate]
     brier: ColumnTable[Estimate]
-    """Brier score of p(response_1 better) against the experts' label"""
+    """Brier score of p(response_1 better) against the label"""
     reliability: tuple[ReliabilityBin, ...]
     """the pooled column's equal-width reliability bins"""
 
