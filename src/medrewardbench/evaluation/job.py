@@ -22,6 +22,7 @@ from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.core import RunData, load_run_data, run_metrics
 from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
+from medrewardbench.metrics.selective_section import SelectiveSettings
 from medrewardbench.metrics.stats import NOT_RUN
 from medrewardbench.report.files import (
     metrics_csv_rows,
@@ -249,6 +250,7 @@ def evaluate(
     judge_factory: Callable[[str, JudgeOptions], Judge] = build_judge,
     wait: bool = False,
     on_wait: OnWait | None = None,
+    selective: SelectiveSettings | None = None,
 ) -> EvaluationResult:
     """Run every judge on the benchmark (resuming from the store) and write all outputs.
 
@@ -270,6 +272,8 @@ def evaluate(
         judge_factory: how a spec becomes a judge (tests inject judges here).
         wait: when another process works in ``out_dir``, wait for it instead of failing.
         on_wait: told the other process's pid before waiting.
+        selective: the risk level and the rest of the abstention behind the leaderboard's coverage
+            at risk (default: risk 0.10, delta 0.10).
 
     Returns:
         The run summaries, metrics per run, their point-estimate analysis, the leaderboard and the
@@ -304,7 +308,7 @@ def evaluate(
     except KeyboardInterrupt:
         raise EvaluationInterrupted(None, total, stage) from None
     try:
-        return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink)
+        return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink, selective)
     finally:
         lock.release()
 
@@ -318,6 +322,7 @@ def _evaluate_locked(
     fresh: bool,
     retry_failures: bool,
     sink: ProgressSink,
+    selective: SelectiveSettings | None = None,
 ) -> EvaluationResult:
     fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
     started: list[RunRecord] = []
@@ -333,11 +338,11 @@ def _evaluate_locked(
         with Store.in_dir(out) as store:
             store.set_label_provenance(data_hash, benchmark.labels)
             summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
-            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields)
+            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields, selective)
     except KeyboardInterrupt:
         with Store.in_dir(out) as store:
             if store.runs_on_data(data_hash):
-                _write_outputs(store, out, benchmark, data_hash, [], started, fields)
+                _write_outputs(store, out, benchmark, data_hash, [], started, fields, selective)
             stored = _stored_requests(store, judges, benchmark, orders)
         raise EvaluationInterrupted(stored, total) from None
 
@@ -350,6 +355,7 @@ def _write_outputs(
     summaries: Sequence[RunSummary],
     started: Sequence[RunRecord],
     fields: Sequence[str],
+    selective: SelectiveSettings | None = None,
 ) -> EvaluationResult:
     """Metrics and text files for every run in the store on this data; health of this call's runs."""
     runs = [store.run(r.run_id) for r in started]
@@ -358,7 +364,12 @@ def _write_outputs(
     data = {r.run_id: load_run_data(store, r) for r in all_runs}
     metrics = {run_id: run_metrics(d, fields) for run_id, d in data.items()}
     analysis = analyze(
-        list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name, labels=labels
+        list(data.values()),
+        n_resamples=0,
+        group_fields=fields,
+        dataset_name=benchmark.name,
+        labels=labels,
+        selective=selective,
     )
     files = {
         "store": store.path,

@@ -12,7 +12,7 @@ part (``calibration_fraction``; the unit is the case, so a case's dimensions sta
 grid of thresholds ``t_1 > t_2 > ... > t_m`` is fixed without the calibration labels: the distinct
 confidences of the held-out verdicts, or, when there are more than ``max_thresholds`` of them,
 those at ``m`` evenly spaced held-out coverages up to 1; the first accepts a share of the verdicts
-large enough to be shown safe at all (:func:`first_share`: about four times the
+large enough to be shown safe at all (:func:`first_share`: about three times the
 ``log(delta) / log(1 - alpha)`` verdicts that a run without errors needs, from the number of
 calibration verdicts, never from their labels). For each ``t_j`` the null hypothesis
 ``H_j: R(t_j) > alpha`` is tested on the calibration cases with a p-value that is valid under it:
@@ -220,7 +220,7 @@ def threshold_grid(confidence: npt.ArrayLike, max_thresholds: int = 20, first_sh
     return np.unique(c[positions])[::-1]
 
 
-def first_share(n_calibration: int, alpha: float, delta: float, margin: float = 4.0) -> float:
+def first_share(n_calibration: int, alpha: float, delta: float, margin: float = 3.0) -> float:
     """The share of verdicts the first threshold should accept: ``margin`` times the fewest that can pass.
 
     With ``n`` accepted and no error the binomial p-value is ``(1 - alpha)**n``, so fewer than
@@ -228,7 +228,7 @@ def first_share(n_calibration: int, alpha: float, delta: float, margin: float = 
     safe; starting the sequence at about ``margin`` times that many leaves room for a few errors.
 
     Args:
-        n_calibration: calibration verdicts that could be accepted.
+        n_calibration: calibration cases (with a label in the column): the unit of the tests.
         alpha: the risk level.
         delta: the error probability.
         margin: the multiple.
@@ -418,7 +418,7 @@ def selective_judging(
     for column in range(n_dims + 1):
         dims = np.arange(n_dims) if column == n_dims else np.array([column], dtype=np.int64)
         c, b, o, lab = conf[:, dims], bad[:, dims], ok[:, dims], labelled[:, dims]
-        start = first_share(int(lab[calibrate].sum()), alpha, delta)
+        start = first_share(int(lab[calibrate].any(axis=1).sum()), alpha, delta)  # cases: the unit of every test
         grid = threshold_grid(c[held][o[held]], max_thresholds, start)
         found = conformal_threshold(c[calibrate], b[calibrate], o[calibrate], grid, alpha=alpha, delta=delta)
         t = found.threshold

@@ -41,13 +41,24 @@ class SimulatedJudge:
     support: tuple[float, ...] | None = None
     weights: tuple[float, ...] | None = None
 
-    def draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[FloatArray, FloatArray]:
-        """(confidence, wrong) for ``shape`` verdicts."""
+    def draw(
+        self, rng: np.random.Generator, shape: tuple[int, ...], shared: float = 0.0
+    ) -> tuple[FloatArray, FloatArray]:
+        """(confidence, wrong) for ``shape`` verdicts, rows being cases.
+
+        With ``shared`` > 0 the verdicts of one case (a row) are wrong together more often than
+        apart: each verdict's error draw is the case's own uniform with probability ``shared``,
+        else its own, so every verdict is still wrong with probability ``1 - accuracy(c)``.
+        """
         if self.support is None:
             conf = rng.uniform(0.5, 1.0, size=shape)
         else:
             conf = rng.choice(np.array(self.support), size=shape, p=np.array(self.weights))
-        wrong = (rng.random(shape) >= self.accuracy(conf)).astype(np.float64)
+        draws = rng.random(shape)
+        if shared > 0:
+            case = rng.random(shape[:-1] + (1,))
+            draws = np.where(rng.random(shape) < shared, case, draws)
+        wrong = (draws >= self.accuracy(conf)).astype(np.float64)
         return conf, wrong
 
     def risk(self, threshold: float) -> float:
@@ -125,8 +136,13 @@ def check_guarantee(
     alpha: float = 0.10,
     delta: float = 0.10,
     seed: int = 0,
+    dimensions: int = 1,
+    shared: float = 0.5,
 ) -> GuaranteeCheck:
     """Choose a threshold on ``n_calibration`` simulated cases ``repeats`` times and score it.
+
+    With ``dimensions`` > 1 every case has that many verdicts, correlated within the case
+    (``shared``), and the threshold is the pooled column's (the case-level betting test).
 
     Args:
         judge: the simulated judge.
@@ -136,13 +152,15 @@ def check_guarantee(
         alpha: the risk level.
         delta: the error probability of the guarantee.
         seed: the seed.
+        dimensions: verdicts per case (1: the one-dimension binomial test; more: the pooled column).
+        shared: how often a verdict's error draw is its case's (the within-case correlation).
 
     Returns:
         The :class:`GuaranteeCheck`.
     """
     rng = np.random.default_rng(seed)
-    cal_conf, cal_wrong = judge.draw(rng, (repeats, n_calibration))
-    test_conf, test_wrong = judge.draw(rng, (repeats, n_heldout))
+    cal_conf, cal_wrong = judge.draw(rng, (repeats, n_calibration, dimensions), shared)
+    test_conf, test_wrong = judge.draw(rng, (repeats, n_heldout, dimensions), shared)
     held = np.zeros(repeats, dtype=bool)
     realised = np.zeros(repeats, dtype=bool)
     coverage = np.zeros(repeats)
@@ -150,14 +168,22 @@ def check_guarantee(
     for r in range(repeats):
         acceptable = test_conf[r] > 0.5
         grid = threshold_grid(test_conf[r][acceptable], 20, first_share(n_calibration, alpha, delta))
-        found = conformal_threshold(cal_conf[r], cal_wrong[r], cal_conf[r] > 0.5, grid, alpha=alpha, delta=delta)
+        one = dimensions == 1
+        found = conformal_threshold(
+            cal_conf[r][:, 0] if one else cal_conf[r],
+            cal_wrong[r][:, 0] if one else cal_wrong[r],
+            (cal_conf[r] > 0.5)[:, 0] if one else cal_conf[r] > 0.5,
+            grid,
+            alpha=alpha,
+            delta=delta,
+        )
         t = found.threshold
         none[r] = math.isnan(t)
         risk = judge.risk(t)
         held[r] = math.isnan(risk) or risk <= alpha
-        accepted = acceptable & (test_conf[r] >= t) if not none[r] else np.zeros(n_heldout, dtype=bool)
+        accepted = acceptable & (test_conf[r] >= t) if not none[r] else np.zeros(acceptable.shape, dtype=bool)
         n_acc = int(accepted.sum())
-        coverage[r] = n_acc / n_heldout
+        coverage[r] = n_acc / accepted.size
         realised[r] = n_acc == 0 or float(test_wrong[r][accepted].mean()) <= alpha
     share = float(held.mean())
     return GuaranteeCheck(
