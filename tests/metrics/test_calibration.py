@@ -9,6 +9,7 @@ import pytest
 
 from medrewardbench.metrics.calibration import (
     calibration_figures,
+    calibration_figures_many,
     case_folds,
     cross_fitted,
     equal_mass_bins,
@@ -140,3 +141,17 @@ def test_cross_fitting_needs_enough_cases() -> None:
         cross_fitted(_simulated(3), "isotonic")
     with pytest.raises(ValueError, match="unknown recalibration"):
         cross_fitted(_simulated(10), "platt")
+
+
+def test_many_judges_share_resamples_and_match_one_at_a_time() -> None:
+    first, second = _simulated(120, seed=1), _simulated(120, seed=2, sharpen=2.0)
+    together = calibration_figures_many([first, second], n_resamples=150, seed=9)
+    for alone, joint in zip(
+        (calibration_figures(first, n_resamples=150, seed=9), calibration_figures(second, n_resamples=150, seed=9)),
+        together,
+        strict=True,
+    ):
+        np.testing.assert_allclose(joint.brier, alone.brier)
+        np.testing.assert_allclose(joint.ece_mass, alone.ece_mass)
+        np.testing.assert_allclose(joint.ece_low, alone.ece_low, atol=1e-6)
+        np.testing.assert_array_equal(joint.n, alone.n)

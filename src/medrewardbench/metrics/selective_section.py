@@ -16,7 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from medrewardbench.metrics.calibration import RECALIBRATIONS, CalibrationFigures, calibration_figures, cross_fitted
+from medrewardbench.metrics.calibration import (
+    RECALIBRATIONS,
+    CalibrationFigures,
+    calibration_figures_many,
+    cross_fitted,
+)
 from medrewardbench.metrics.confidence import case_verdicts
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.results import (
@@ -141,25 +146,36 @@ def selective_section(
     if not runs or not np.any(runs[0].labels > 0):
         return None
     strata_a = np.asarray(list(strata), dtype=object)
+    verdicts = [case_verdicts(run) for run in runs]
+    confident = [j for j, v in enumerate(verdicts) if v.source != "none"]
+    refit_ok = settings.recalibration != "none" and runs[0].n_cases >= settings.folds
+    refits = (
+        [cross_fitted(verdicts[j], settings.recalibration, folds=settings.folds, seed=seed) for j in confident]
+        if refit_ok
+        else []
+    )
+    # every judge's calibration, raw and recalibrated, on one set of resamples
+    figures = calibration_figures_many(
+        [verdicts[j] for j in confident] + refits,
+        strata=strata_a,
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence_level=confidence,
+        n_bins=settings.bins,
+    )
+    raw = dict(zip(confident, figures[: len(confident)], strict=True))
+    recalibrated = dict(zip(confident, figures[len(confident) :], strict=False))
+    note = ""
+    if settings.recalibration != "none" and not refit_ok:
+        note = f"too few cases ({runs[0].n_cases}) for {settings.folds}-fold recalibration"
     judges: list[JudgeSelective] = []
     heldout = calibrate = 0
-    for run, label in zip(runs, labels, strict=True):
-        verdicts = case_verdicts(run)
-        if verdicts.source == "none":
-            judges.append(JudgeSelective(label, run.run_id, verdicts.source, None, None, None, NO_CONFIDENCE))
+    for j, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        if j not in raw:
+            judges.append(JudgeSelective(label, run.run_id, verdicts[j].source, None, None, None, NO_CONFIDENCE))
             continue
-        common = {"strata": strata_a, "n_resamples": n_resamples, "seed": seed, "confidence_level": confidence}
-        raw = _calibration(calibration_figures(verdicts, n_bins=settings.bins, **common))  # type: ignore[arg-type]
-        recalibrated = None
-        note = ""
-        if settings.recalibration != "none":
-            if run.n_cases >= settings.folds:
-                refit = cross_fitted(verdicts, settings.recalibration, folds=settings.folds, seed=seed)
-                recalibrated = _calibration(calibration_figures(refit, n_bins=settings.bins, **common))  # type: ignore[arg-type]
-            else:
-                note = f"too few cases ({run.n_cases}) for {settings.folds}-fold recalibration"
         selection = selective_judging(
-            verdicts,
+            verdicts[j],
             alpha=settings.alpha,
             delta=settings.delta,
             calibration_fraction=settings.calibration_fraction,
@@ -169,8 +185,17 @@ def selective_section(
             confidence_level=confidence,
         )
         calibrate, heldout = selection.calibration_cases, selection.heldout_cases
-        abstention = ColumnTable.of([_column(c) for c in selection.columns])
-        judges.append(JudgeSelective(label, run.run_id, verdicts.source, raw, recalibrated, abstention, note))
+        judges.append(
+            JudgeSelective(
+                label,
+                run.run_id,
+                verdicts[j].source,
+                _calibration(raw[j]),
+                _calibration(recalibrated[j]) if j in recalibrated else None,
+                ColumnTable.of([_column(c) for c in selection.columns]),
+                note,
+            )
+        )
     return SelectiveJudging(
         alpha=settings.alpha,
         delta=settings.delta,
