@@ -155,3 +155,19 @@ def test_many_judges_share_resamples_and_match_one_at_a_time() -> None:
         np.testing.assert_allclose(joint.ece_mass, alone.ece_mass)
         np.testing.assert_allclose(joint.ece_low, alone.ece_low, atol=1e-6)
         np.testing.assert_array_equal(joint.n, alone.n)
+
+
+def test_large_data_intervals_come_from_the_linearisation_and_agree_with_the_bootstrap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import medrewardbench.metrics.calibration as calibration
+
+    v = _simulated(2000, seed=5, sharpen=2.0)
+    boot = calibration_figures(v, n_resamples=600, seed=1)
+    monkeypatch.setattr(calibration, "BOOTSTRAP_LIMIT", 100)
+    normal = calibration_figures(v, n_resamples=600, seed=1)
+    for name in ("brier", "ece", "ece_mass"):
+        width = getattr(boot, f"{name}_high") - getattr(boot, f"{name}_low")
+        for side in ("low", "high"):
+            gap = np.abs(getattr(normal, f"{name}_{side}") - getattr(boot, f"{name}_{side}"))
+            assert np.all(gap < 0.25 * width), (name, side)  # the ECE's bootstrap is a little skewed

@@ -129,3 +129,19 @@ def test_the_pooled_threshold_keeps_its_promise_with_correlated_dimensions(judge
     check = check_guarantee(judge, repeats=300, dimensions=6, shared=0.5, seed=12)  # type: ignore[arg-type]
     assert check.held >= 0.9 - 2.5 * math.sqrt(0.09 / 300)
     assert check.coverage > 0  # and it does accept something
+
+
+def test_the_pooled_interval_of_large_data_is_the_normal_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    import medrewardbench.metrics.selective as selective
+
+    rng = np.random.default_rng(8)
+    n = 1500
+    conf = rng.uniform(0.5, 1.0, size=(n, 6))
+    p = np.where(rng.random((n, 6)) < conf, conf, 1 - conf)
+    v = _verdicts(p, np.ones((n, 6)))
+    boot = selective_judging(v, n_resamples=500, seed=2).columns[-1]
+    monkeypatch.setattr(selective, "BOOTSTRAP_LIMIT", 10)
+    normal = selective_judging(v, n_resamples=500, seed=2).columns[-1]
+    assert normal.risk == boot.risk and boot.accepted > 0
+    width = boot.risk_high - boot.risk_low
+    assert abs(normal.risk_low - boot.risk_low) < 0.2 * width and abs(normal.risk_high - boot.risk_high) < 0.2 * width

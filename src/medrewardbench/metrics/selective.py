@@ -41,18 +41,22 @@ calibration labels. When the most confident threshold is not rejected, no thresh
 nothing is accepted (coverage 0): the data do not show that any share of the verdicts is safe.
 The guarantee is about the population risk; the held-out realised error estimates it (with a
 Clopper-Pearson interval per dimension, a case-bootstrap interval for the pooled column) and
-fluctuates around it. Ties in confidence are accepted or refused together (the threshold compares
-``>=``), so coarse confidences (order agreement gives 0.5 or 1) give a coarse grid, not a wrong one.
+fluctuates around it (beyond :data:`~medrewardbench.metrics.calibration.BOOTSTRAP_LIMIT` held-out
+cases the pooled interval is the normal one of the ratio's linearisation). Ties in confidence are
+accepted or refused together (the threshold compares ``>=``), so coarse confidences (order
+agreement gives 0.5 or 1) give a coarse grid, not a wrong one.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
 
+from medrewardbench.metrics.calibration import BOOTSTRAP_LIMIT
 from medrewardbench.metrics.confidence import CaseVerdicts
 from medrewardbench.metrics.stats import FloatArray
 from medrewardbench.metrics.stats.bootstrap import _regularized_beta, ratio_ci
@@ -370,6 +374,17 @@ def _curve(
     return grid, counts / n, risk
 
 
+def _normal_ratio_interval(numerators: FloatArray, denominators: FloatArray, confidence: float) -> tuple[float, float]:
+    """Normal interval of ``sum(num) / sum(den)`` over independent cases (its linearisation; large data)."""
+    total = float(denominators.sum())
+    ratio = float(numerators.sum()) / total
+    influence = (numerators - ratio * denominators) / total
+    n = influence.size
+    spread = math.sqrt(n / max(n - 1, 1) * float(((influence - influence.mean()) ** 2).sum()))
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    return max(0.0, ratio - z * spread), min(1.0, ratio + z * spread)
+
+
 def selective_judging(
     verdicts: CaseVerdicts,
     *,
@@ -431,6 +446,10 @@ def selective_judging(
             low = high = math.nan
         elif column < n_dims:
             low, high = clopper_pearson(n_err, n_acc, confidence_level)
+        elif n_resamples and int(held.sum()) > BOOTSTRAP_LIMIT:
+            low, high = _normal_ratio_interval(
+                (b[held] * accepted).sum(axis=1), accepted.sum(axis=1).astype(np.float64), confidence_level
+            )
         elif n_resamples:
             est = ratio_ci(
                 (b[held] * accepted).sum(axis=1),
