@@ -10,15 +10,17 @@ import pytest
 from medrewardbench.metrics.calibration import (
     calibration_figures,
     calibration_figures_many,
-    case_folds,
-    cross_fitted,
     equal_mass_bins,
     equal_width_bins,
+)
+from medrewardbench.metrics.confidence import CaseVerdicts
+from medrewardbench.metrics.recalibration import (
+    case_folds,
+    cross_fitted,
     fit_isotonic,
     fit_temperature,
     isotonic_regression,
 )
-from medrewardbench.metrics.confidence import CaseVerdicts
 
 
 def _verdicts(p: np.ndarray, labels: np.ndarray, source: str = "probability") -> CaseVerdicts:

@@ -834,6 +834,7 @@ def analyze(
         n_resamples=n_resamples,
         seed=seed,
         confidence=confidence,
+        block_size=block_size,
     )
     leaderboard = [
         replace(row, coverage_at_risk=coverage_at_risk(section, row.label)) for row in _leaderboard(run_results, human)

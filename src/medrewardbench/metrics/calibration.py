@@ -17,19 +17,15 @@ to calibrate (selective judging abstains on it, :mod:`medrewardbench.metrics.sel
   per-case sums over fixed bins; the pooled column pools every dimension's cells. Beyond
   :data:`BOOTSTRAP_LIMIT` cases, normal intervals from the statistics' linearisation in those
   sums (cases independent) replace the bootstrap, which would take minutes there.
-* **Recalibration** (:func:`cross_fitted`): isotonic regression (pool-adjacent-violators, in
-  numpy) or temperature scaling of ``logit(p_first)``, fitted on K-1 folds of cases and applied to
-  the held-out fold, so every recalibrated preference comes from a map that never saw its case.
-  Both maps are fitted on the data and its mirror ``(1 - p, 1 - y)``: the order of the two
-  responses in the source carries no meaning, so the map is symmetric and keeps every verdict.
+* **Recalibration** lives in :mod:`medrewardbench.metrics.recalibration` (cross-fitted isotonic or
+  temperature maps); its output is measured here like any other preferences.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -39,30 +35,19 @@ from medrewardbench.metrics.stats import CountArray, FloatArray
 from medrewardbench.metrics.stats.bootstrap import iter_bootstrap_weights, percentile_interval
 
 __all__ = [
-    "RECALIBRATIONS",
     "BinLayout",
     "CalibrationFigures",
-    "Recalibration",
     "calibration_figures",
     "calibration_figures_many",
-    "case_folds",
-    "cross_fitted",
     "equal_mass_bins",
     "equal_width_bins",
-    "fit_isotonic",
-    "fit_temperature",
-    "isotonic_regression",
 ]
 
-Recalibration = Literal["none", "isotonic", "temperature"]
-RECALIBRATIONS: tuple[str, ...] = ("none", "isotonic", "temperature")
-"""The recalibrations :func:`cross_fitted` knows."""
-
+_BLOCK_BYTES = 50_000_000
+"""Default size of one block of resample weights."""
 BOOTSTRAP_LIMIT = 20_000
 """Beyond this many cases, intervals come from a normal approximation (:func:`_normal_intervals`):
 the bootstrap of 140 sums per judge would take minutes, and at this size the two agree."""
-_CLIP = 1e-4
-"""Preferences are clipped to [_CLIP, 1 - _CLIP] before a logit (order agreement gives 0 and 1)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,37 +168,53 @@ class CalibrationFigures:
     """equal-width reliability bins, one entry per column"""
 
 
-def _bin_totals(counted: npt.NDArray[np.bool_], values: FloatArray, index: CountArray, n_bins: int) -> FloatArray:
-    """(n_cases, n_dims, n_bins): per case, dimension and bin, the sum of ``values`` over counted cells."""
-    n, d = counted.shape
-    out = np.zeros((n, d, n_bins))
-    rows, dims = np.nonzero(counted)
-    np.add.at(out, (rows, dims, index[rows, dims]), values[rows, dims])
-    return out
-
-
 @dataclass(frozen=True)
 class _Sums:
-    """Per-case sums of one judge's cells, the columns every resample sums (a linear statistic's inputs).
+    """One judge's cells in compact form: what every resample sums, a few bytes per case and dimension.
 
-    ``gap`` sums are ``correct - confidence`` per bin: a bin's ECE term is ``|sum of gaps|``, so one
-    column per bin suffices (the cells' count comes from ``count``).
+    :meth:`dense` expands them into the per-case columns whose sums give every statistic
+    (:func:`_statistics`): squared errors, counted cells, and per bin the sum of ``correct -
+    confidence`` (a bin's ECE term is the absolute value of that sum, so one column per bin
+    suffices). The expansion is made for one judge at a time and thrown away, so memory holds the
+    compact form of every judge and the columns of one.
     """
 
-    squared: FloatArray
-    """(n, D) squared errors of p_first"""
-    count: FloatArray
+    squared: npt.NDArray[np.float32]
+    """(n, D) squared errors of p_first, 0 where not counted"""
+    counted: npt.NDArray[np.bool_]
     """(n, D) counted cells"""
-    width_gap: FloatArray
-    """(n, D, B) gaps in equal-width bins (the pooled column is their sum over D)"""
-    mass_gap: FloatArray
-    """(n, D + 1, B) gaps in each column's own equal-mass bins"""
+    gap: npt.NDArray[np.float32]
+    """(n, D) correct - confidence, 0 where not counted"""
+    width_bin: npt.NDArray[np.int8]
+    """(n, D) equal-width bin of each cell"""
+    mass_bin: npt.NDArray[np.int8]
+    """(n, D) equal-mass bin of each cell within its dimension"""
+    pooled_mass_bin: npt.NDArray[np.int8]
+    """(n, D) equal-mass bin of each cell among all dimensions' cells"""
+    n_bins: int
 
-    def flat(self) -> FloatArray:
-        """(n, K) every column side by side: squared, count, width gaps, mass gaps."""
-        n = self.squared.shape[0]
-        parts = [self.squared, self.count, self.width_gap.reshape(n, -1), self.mass_gap.reshape(n, -1)]
-        return np.concatenate(parts, axis=1)
+    @property
+    def width(self) -> int:
+        """K, the number of dense columns: 2 D + D B + (D + 1) B."""
+        d, b = int(self.counted.shape[1]), self.n_bins
+        return 2 * d + d * b + (d + 1) * b
+
+    def dense(self) -> npt.NDArray[np.float32]:
+        """(n, K) the per-case columns: squared, count, width gaps (D x B), mass gaps ((D + 1) x B)."""
+        n, d = self.counted.shape
+        b = self.n_bins
+        out = np.zeros((n, self.width), dtype=np.float32)
+        out[:, :d] = self.squared
+        out[:, d : 2 * d] = self.counted
+        rows = np.arange(n)[:, None]
+        dims = np.arange(d)[None, :]
+        out[rows, 2 * d + dims * b + self.width_bin.astype(np.intp)] = (
+            self.gap
+        )  # one cell per (case, dimension): no clash
+        mass = 2 * d + d * b
+        out[rows, mass + dims * b + self.mass_bin.astype(np.intp)] = self.gap
+        np.add.at(out, (np.broadcast_to(rows, (n, d)), mass + d * b + self.pooled_mass_bin.astype(np.intp)), self.gap)
+        return out
 
 
 def _statistics(summed: FloatArray, n_dims: int, n_bins: int) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -238,21 +239,27 @@ def _statistics(summed: FloatArray, n_dims: int, n_bins: int) -> tuple[FloatArra
 
 
 def _sums(verdicts: CaseVerdicts, n_bins: int) -> tuple[_Sums, list[ReliabilityBins]]:
-    """One judge's per-case sums and its equal-width reliability bins (points), per column."""
+    """One judge's compact cells and its equal-width reliability bins (points), per column."""
     counted, p, y, conf, correct = _cells(verdicts)
-    n_cases, n_dims = counted.shape
+    n_dims = counted.shape[1]
     width = equal_width_bins(conf, n_bins)
     gap = correct - conf
-    mass_gap = np.zeros((n_cases, n_dims + 1, n_bins))
-    for column in range(n_dims + 1):
-        cells = counted if column == n_dims else _only(counted, column)
-        index = np.zeros(counted.shape, dtype=np.int64)
+    mass_bin = np.zeros(counted.shape, dtype=np.int8)
+    for column in range(n_dims):
+        cells = counted[:, column]
         if cells.any():
-            index[cells] = equal_mass_bins(conf[cells], n_bins).index
-        mass_gap[:, column] = _bin_totals(cells, gap, index, n_bins).sum(axis=1)
-    counts = _bin_totals(counted, np.ones_like(conf), width.index, n_bins).sum(axis=0)  # (D, B)
-    conf_sums = _bin_totals(counted, conf, width.index, n_bins).sum(axis=0)
-    right_sums = _bin_totals(counted, correct, width.index, n_bins).sum(axis=0)
+            mass_bin[cells, column] = equal_mass_bins(conf[cells, column], n_bins).index
+    pooled_mass_bin = np.zeros(counted.shape, dtype=np.int8)
+    if counted.any():
+        pooled_mass_bin[counted] = equal_mass_bins(conf[counted], n_bins).index
+    dims = np.broadcast_to(np.arange(n_dims)[None, :], counted.shape)[counted]
+    key = dims * n_bins + width.index[counted]
+
+    def per_bin(values: FloatArray) -> FloatArray:
+        summed = np.bincount(key, weights=values[counted], minlength=n_dims * n_bins)
+        return np.asarray(summed, dtype=np.float64).reshape(n_dims, n_bins)
+
+    counts, conf_sums, right_sums = per_bin(np.ones_like(conf)), per_bin(conf), per_bin(correct)
     bins = []
     for totals in (
         *zip(counts, conf_sums, right_sums, strict=True),
@@ -270,10 +277,13 @@ def _sums(verdicts: CaseVerdicts, n_bins: int) -> tuple[_Sums, list[ReliabilityB
                 )
             )
     sums = _Sums(
-        squared=np.where(counted, (p - y) ** 2, 0.0),
-        count=counted.astype(np.float64),
-        width_gap=_bin_totals(counted, gap, width.index, n_bins),
-        mass_gap=mass_gap,
+        squared=np.where(counted, (p - y) ** 2, 0.0).astype(np.float32),
+        counted=counted,
+        gap=np.where(counted, gap, 0.0).astype(np.float32),
+        width_bin=width.index.astype(np.int8),
+        mass_bin=mass_bin,
+        pooled_mass_bin=pooled_mass_bin,
+        n_bins=n_bins,
     )
     return sums, bins
 
@@ -318,12 +328,14 @@ def calibration_figures_many(
     seed: int = 0,
     confidence_level: float = 0.95,
     n_bins: int = 10,
+    block_size: int | None = None,
 ) -> list[CalibrationFigures]:
     """:func:`calibration_figures` of several judges on the same cases, on one set of resamples.
 
     Each statistic is a function of per-case sums, so a resample needs one matrix product of the
-    resample weights with every judge's per-case columns side by side (in float32: the intervals do
-    not need more digits than that, and the product runs about twice as fast).
+    resample weights with a judge's per-case columns (in float32: the intervals do not need more
+    digits than that, and the product runs about twice as fast); the weights are drawn once for all
+    judges, and each judge's columns exist only while its product runs.
 
     Args:
         judges: the judges' case-level preferences, all on the same cases.
@@ -332,6 +344,7 @@ def calibration_figures_many(
         seed: the bootstrap seed.
         confidence_level: interval coverage.
         n_bins: bins of the ECE and the reliability diagram.
+        block_size: resamples drawn at a time (default: about 50 MB of weights); memory only.
 
     Returns:
         One :class:`CalibrationFigures` per judge, in order.
@@ -340,23 +353,25 @@ def calibration_figures_many(
         return []
     prepared = [_sums(v, n_bins) for v in judges]
     n_cases, n_dims = judges[0].p_first.shape
-    flats = [sums.flat() for sums, _ in prepared]
-    k = flats[0].shape[1]
-    stacked = np.concatenate(flats, axis=1)
-    points = _statistics(stacked.sum(axis=0).reshape(len(judges), k), n_dims, n_bins)
+    k = prepared[0][0].width
+    totals = np.stack([sums.dense().sum(axis=0, dtype=np.float64) for sums, _ in prepared])
+    points = _statistics(totals, n_dims, n_bins)
     cols = n_dims + 1
     lows = [np.full((len(judges), cols), np.nan) for _ in range(3)]
     highs = [np.full((len(judges), cols), np.nan) for _ in range(3)]
     if n_resamples and n_cases > BOOTSTRAP_LIMIT:
-        for j, flat in enumerate(flats):
-            for i, (low, high) in enumerate(_normal_intervals(flat, n_dims, n_bins, confidence_level)):
+        for j, (sums, _) in enumerate(prepared):
+            for i, (low, high) in enumerate(_normal_intervals(sums.dense(), n_dims, n_bins, confidence_level)):
                 lows[i][j], highs[i][j] = low, high
     elif n_resamples and n_cases:
         strata_a = None if strata is None else np.asarray(strata, dtype=object)
-        values = stacked.astype(np.float32)
+        rows = block_size or max(1, min(n_resamples, _BLOCK_BYTES // (8 * n_cases)))
         samples: list[list[FloatArray]] = [[], [], []]
-        for _, block in iter_bootstrap_weights(n_cases, n_resamples, seed, strata_a):
-            summed = (block.astype(np.float32) @ values).astype(np.float64).reshape(-1, len(judges), k)
+        for _, block in iter_bootstrap_weights(n_cases, n_resamples, seed, strata_a, block_size=rows):
+            weights = block.astype(np.float32)
+            summed = np.empty((block.shape[0], len(judges), k))
+            for j, (sums, _) in enumerate(prepared):
+                summed[:, j] = weights @ sums.dense()  # one judge's columns at a time: memory stays small
             for store, stat in zip(samples, _statistics(summed, n_dims, n_bins), strict=True):
                 store.append(stat)
         for i, store in enumerate(samples):
@@ -365,7 +380,7 @@ def calibration_figures_many(
     for j, (sums, bins) in enumerate(prepared):
         out.append(
             CalibrationFigures(
-                n=_with_pooled_counts(sums.count),
+                n=_with_pooled_counts(sums.counted),
                 brier=points[0][j],
                 brier_low=lows[0][j],
                 brier_high=highs[0][j],
@@ -382,7 +397,7 @@ def calibration_figures_many(
 
 
 def _normal_intervals(
-    flat: FloatArray, n_dims: int, n_bins: int, confidence_level: float
+    flat: npt.NDArray[np.float32], n_dims: int, n_bins: int, confidence_level: float
 ) -> list[tuple[FloatArray, FloatArray]]:
     """Normal intervals of (brier, ece, ece_mass) from their linearisation in per-case sums (large data).
 
@@ -391,7 +406,7 @@ def _normal_intervals(
     variance of the statistic is ``n / (n - 1)`` times the sum of the centred squared influences,
     cases being independent (dimensions of a case together). The gradient is taken numerically.
     """
-    total = flat.sum(axis=0)
+    total = flat.sum(axis=0, dtype=np.float64)
     points = np.stack(_statistics(total, n_dims, n_bins))  # (3, C)
     gradient = np.zeros((flat.shape[1],) + points.shape)
     for k in range(flat.shape[1]):
@@ -404,13 +419,13 @@ def _normal_intervals(
         )
     gradient = np.nan_to_num(gradient)
     n = flat.shape[0]
-    influence = flat @ gradient.reshape(flat.shape[1], -1)  # (n, 3 * C)
+    influence = flat.astype(np.float64) @ gradient.reshape(flat.shape[1], -1)  # (n, 3 * C)
     spread = np.sqrt(n / max(n - 1, 1) * ((influence - influence.mean(axis=0)) ** 2).sum(axis=0)).reshape(points.shape)
     z = NormalDist().inv_cdf(0.5 + confidence_level / 2)
     return [(np.maximum(points[i] - z * spread[i], 0.0), points[i] + z * spread[i]) for i in range(3)]
 
 
-def _with_pooled_counts(count: FloatArray) -> CountArray:
+def _with_pooled_counts(count: npt.NDArray[np.bool_]) -> CountArray:
     per_dimension = count.sum(axis=0)
     return np.concatenate([per_dimension, [per_dimension.sum()]]).astype(np.int64)
 
@@ -420,182 +435,3 @@ def _only(counted: npt.NDArray[np.bool_], column: int) -> npt.NDArray[np.bool_]:
     out = np.zeros_like(counted)
     out[:, column] = counted[:, column]
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# Recalibration maps
-# --------------------------------------------------------------------------------------------
-
-
-def isotonic_regression(y: npt.ArrayLike, weights: npt.ArrayLike | None = None) -> FloatArray:
-    """The non-decreasing fit to ``y`` (in the given order) by pool-adjacent-violators.
-
-    Args:
-        y: values, ordered by the regressor.
-        weights: positive weights (default 1).
-
-    Returns:
-        The fitted values, same length: the weighted least-squares non-decreasing sequence.
-    """
-    values = np.asarray(y, dtype=np.float64).reshape(-1)
-    w = np.ones_like(values) if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
-    means: list[float] = []
-    masses: list[float] = []
-    sizes: list[int] = []
-    for value, weight in zip(values.tolist(), w.tolist(), strict=True):
-        means.append(value)
-        masses.append(weight)
-        sizes.append(1)
-        while len(means) > 1 and means[-2] > means[-1]:
-            mass = masses[-2] + masses[-1]
-            means[-2] = (means[-2] * masses[-2] + means[-1] * masses[-1]) / mass
-            masses[-2] = mass
-            sizes[-2] += sizes[-1]
-            del means[-1], masses[-1], sizes[-1]
-    return np.repeat(np.array(means), np.array(sizes, dtype=np.int64)) if means else np.zeros(0)
-
-
-@dataclass(frozen=True)
-class IsotonicMap:
-    """A fitted isotonic map: linear interpolation between the fitted points, constant outside."""
-
-    x: FloatArray
-    y: FloatArray
-
-    def __call__(self, p: npt.ArrayLike) -> FloatArray:
-        """The recalibrated preference of each ``p`` (NaN stays NaN)."""
-        p_a = np.asarray(p, dtype=np.float64)
-        return np.where(np.isnan(p_a), np.nan, np.interp(np.nan_to_num(p_a, nan=0.5), self.x, self.y))
-
-
-def fit_isotonic(p: npt.ArrayLike, y: npt.ArrayLike) -> IsotonicMap:
-    """Isotonic regression of the label on ``p``, fitted on the data and its mirror (a symmetric map).
-
-    Args:
-        p: preferences for ``response_1`` in [0, 1].
-        y: 1 where the experts prefer ``response_1``, else 0.
-
-    Returns:
-        The map; with no data, the identity.
-    """
-    p_a = np.asarray(p, dtype=np.float64).reshape(-1)
-    y_a = np.asarray(y, dtype=np.float64).reshape(-1)
-    if p_a.size == 0:
-        return IsotonicMap(np.array([0.0, 1.0]), np.array([0.0, 1.0]))
-    xs = np.concatenate([p_a, 1.0 - p_a])
-    ys = np.concatenate([y_a, 1.0 - y_a])
-    # pool equal x first: PAV on distinct x with their mean label and count as weight
-    ux, inverse = np.unique(xs, return_inverse=True)
-    counts = np.bincount(inverse.reshape(-1)).astype(np.float64)
-    mean_y = np.bincount(inverse.reshape(-1), weights=ys) / counts
-    return IsotonicMap(ux, isotonic_regression(mean_y, counts))
-
-
-@dataclass(frozen=True)
-class TemperatureMap:
-    """``sigmoid(logit(p) / temperature)``: a temperature above 1 softens, below 1 sharpens."""
-
-    temperature: float
-
-    def __call__(self, p: npt.ArrayLike) -> FloatArray:
-        """The recalibrated preference of each ``p`` (NaN stays NaN)."""
-        z = _logit(np.asarray(p, dtype=np.float64)) / self.temperature
-        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
-
-
-def _logit(p: FloatArray) -> FloatArray:
-    q = np.clip(p, _CLIP, 1.0 - _CLIP)
-    return np.asarray(np.log(q) - np.log1p(-q), dtype=np.float64)
-
-
-def fit_temperature(p: npt.ArrayLike, y: npt.ArrayLike, *, max_temperature: float = 1e4) -> TemperatureMap:
-    """Temperature scaling of ``logit(p)``: the temperature that minimises the log loss (Newton on 1/T).
-
-    No intercept: ``p`` and ``1 - p`` are mirror images (the source order of the two responses
-    means nothing), and a slope alone keeps that symmetry.
-
-    Args:
-        p: preferences for ``response_1``.
-        y: 1 where the experts prefer ``response_1``, else 0.
-        max_temperature: the largest temperature returned (a judge no better than chance).
-
-    Returns:
-        The fitted map; with no informative data, temperature 1.
-    """
-    z = _logit(np.asarray(p, dtype=np.float64).reshape(-1))
-    y_a = np.asarray(y, dtype=np.float64).reshape(-1)
-    if z.size == 0 or not np.any(z != 0):
-        return TemperatureMap(1.0)
-    a = 1.0
-    for _ in range(100):
-        s = 1.0 / (1.0 + np.exp(-a * z))
-        grad = float(np.sum((s - y_a) * z))
-        hess = float(np.sum(s * (1 - s) * z * z))
-        if hess <= 1e-12:
-            break
-        step = grad / hess
-        a_new = max(a - step, 1.0 / max_temperature)
-        if abs(a_new - a) < 1e-10:
-            a = a_new
-            break
-        a = a_new
-    return TemperatureMap(1.0 / a if a > 0 else max_temperature)
-
-
-def case_folds(n_cases: int, k: int, seed: int) -> CountArray:
-    """A fold (0..k-1) for every case, seeded, sizes differing by at most one.
-
-    Args:
-        n_cases: how many cases.
-        k: how many folds (at least 2).
-        seed: the seed.
-
-    Returns:
-        (n_cases,) fold per case.
-    """
-    if k < 2:
-        raise ValueError(f"cross-fitting needs at least 2 folds, got {k}")
-    order = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0xCA1B,))).permutation(n_cases)
-    folds = np.empty(n_cases, dtype=np.int64)
-    folds[order] = np.arange(n_cases) % k
-    return folds
-
-
-def _fit(method: str, p: FloatArray, y: FloatArray) -> IsotonicMap | TemperatureMap:
-    if method == "isotonic":
-        return fit_isotonic(p, y)
-    if method == "temperature":
-        return fit_temperature(p, y)
-    raise ValueError(f"unknown recalibration {method!r}; expected one of {', '.join(RECALIBRATIONS)}")
-
-
-def cross_fitted(verdicts: CaseVerdicts, method: str, *, folds: int = 5, seed: int = 0) -> CaseVerdicts:
-    """Recalibrated preferences, each from a map fitted on the other folds of cases.
-
-    One map per fold is fitted on every labelled, answered cell of the other K-1 folds (all
-    dimensions together) and applied to the held-out fold's cells, so no preference is ever
-    recalibrated by a map that saw its case. Cells without a verdict stay without one.
-
-    Args:
-        verdicts: one judge's case-level preferences.
-        method: ``"isotonic"`` or ``"temperature"`` (``"none"`` returns ``verdicts``).
-        folds: K, the number of folds of cases.
-        seed: the seed of the folds.
-
-    Returns:
-        The same cases with recalibrated ``p_first``.
-    """
-    if method == "none":
-        return verdicts
-    n_cases = len(verdicts.case_ids)
-    if n_cases < folds:
-        raise ValueError(f"cross-fitted recalibration needs at least {folds} cases, got {n_cases}")
-    fold_of = case_folds(n_cases, folds, seed)
-    counted, p, y, _, _ = _cells(verdicts)
-    out = np.full(verdicts.p_first.shape, np.nan)
-    for fold in range(folds):
-        held = fold_of == fold
-        train = counted & ~held[:, None]
-        mapping = _fit(method, p[train], y[train])
-        out[held] = mapping(verdicts.p_first[held])
-    return replace(verdicts, p_first=np.where(np.isnan(verdicts.p_first), np.nan, out))

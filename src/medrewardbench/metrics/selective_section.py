@@ -16,14 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from medrewardbench.metrics.calibration import (
-    RECALIBRATIONS,
-    CalibrationFigures,
-    calibration_figures_many,
-    cross_fitted,
-)
+from medrewardbench.metrics.calibration import CalibrationFigures, calibration_figures_many
 from medrewardbench.metrics.confidence import case_verdicts
 from medrewardbench.metrics.core import RunData
+from medrewardbench.metrics.recalibration import RECALIBRATIONS, cross_fitted
 from medrewardbench.metrics.results import (
     NO_CONFIDENCE,
     Calibration,
@@ -128,6 +124,7 @@ def selective_section(
     n_resamples: int,
     seed: int,
     confidence: float,
+    block_size: int | None = None,
 ) -> SelectiveJudging | None:
     """Calibration and abstention of every run; None when no case has a label.
 
@@ -139,6 +136,7 @@ def selective_section(
         n_resamples: bootstrap resamples for the intervals (0: points only).
         seed: the seed of the split, the folds and the resamples.
         confidence: interval coverage.
+        block_size: resamples drawn at a time (memory only).
 
     Returns:
         The :class:`SelectiveJudging` record.
@@ -162,6 +160,7 @@ def selective_section(
         seed=seed,
         confidence_level=confidence,
         n_bins=settings.bins,
+        block_size=block_size,
     )
     raw = dict(zip(confident, figures[: len(confident)], strict=True))
     recalibrated = dict(zip(confident, figures[len(confident) :], strict=False))
