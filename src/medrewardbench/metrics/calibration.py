@@ -333,9 +333,8 @@ def calibration_figures_many(
     """:func:`calibration_figures` of several judges on the same cases, on one set of resamples.
 
     Each statistic is a function of per-case sums, so a resample needs one matrix product of the
-    resample weights with a judge's per-case columns (in float32: the intervals do not need more
-    digits than that, and the product runs about twice as fast); the weights are drawn once for all
-    judges, and each judge's columns exist only while its product runs.
+    resample weights with a judge's per-case columns; the weights are drawn once for all judges,
+    and each judge's columns exist only while its product runs.
 
     Args:
         judges: the judges' case-level preferences, all on the same cases.
@@ -368,10 +367,11 @@ def calibration_figures_many(
         rows = block_size or max(1, min(n_resamples, _BLOCK_BYTES // (8 * n_cases)))
         samples: list[list[FloatArray]] = [[], [], []]
         for _, block in iter_bootstrap_weights(n_cases, n_resamples, seed, strata_a, block_size=rows):
-            weights = block.astype(np.float32)
             summed = np.empty((block.shape[0], len(judges), k))
             for j, (sums, _) in enumerate(prepared):
-                summed[:, j] = weights @ sums.dense()  # one judge's columns at a time: memory stays small
+                # one judge's columns at a time: memory stays small; float64, so that the figures do
+                # not depend on how the rows are blocked (float32 sums would differ in the 7th digit)
+                summed[:, j] = block @ sums.dense().astype(np.float64)
             for store, stat in zip(samples, _statistics(summed, n_dims, n_bins), strict=True):
                 store.append(stat)
         for i, store in enumerate(samples):
