@@ -36,8 +36,18 @@ of those averages); a single rate near 5 % has a Monte-Carlo error of 0.49 point
 near 95 % 0.49 points with 2,000 replicates. Replicates run in ``--jobs`` processes (one BLAS thread
 each).
 
+**Selective judging** (``--only selective``): the abstention threshold of
+:mod:`medrewardbench.metrics.selective` on simulated judges with known accuracy at every
+confidence (:mod:`medrewardbench.testing.selective_sim`: calibrated, over-confident, and two with
+order-agreement confidences of only 0.5 and 1), 500 repeats of 500 calibration and 500 held-out
+cases, on one dimension (the binomial test) and on six dimensions pooled with errors correlated
+within a case (the case-level betting test): PASS when the chosen threshold's population risk is at
+most alpha in at least 1 - delta of the repeats. Also the coverage of the pooled Brier score's and
+ECE's case-bootstrap intervals.
+
 Usage: python benchmarks/bench_validity.py [--sizes 100 1026] [--replicates 2000]
-       [--resamples 2000] [--population 100000] [--seed 0] [--jobs 1]
+       [--resamples 2000] [--population 100000] [--seed 0] [--jobs 1] [--only all|accuracy|selective]
+       [--selective-repeats 500]
        python benchmarks/bench_validity.py --quick     (seconds: a smoke run, not a measurement)
 """
 
@@ -60,9 +70,12 @@ from scipy.stats import binom
 from medrewardbench.dimensions import DIMENSIONS, ORGAN_SYSTEMS, Order
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.analysis import analyze
+from medrewardbench.metrics.calibration import calibration_figures
+from medrewardbench.metrics.confidence import CaseVerdicts
 from medrewardbench.metrics.core import RunData
 from medrewardbench.metrics.human import judge_loo_counts, loo_targets, panel_features, panel_statistics
 from medrewardbench.metrics.results import POOLED, Analysis, Estimate
+from medrewardbench.testing.selective_sim import SimulatedJudge, check_guarantee, simulated_judges
 
 N_DIMS = len(DIMENSIONS)
 N_ORGANS = len(ORGAN_SYSTEMS)
@@ -504,6 +517,96 @@ def summarise(size: int, results: Sequence[dict[str, float]], judge: bool = True
     return lines
 
 
+# --------------------------------------------------------------------------------------------
+# Selective judging: the abstention guarantee, and the calibration intervals
+# --------------------------------------------------------------------------------------------
+
+
+def _verdict(value: float, goal_low: float, goal_high: float, mc: float) -> str:
+    if goal_low <= value <= goal_high:
+        return "PASS"
+    near = value >= goal_low - 2 * mc and value <= goal_high + 2 * mc
+    return "PASS±MC" if near else "FAIL"
+
+
+def _population_calibration(judge: SimulatedJudge, bins: int = 10) -> tuple[float, float]:
+    """The population Brier score and equal-width ECE of a continuous simulated judge (quadrature)."""
+    c = np.linspace(0.5, 1.0, 200_001)[1:-1]
+    acc = judge.accuracy(c)
+    brier = float(np.mean(acc * (1 - c) ** 2 + (1 - acc) * c**2))
+    index = np.minimum(((c - 0.5) / 0.5 * bins).astype(int), bins - 1)
+    gaps = [abs(acc[index == b].mean() - c[index == b].mean()) * np.mean(index == b) for b in range(bins)]
+    return brier, float(np.sum(gaps))
+
+
+def calibration_coverage(
+    judge: SimulatedJudge, repeats: int, n_cases: int, resamples: int, seed: int
+) -> dict[str, float]:
+    """How often the case-bootstrap intervals of the pooled Brier score and ECE cover the population values."""
+    brier_truth, ece_truth = _population_calibration(judge)
+    rng = np.random.default_rng(seed)
+    hits = {"brier": 0, "ece": 0}
+    dims = len(DIMENSIONS)
+    for r in range(repeats):
+        conf, wrong = judge.draw(rng, (n_cases, dims), shared=0.5)
+        labels = np.where(rng.random((n_cases, dims)) < 0.5, 1, 2).astype(np.int8)
+        picks_first = (labels == 1) ^ (wrong > 0)
+        verdicts = CaseVerdicts(
+            run_id="sim",
+            judge_spec="sim",
+            case_ids=tuple(map(str, range(n_cases))),
+            p_first=np.where(picks_first, conf, 1 - conf),
+            labels=labels,
+            groups={},
+            source="probability",
+        )
+        figures = calibration_figures(verdicts, n_resamples=resamples, seed=seed + r)
+        hits["brier"] += int(figures.brier_low[-1] <= brier_truth <= figures.brier_high[-1])
+        hits["ece"] += int(figures.ece_low[-1] <= ece_truth <= figures.ece_high[-1])
+    return {"brier": hits["brier"] / repeats, "ece": hits["ece"] / repeats, "ece_truth": ece_truth}
+
+
+def selective_validity(repeats: int, resamples: int, seed: int, judge_goals: bool) -> tuple[list[str], int]:
+    """The abstention guarantee per simulated judge (one dimension and six pooled), and calibration intervals.
+
+    Returns:
+        The printed lines and the number of FAIL verdicts.
+    """
+    alpha = delta = 0.10
+    lines = [
+        f"\nselective judging: alpha {alpha}, delta {delta}; {repeats} repeats of 500 calibration and 500 held-out "
+        "cases; 'held' = share of repeats whose chosen threshold has population risk <= alpha (goal >= 90 %)",
+        f"{'judge':<34}{'column':<22}{'held %':>14}{'realised held %':>17}{'coverage %':>12}{'none %':>9}  verdict",
+    ]
+    failures = 0
+    for judge in simulated_judges():
+        for dims, column in ((1, "one dimension"), (6, "pooled (6, correlated)")):
+            check = check_guarantee(judge, repeats=repeats, dimensions=dims, seed=seed + dims)
+            verdict = _verdict(check.held, 1 - delta, 1.0, check.held_mc) if judge_goals else "-"
+            failures += verdict == "FAIL"
+            lines.append(
+                f"{judge.name:<34}{column:<22}{100 * check.held:>8.1f} ± {100 * check.held_mc:.1f}"
+                f"{100 * check.realised_held:>17.1f}{100 * check.coverage:>12.1f}"
+                f"{100 * check.none_qualified:>9.1f}  {verdict}"
+            )
+    n_cal = max(50, repeats // 2)
+    lines.append(
+        f"\ncalibration intervals: pooled Brier score and ECE (10 equal-width bins), 95 % case bootstrap "
+        f"({resamples} resamples) on 300 cases x 6 correlated dimensions, {n_cal} repeats"
+    )
+    for judge in simulated_judges()[:2]:
+        found = calibration_coverage(judge, n_cal, 300, resamples, seed)
+        mc = math.sqrt(0.95 * 0.05 / n_cal)
+        brier_verdict = _verdict(found["brier"], 0.935, 0.965, mc) if judge_goals else "-"
+        failures += brier_verdict == "FAIL"
+        lines.append(
+            f"{judge.name:<34}Brier covered {100 * found['brier']:5.1f} ± {100 * mc:.1f} %  {brier_verdict};  "
+            f"ECE (true {found['ece_truth']:.3f}) covered {100 * found['ece']:5.1f} %  (reported: the plug-in ECE is "
+            "biased upwards, its interval is not judged)"
+        )
+    return lines, failures
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1026])
@@ -515,10 +618,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="30 replicates, 200 resamples: a smoke run, the goals not judged"
     )
+    parser.add_argument(
+        "--only",
+        choices=("all", "accuracy", "selective"),
+        default="all",
+        help="accuracy: the report's tests and intervals; selective: the abstention guarantee, calibration intervals",
+    )
+    parser.add_argument("--selective-repeats", type=int, default=500, help="repeats of the abstention check")
     args = parser.parse_args(argv)
     if args.quick:
-        args.replicates, args.resamples, args.population = 30, 200, 5_000
+        args.replicates, args.resamples, args.population, args.selective_repeats = 30, 200, 5_000, 60
     start = time.perf_counter()
+    selective_failures = 0
+    if args.only in ("all", "selective"):
+        lines, selective_failures = selective_validity(
+            args.selective_repeats, min(args.resamples, 1000), args.seed, judge_goals=not args.quick
+        )
+        print("\n".join(lines))
+        if args.only == "selective":
+            verdict = "not judged (--quick)" if args.quick else f"{selective_failures} FAIL"
+            print(f"\ntotal: {verdict}; wall {time.perf_counter() - start:.0f} s")
+            return 0
     model = build_model()
     sums = population_sums(model, args.population, args.seed)
     truths = {size: truth_at(organ_sizes(size), model, sums) for size in args.sizes}
@@ -544,6 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = summarise(size, results, judge=not args.quick)
         failures += 0 if args.quick else int(lines[-1].split(": ")[1].split()[0])
         print("\n".join(lines))
+    failures += selective_failures
     verdict = "not judged (--quick: too few replicates)" if args.quick else f"{failures} FAIL"
     print(f"\ntotal: {verdict}; wall {time.perf_counter() - start:.0f} s")
     return 0

@@ -256,3 +256,18 @@ def test_two_servers_of_one_model_read_apart_in_every_format(openai_server: Open
         for name in ("report.md", "report.html"):
             text = (tmp_path / "r" / name).read_text("utf-8")
             assert all(label in text for label in labels), name
+
+
+def test_report_takes_the_risk_and_recalibration_settings(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "selective"
+    code, output = cli(
+        "report", str(results), "--out", str(out), "--format", "json,md", "--bootstrap", "200",
+        "--risk", "0.2", "--risk-delta", "0.05", "--recalibrate", "isotonic",
+    )  # fmt: skip
+    assert code == 0, output
+    section = json.loads((out / "analysis.json").read_text())["selective"]
+    assert (section["alpha"], section["delta"], section["recalibration"]) == (0.2, 0.05, "isotonic")
+    assert all(j["recalibrated"] is not None for j in section["judges"] if j["source"] != "none")
+    assert "Coverage at risk 20 %" in (out / "report.md").read_text()
+    code, output = cli("report", str(results), "--out", str(out), "--format", "json", "--recalibrate", "platt")
+    assert code == 2 and "--recalibrate 'platt'" in output

@@ -376,7 +376,17 @@ def test_analysis_is_json_ready_and_round_trips(tiny: Analysis) -> None:
     document = tiny.to_json()
     text = json.dumps(document, allow_nan=False)
     assert "NaN" not in text
-    assert set(document) == {"schema", "settings", "dataset", "runs", "leaderboard", "pairwise", "human", "sensitivity"}
+    assert set(document) == {
+        "schema",
+        "settings",
+        "dataset",
+        "runs",
+        "leaderboard",
+        "pairwise",
+        "human",
+        "sensitivity",
+        "selective",
+    }
     assert document["schema"] == "medrewardbench.analysis/3"
     assert document["human"] is None and all(row["vs_annotators"] is None for row in document["leaderboard"])
     assert all(v is None or not math.isnan(v) for v in document["runs"][0]["failure_rate"].values())

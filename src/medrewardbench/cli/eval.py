@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from medrewardbench.cli.errors import command_errors
-from medrewardbench.cli.options import DataOpt
+from medrewardbench.cli.options import DataOpt, RiskDeltaOpt, RiskOpt
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
@@ -26,6 +26,7 @@ from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
 from medrewardbench.evaluation.job import EvaluationResult, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS
+from medrewardbench.metrics.selective_section import SelectiveSettings
 from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
 from medrewardbench.utils.secrets import install_log_scrubber
 
@@ -232,6 +233,8 @@ def eval_command(
     quiet: _QuietOpt = False,
     verbose: _VerboseOpt = False,
     allow_external_images: _AllowExternalImagesOpt = False,
+    risk: RiskOpt = 0.10,
+    risk_delta: RiskDeltaOpt = 0.10,
 ) -> None:
     """Judge every case in both answer orders and report agreement with the labels.
 
@@ -280,6 +283,7 @@ def eval_command(
             progress=sink,
             wait=wait,
             on_wait=_say_waiting(out),
+            selective=SelectiveSettings(alpha=risk, delta=risk_delta),
         )
     with command_errors(None, value_errors=False):  # everything is stored and written already
         if not quiet:

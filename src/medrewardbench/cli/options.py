@@ -22,6 +22,9 @@ __all__ = [
     "OrgansOpt",
     "OutDirOpt",
     "QuietOpt",
+    "RecalibrateOpt",
+    "RiskDeltaOpt",
+    "RiskOpt",
     "VerboseOpt",
     "bootstrap_option",
     "ci_option",
@@ -75,3 +78,34 @@ def bootstrap_option(help: str = "bootstrap resamples") -> Any:
 
 CiOpt = Annotated[float, ci_option()]
 BootstrapOpt = Annotated[int, bootstrap_option()]
+
+
+RiskOpt = Annotated[
+    float,
+    typer.Option(
+        "--risk",
+        min=0.001,
+        max=0.5,
+        metavar="ALPHA",
+        help="selective judging: the largest error rate among accepted verdicts (coverage at risk ALPHA)",
+    ),
+]
+"""alpha of the abstention threshold (:mod:`medrewardbench.metrics.selective`)."""
+RiskDeltaOpt = Annotated[
+    float,
+    typer.Option(
+        "--risk-delta",
+        min=0.001,
+        max=0.5,
+        metavar="DELTA",
+        help="selective judging: the chance that the accepted verdicts' error rate exceeds ALPHA",
+    ),
+]
+RecalibrateOpt = Annotated[
+    str,
+    typer.Option(
+        "--recalibrate",
+        metavar="none|isotonic|temperature",
+        help="also show calibration after a cross-fitted recalibration (fitted on other folds of cases)",
+    ),
+]

@@ -15,7 +15,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from medrewardbench.cli.options import BootstrapOpt as BootOpt
-from medrewardbench.cli.options import CiOpt
+from medrewardbench.cli.options import CiOpt, RecalibrateOpt, RiskDeltaOpt, RiskOpt
 from medrewardbench.cli.support import console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import split_list as _split
@@ -106,6 +106,9 @@ def report_command(
         int, typer.Option("--cases-per-judge", metavar="N", help="wrongly judged cases of each judge the HTML shows")
     ] = 50,
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
+    risk: RiskOpt = 0.10,
+    risk_delta: RiskDeltaOpt = 0.10,
+    recalibrate: RecalibrateOpt = "none",
     title: TitleOpt = None,
     viewer: Annotated[
         bool,
@@ -126,12 +129,14 @@ def report_command(
     ] = None,
 ) -> None:
     """Render stored runs as reports: report.md, report.html, report.xlsx, analysis.json/csv (no judge is called)."""
+    from medrewardbench.metrics.selective_section import SelectiveSettings
     from medrewardbench.report.render import ReportSettings, render_reports
     from medrewardbench.report.terminal import fit_table, interval_leaderboard_table, labels_banner, sensitivity_banner
 
     out_dir = out or (runs[0] if runs[0].is_dir() else runs[0].parent)
     corrected = _corrected(runs, labels, judge, data, ci) if labels else None
     try:
+        selective = SelectiveSettings(alpha=risk, delta=risk_delta, recalibration=recalibrate.strip().lower())
         rendered = render_reports(
             runs,
             out_dir,
@@ -147,6 +152,7 @@ def report_command(
                 epsilon=epsilon,
                 title=title,
                 viewer=viewer,
+                selective=selective,
             ),
         )
     except (MedRewardBenchError, ValueError) as exc:
@@ -205,6 +211,9 @@ def leaderboard_command(
     bootstrap: BootOpt = 2000,
     seed: SeedOpt = 0,
     epsilon: EpsilonOpt = DEFAULT_EPSILON,
+    risk: RiskOpt = 0.10,
+    risk_delta: RiskDeltaOpt = 0.10,
+    recalibrate: RecalibrateOpt = "none",
     title: TitleOpt = None,
 ) -> None:
     """Rank every run found, with intervals and tiers, baseline rows included: one table per data set."""

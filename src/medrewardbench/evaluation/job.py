@@ -22,6 +22,7 @@ from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics.analysis import analyze
 from medrewardbench.metrics.core import RunData, load_run_data, run_metrics
 from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
+from medrewardbench.metrics.selective_section import SelectiveSettings
 from medrewardbench.metrics.stats import NOT_RUN
 from medrewardbench.report.files import (
     metrics_csv_rows,
@@ -250,6 +251,7 @@ def evaluate(
     wait: bool = False,
     on_wait: OnWait | None = None,
     write_files: bool = True,
+    selective: SelectiveSettings | None = None,
 ) -> EvaluationResult:
     """Run every judge on the benchmark (resuming from the store) and write all outputs.
 
@@ -273,6 +275,8 @@ def evaluate(
         on_wait: told the other process's pid before waiting.
         write_files: write judgments.jsonl, metrics.json and metrics.csv for this data (a probe's
             derived data is stored without them, so that they keep describing the user's data).
+        selective: the risk level and the rest of the abstention behind the leaderboard's coverage
+            at risk (default: risk 0.10, delta 0.10).
 
     Returns:
         The run summaries, metrics per run, their point-estimate analysis, the leaderboard and the
@@ -307,7 +311,9 @@ def evaluate(
     except KeyboardInterrupt:
         raise EvaluationInterrupted(None, total, stage) from None
     try:
-        return _evaluate_locked(benchmark, judges, out, orders, group_by, fresh, retry_failures, sink, write_files)
+        return _evaluate_locked(
+            benchmark, judges, out, orders, group_by, fresh, retry_failures, sink, write_files, selective
+        )
     finally:
         lock.release()
 
@@ -322,6 +328,7 @@ def _evaluate_locked(
     retry_failures: bool,
     sink: ProgressSink,
     write_files: bool = True,
+    selective: SelectiveSettings | None = None,
 ) -> EvaluationResult:
     fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
     started: list[RunRecord] = []
@@ -337,11 +344,11 @@ def _evaluate_locked(
         with Store.in_dir(out) as store:
             store.set_label_provenance(data_hash, benchmark.labels)
             summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
-            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields, write_files)
+            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields, write_files, selective)
     except KeyboardInterrupt:
         with Store.in_dir(out) as store:
             if store.runs_on_data(data_hash):
-                _write_outputs(store, out, benchmark, data_hash, [], started, fields, write_files)
+                _write_outputs(store, out, benchmark, data_hash, [], started, fields, write_files, selective)
             stored = _stored_requests(store, judges, benchmark, orders)
         raise EvaluationInterrupted(stored, total) from None
 
@@ -355,6 +362,7 @@ def _write_outputs(
     started: Sequence[RunRecord],
     fields: Sequence[str],
     write_files: bool = True,
+    selective: SelectiveSettings | None = None,
 ) -> EvaluationResult:
     """Metrics and text files for every run in the store on this data; health of this call's runs."""
     runs = [store.run(r.run_id) for r in started]
@@ -363,7 +371,12 @@ def _write_outputs(
     data = {r.run_id: load_run_data(store, r) for r in all_runs}
     metrics = {run_id: run_metrics(d, fields) for run_id, d in data.items()}
     analysis = analyze(
-        list(data.values()), n_resamples=0, group_fields=fields, dataset_name=benchmark.name, labels=labels
+        list(data.values()),
+        n_resamples=0,
+        group_fields=fields,
+        dataset_name=benchmark.name,
+        labels=labels,
+        selective=selective,
     )
     files = {"store": store.path}
     if write_files:

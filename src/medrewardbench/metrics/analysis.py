@@ -64,6 +64,7 @@ from medrewardbench.metrics.results import (
     fixed,
     fixed_p,
 )
+from medrewardbench.metrics.selective_section import SelectiveSettings, coverage_at_risk, selective_section
 from medrewardbench.metrics.stats import FloatArray, IntArray
 from medrewardbench.utils.shorten import shorten_distinct
 
@@ -719,6 +720,7 @@ def analyze(
     labels: LabelProvenance = UNKNOWN_LABELS,
     block_size: int | None = None,
     epsilon: float = DEFAULT_EPSILON,
+    selective: SelectiveSettings | None = None,
 ) -> Analysis:
     """Analyse runs of one dataset: every table of a report, with intervals and paired tests.
 
@@ -744,6 +746,9 @@ def analyze(
             changes memory and speed only, never a number.
         epsilon: the cost-benefit margin of the alt-test behind the stand-in verdicts
             (:mod:`medrewardbench.metrics.alttest`; its false discovery rate is ``alpha``).
+        selective: calibration and abstention settings (:mod:`medrewardbench.metrics.selective_section`;
+            default :class:`SelectiveSettings`: risk 0.10, delta 0.10, no recalibration); the split,
+            folds and resamples use ``seed``.
 
     Returns:
         The :class:`~medrewardbench.metrics.results.Analysis`: one record per run (input order),
@@ -821,14 +826,28 @@ def analyze(
             epsilon=epsilon,
             q=alpha,
         )
+    section = selective_section(
+        runs,
+        names,
+        selective or SelectiveSettings(),
+        strata=groups[STRATA],
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        block_size=block_size,
+    )
+    leaderboard = [
+        replace(row, coverage_at_risk=coverage_at_risk(section, row.label)) for row in _leaderboard(run_results, human)
+    ]
     return Analysis(
         settings=settings,
         dataset=_dataset_section(first, label_matrix, groups, dataset_name, labels),
         runs=tuple(run_results),
-        leaderboard=tuple(_leaderboard(run_results, human)),
+        leaderboard=tuple(leaderboard),
         pairwise=PairwiseTests(judges=tuple(names), comparisons=tuple(records)),
         human=human,
         sensitivity=_sensitivity(runs, label_matrix, groups[STRATA], None if panel is None else panel[0]),
+        selective=section,
     )
 
 

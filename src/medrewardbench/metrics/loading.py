@@ -25,6 +25,7 @@ from medrewardbench.metrics.analysis import (
 )
 from medrewardbench.metrics.heldout import is_cv_folder, load_cv_bundles
 from medrewardbench.metrics.results import DEFAULT_EPSILON, STRATA, Analysis
+from medrewardbench.metrics.selective_section import SelectiveSettings
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ def analyze_dataset(
     group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
     epsilon: float = DEFAULT_EPSILON,
+    selective: SelectiveSettings | None = None,
 ) -> Analysis:
     """Analyse the runs of one data set (with its name and its labels' provenance).
 
@@ -117,6 +119,7 @@ def analyze_dataset(
         group_fields: metadata fields to break accuracy down by.
         alpha: level for tiers and significance marks (and the stand-in test's false discovery rate).
         epsilon: the stand-in test's cost-benefit margin.
+        selective: calibration and abstention settings (default: risk 0.10, delta 0.10).
 
     Returns:
         The :func:`~medrewardbench.metrics.analysis.analyze` result.
@@ -131,6 +134,7 @@ def analyze_dataset(
         dataset_name=dataset.name,
         labels=dataset.labels,
         epsilon=epsilon,
+        selective=selective,
     )
 
 
@@ -157,6 +161,7 @@ def analyze_paths(
     group_fields: Sequence[str] = (STRATA,),
     alpha: float = 0.05,
     epsilon: float = DEFAULT_EPSILON,
+    selective: SelectiveSettings | None = None,
 ) -> Analysis:
     """Load the runs under ``paths`` (optionally only some judges) and analyse them: one data set.
 
@@ -170,6 +175,7 @@ def analyze_paths(
         group_fields: metadata fields to break accuracy down by.
         alpha: level for tiers and significance marks.
         epsilon: the stand-in test's cost-benefit margin.
+        selective: calibration and abstention settings (default: risk 0.10, delta 0.10).
 
     Returns:
         The :func:`~medrewardbench.metrics.analysis.analyze` result.
@@ -188,6 +194,7 @@ def analyze_paths(
         group_fields=group_fields,
         alpha=alpha,
         epsilon=epsilon,
+        selective=selective,
     )
 
 

@@ -23,7 +23,7 @@ Two documents are written from these records:
 * ``metrics.json`` (:data:`METRICS_SCHEMA`, written by ``eval``): per run the counts behind the
   point estimates (:class:`RunMetrics`) and the leaderboard (:class:`LeaderboardRow`).
 
-This module is longer than most (about 950 lines, half of them docstrings): it is the schema of
+This module is longer than most (about 1,070 lines, half of them docstrings): it is the schema of
 both documents, every record with what each field means, kept in one file so that a reader of a
 file finds every key here; the writing and reading are the codec's.
 """
@@ -389,6 +389,8 @@ class LeaderboardRow(JsonRecord):
     """``vs_annotators`` divided by the :data:`HUMAN_LABEL` row (1.0 = as often as an annotator)"""
     verdict: str | None = None
     """the alt-test on the six dimensions pooled (one of :data:`VERDICTS`); None without per-annotator labels"""
+    coverage_at_risk: float = math.nan
+    """share of held-out verdicts accepted at risk alpha (:class:`SelectiveJudging`; NaN: not computed)"""
 
     @property
     def has_cost(self) -> bool:
@@ -816,6 +818,113 @@ class Settings(JsonRecord):
         return decode_record(cls, data)
 
 
+# --------------------------------------------------------------------------------------------
+# Calibration and selective judging (metrics.calibration, metrics.selective)
+# --------------------------------------------------------------------------------------------
+
+SELECTIVE_METHOD = (
+    "Learn then Test: thresholds fixed from the held-out confidences, tested on the calibration cases from the "
+    "most confident down (fixed sequence at level delta; exact binomial p-value per dimension, betting p-value on "
+    "cases for the pooled column); the lowest threshold rejected is chosen, so P(risk > alpha) <= delta"
+)
+"""How the abstention threshold is chosen (:mod:`medrewardbench.metrics.selective`)."""
+NO_CONFIDENCE = "the judge has no confidence (one order and no probability): nothing to calibrate or abstain on"
+"""The note of a judge whose confidence source is ``"none"``."""
+
+
+@dataclass(frozen=True)
+class ReliabilityBin(JsonRecord):
+    """One bin of a reliability diagram: verdicts with confidence in [low, high)."""
+
+    low: float = field(metadata=spec(exact=True))
+    high: float = field(metadata=spec(exact=True))
+    n: int
+    confidence: float
+    """mean confidence of the bin's verdicts (NaN when empty)"""
+    accuracy: float
+    """their accuracy (a tie counts half)"""
+
+
+@dataclass(frozen=True)
+class Calibration(JsonRecord):
+    """Calibration of one judge's confidences (:mod:`medrewardbench.metrics.calibration`), per column."""
+
+    n: ColumnTable[int]
+    """labelled verdicts counted"""
+    ece: ColumnTable[Estimate]
+    """expected calibration error, equal-width bins on [0.5, 1]"""
+    ece_equal_mass: ColumnTable[Estimate]
+    brier: ColumnTable[Estimate]
+    """Brier score of p(response_1 better) against the label"""
+    reliability: tuple[ReliabilityBin, ...]
+    """the pooled column's equal-width reliability bins"""
+
+
+@dataclass(frozen=True)
+class SelectiveColumn(JsonRecord):
+    """Abstention at risk alpha on one column: the threshold from the calibration cases, measured on held-out ones."""
+
+    threshold: float
+    """accept verdicts with confidence >= this; NaN when no threshold qualifies (nothing accepted)"""
+    coverage: float
+    """share of held-out labelled verdicts accepted"""
+    accepted: int
+    n: int
+    """held-out labelled verdicts"""
+    risk: Estimate
+    """realised error among accepted held-out verdicts, with its interval"""
+    calibration_accepted: int
+    calibration_errors: int
+    p_value: float = field(metadata=spec(p_value=True))
+    """the chosen threshold's p-value (NaN when none qualifies)"""
+    curve_coverage: tuple[float, ...]
+    """the held-out risk-coverage curve, most confident first"""
+    curve_risk: tuple[float, ...]
+
+    @property
+    def qualified(self) -> bool:
+        """Whether some threshold was shown safe."""
+        return not math.isnan(self.threshold)
+
+
+@dataclass(frozen=True)
+class JudgeSelective(JsonRecord):
+    """One judge's calibration and abstention; None where the judge has no confidence (``note`` says so)."""
+
+    label: str
+    run_id: str
+    source: str
+    """where the confidences come from: probability, order agreement, none"""
+    calibration: Calibration | None
+    recalibrated: Calibration | None
+    """cross-fitted recalibration (None when not asked for)"""
+    abstention: ColumnTable[SelectiveColumn] | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SelectiveJudging(JsonRecord):
+    """Calibration and abstention with a guarantee, for every judge (settings, then one record per run)."""
+
+    alpha: float = field(metadata=spec(exact=True))
+    """the largest error rate among accepted verdicts"""
+    delta: float = field(metadata=spec(exact=True))
+    """the chance the guarantee fails"""
+    recalibration: str
+    """none | isotonic | temperature (cross-fitted)"""
+    seed: int
+    calibration_fraction: float = field(metadata=spec(exact=True))
+    folds: int
+    calibration_cases: int
+    heldout_cases: int
+    judges: tuple[JudgeSelective, ...]
+    method: str = SELECTIVE_METHOD
+
+    def judge(self, label: str) -> JudgeSelective | None:
+        """The record of the run with this label, if any."""
+        return next((j for j in self.judges if j.label == label), None)
+
+
 @dataclass(frozen=True)
 class Analysis(JsonRecord):
     """Runs of one dataset analysed together: every table of a report (schema :data:`SCHEMA`)."""
@@ -833,6 +942,8 @@ class Analysis(JsonRecord):
     """the schema this version writes (a file of an older readable schema reads as this one)"""
     sensitivity: Sensitivity | None = None
     """the smallest differences this data can detect (None in files written before it existed)"""
+    selective: SelectiveJudging | None = None
+    """calibration and abstention (None in files written before it existed, and without labels)"""
 
     def run(self, key: str) -> RunAnalysis:
         """The run with this label, run id or judge spec.

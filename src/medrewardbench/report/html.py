@@ -46,6 +46,7 @@ from medrewardbench.report.format import (
 )
 from medrewardbench.report.gallery import CaseGallery, gallery_context
 from medrewardbench.report.human import HumanTables
+from medrewardbench.report.selective import selective_context
 from medrewardbench.report.tables import answering, report_tables, report_title
 from medrewardbench.report.viewer import viewer_payload
 
@@ -232,6 +233,7 @@ def _context(
         "failures": failures,
         "failed": tables.failed.records(HTML),
         "gallery": None if gallery is None else gallery_context(gallery, every_label),
+        "selective": selective_context(analysis),
         "human": None
         if analysis.human is None or tables.human is None
         else _human_context(analysis.human, board, settings.confidence, tables.human, settings.alpha),
@@ -552,6 +554,8 @@ def render_html(
         item["svg"] = markup(item["svg"])
     if context["human"] is not None:
         context["human"]["plot"] = markup(context["human"]["plot"])
+    for row in context["selective"]["rows"] if context["selective"] else ():
+        row["reliability"], row["curve"] = markup(row["reliability"]), markup(row["curve"])
     context["css"] = markup((TEMPLATES / "report.css").read_text("utf-8"))
     context["script"] = markup((TEMPLATES / "report.js").read_text("utf-8"))
     payload = viewer_payload(viewer) if viewer is not None else ("json", "")

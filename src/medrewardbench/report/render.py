@@ -36,6 +36,7 @@ from medrewardbench.metrics.results import (
     Sensitivity,
     number,
 )
+from medrewardbench.metrics.selective_section import SelectiveSettings
 from medrewardbench.report.gallery import build_case_gallery
 from medrewardbench.report.human import human_long_rows
 
@@ -281,6 +282,8 @@ class ReportSettings:
     """the stand-in test's cost-benefit margin (:mod:`medrewardbench.metrics.alttest`)"""
     viewer: bool = True
     """whether the HTML embeds the per-case viewer (every case, every judge: :mod:`medrewardbench.report.viewer`)"""
+    selective: SelectiveSettings | None = None
+    """calibration and abstention settings (None: risk 0.10, delta 0.10, no recalibration)"""
 
 
 def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings: ReportSettings) -> RenderedReport:
@@ -293,6 +296,7 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
         group_fields=fields,
         alpha=settings.alpha,
         epsilon=settings.epsilon,
+        selective=settings.selective,
     )
     title = settings.title
     out.mkdir(parents=True, exist_ok=True)

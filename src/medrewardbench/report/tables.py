@@ -132,6 +132,14 @@ def leaderboard_columns(analysis: Analysis) -> tuple[Column[LeaderboardRow], ...
         Column("cost_usd", "Cost", lambda r: r.cost_usd, Kind.DOLLARS, cost_shown),
         Column("cost_per_1000_cases", "$ per 1,000 cases", lambda r: r.cost_per_1000_cases, Kind.DOLLARS, cost_shown),
     ]
+    if analysis.selective is not None:
+        risk = f"{100 * analysis.selective.alpha:g}"
+        # the page has no room for it beside the human ceiling's three columns at 1,280 px: there
+        # the section "Calibration and abstention" shows it
+        shown = frozenset({MD}) | SHEET if analysis.human is not None else EVERYWHERE
+        columns.append(
+            Column("coverage_at_risk", f"Coverage at risk {risk} %", lambda r: r.coverage_at_risk, Kind.PERCENT, shown)
+        )
     if analysis.human is not None:
         columns += [
             Column(
