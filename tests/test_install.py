@@ -117,7 +117,8 @@ def _documentation() -> str:
 def test_the_readme_is_one_screen_and_a_map_of_the_docs() -> None:
     readme = (ROOT / "README.md").read_text("utf-8")
     assert len(readme.splitlines()) <= 100, "the manual lives in docs/, the README is what a newcomer needs"
-    for guide in ("evaluate", "data", "reading-the-numbers", "build", "annotation", "sweeps", "train"):
+    guides = ("evaluate", "data", "reading-the-numbers", "build", "annotation", "sweeps", "train")
+    for guide in (*guides, "selective", "probes", "interop"):
         assert f"(docs/guides/{guide}.md)" in readme and (ROOT / "docs" / "guides" / f"{guide}.md").is_file(), guide
 
 
