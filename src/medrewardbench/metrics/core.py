@@ -200,9 +200,7 @@ def load_case_table(store: Store, data_hash: str) -> CaseTable:
     )
 
 
-def load_preferences(
-    store: Store, run: RunRecord, cases: CaseTable | None = None
-) -> npt.NDArray[np.float64] | None:
+def load_preferences(store: Store, run: RunRecord, cases: CaseTable | None = None) -> npt.NDArray[np.float64] | None:
     """Read a run's stored probabilities into the layout of :attr:`RunData.preferences`.
 
     One query over the judgments that hold probabilities only; the verdicts' path
