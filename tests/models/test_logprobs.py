@@ -28,11 +28,13 @@ def test_letters_are_read_through_quotes_spaces_and_markup_only() -> None:
     ]  # fmt: skip
 
 
-def test_the_preference_is_the_a_mass_over_the_letter_mass() -> None:
-    step = _tok(' "A', 0.6, (' "A', 0.6), (' "B', 0.2), ("A", 0.1), ("the", 0.05))
-    assert letter_preference(step) == pytest.approx(0.7 / 0.9)
-    assert letter_preference(_tok("B", 0.9)) == 0.0  # only the chosen letter listed: the other counts 0
-    assert letter_preference(_tok("the", 0.9, ("and", 0.05))) is None
+def test_the_preference_weighs_the_token_against_its_counterpart_with_the_other_letter() -> None:
+    step = _tok(' "A', 0.6, (' "A', 0.6), (' "B', 0.2), ("B", 0.1), ("the", 0.05))
+    assert letter_preference(step, 2) == pytest.approx(0.6 / 0.8)  # "B" without the quote is another token
+    assert letter_preference(_tok("b", 0.7, ("a", 0.1), ("A", 0.2)), 0) == pytest.approx(0.1 / 0.8)
+    assert letter_preference(_tok("B", 0.9), 0) == 0.0  # the counterpart not listed: it counts 0
+    assert letter_preference(_tok("the", 0.9, ("and", 0.05)), 0) is None
+    assert letter_preference(_tok("A", 0.9), 3) is None
 
 
 def test_verdict_preferences_read_each_dimension_at_its_letter() -> None:

@@ -8,13 +8,14 @@ package's own servers); a local transformers model computes them from its logits
 (:meth:`~medrewardbench.models.generation.VLMGenerator.generate`).
 
 :func:`verdict_preferences` reads, for each dimension, the token that holds the verdict's letter
-(its offset in the output comes from the parser, :attr:`medrewardbench.parsing.ParseResult.positions`)
-and returns ``P(A) = p(A) / (p(A) + p(B))``: the probability mass of the tokens that read ``A``
-against those that read ``B`` among the alternatives listed at that step (a token reads a letter when
-it is the letter with quotes, spaces or markup around it: ``A``, ``" A"``, ``"B``). A letter that is
-not listed counts as probability 0 (a server lists its ``top_logprobs`` most likely tokens; a local
-model lists every letter token). Nothing is returned for a dimension whose letter cannot be found in
-the tokens, or where neither letter is listed: no probability is invented.
+(its offset in the output comes from the parser, :attr:`medrewardbench.parsing.ParseResult.positions`;
+the token must be the letter with at most quotes, spaces or markup around it: ``A``, ``" B``) and
+returns ``P(A) = p(A) / (p(A) + p(B))``: the probability of that token as written with ``A`` against
+the same token with ``B`` (``"A`` against ``"B``), the two choices a greedy decoder weighs at that
+step, so the probability always agrees with the verdict it was written beside. A counterpart that is
+not among the listed alternatives counts as probability 0 (a server lists its ``top_logprobs`` most
+likely tokens; a local model lists every letter token). Nothing is returned for a dimension whose
+letter cannot be found in the tokens: no probability is invented.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ MAX_TOP_LOGPROBS = 20
 """The most alternatives per token an OpenAI-compatible request may ask for (``top_logprobs``)."""
 
 _AROUND_LETTER = " \t\r\n\"'`*_[](){}:,.;"
+_SWAP = {"A": "B", "B": "A", "a": "b", "b": "a"}
 
 
 @dataclass(frozen=True)
@@ -63,26 +65,28 @@ def letter_of(token: str) -> str | None:
     return core if core in ("A", "B") else None
 
 
-def letter_preference(token: TokenLogprob) -> float | None:
-    """P(A) among the letter tokens listed at one step (the chosen token always counts).
+def letter_preference(token: TokenLogprob, offset: int) -> float | None:
+    """P(A) at one step: the chosen token against its counterpart with the other letter.
 
     Args:
         token: the step whose token holds a verdict letter.
+        offset: where the letter stands in ``token.token``.
 
     Returns:
-        ``p(A) / (p(A) + p(B))`` over the tokens that read ``A`` or ``B``, or None when none does.
+        ``p(A) / (p(A) + p(B))`` where ``p(A)`` and ``p(B)`` are the probabilities of the token as
+        written with ``A`` and with ``B`` at ``offset`` (``"A`` against ``"B``, ``a`` against
+        ``b``); a counterpart that is not listed counts 0. None when ``offset`` holds no letter.
     """
-    listed = dict(token.top)
-    listed.setdefault(token.token, token.logprob)
-    mass = {"A": 0.0, "B": 0.0}
-    for text, logprob in listed.items():
-        letter = letter_of(text)
-        if letter is not None and math.isfinite(logprob):
-            mass[letter] += math.exp(logprob)
-    total = mass["A"] + mass["B"]
-    if total <= 0.0:
+    text = token.token
+    if not 0 <= offset < len(text) or text[offset] not in _SWAP:
         return None
-    return mass["A"] / total
+    counterpart = text[:offset] + _SWAP[text[offset]] + text[offset + 1 :]
+    other = sum(math.exp(logprob) for alt, logprob in token.top if alt == counterpart and math.isfinite(logprob))
+    chosen = math.exp(token.logprob) if math.isfinite(token.logprob) else 0.0
+    if chosen + other <= 0.0:
+        return None
+    p_written = chosen / (chosen + other)
+    return p_written if text[offset] in "Aa" else 1.0 - p_written
 
 
 def verdict_preferences(
@@ -116,7 +120,7 @@ def verdict_preferences(
         within = position - starts[index]
         if position >= len(text) or token.token[within] != text[position] or letter_of(token.token) is None:
             continue  # the tokens do not line up with the text here, or the token holds more than a letter
-        p = letter_preference(token)
+        p = letter_preference(token, within)
         if p is not None:
             out[dim] = p
     return out
