@@ -24,12 +24,15 @@ def make_judge(server: OpenAIServer, **changes: Any) -> ApiJudge:
     return judge
 
 
-def test_the_judge_asks_for_logprobs_and_reads_each_verdicts_probability(openai_server: OpenAIServer) -> None:
+@pytest.mark.parametrize("http_backend", ["httpx", "auto"])
+def test_the_judge_asks_for_logprobs_and_reads_each_verdicts_probability(
+    openai_server: OpenAIServer, http_backend: str
+) -> None:
     openai_server.control.set_letter_probability(0.8)
     openai_server.control.script(
         "Thinking it over.\n" + json.dumps({**dict.fromkeys(DIMENSIONS, "A"), "overall": "B", "reason": "B is vague"})
     )
-    [result] = judge_all(make_judge(openai_server, logprobs=5), [make_case(0)])
+    [result] = judge_all(make_judge(openai_server, logprobs=5, http_backend=http_backend), [make_case(0)])
     [sent] = openai_server.control.chat_requests()
     assert sent.body is not None and sent.body["logprobs"] is True and sent.body["top_logprobs"] == 5
     assert result.failure is None and result.extra["logprobs_given"] is True
