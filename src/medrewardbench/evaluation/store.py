@@ -755,22 +755,27 @@ class Store:
                 return
             yield block
 
-    def iter_preference_rows(self, run: RunRecord, rows_at_a_time: int = 65_536) -> Iterator[list[tuple[int, str]]]:
+    def iter_preference_rows(
+        self, run: RunRecord, rows_at_a_time: int = 65_536
+    ) -> Iterator[list[tuple[int, float | None]]]:
         """A run's stored probabilities, only the judgments that have some (what confidences read).
 
-        Kept apart from :meth:`iter_verdict_rows`, so that the verdicts' path does not pay for them.
+        Kept apart from :meth:`iter_verdict_rows`, so that the verdicts' path does not pay for them;
+        the JSON is taken apart by SQLite, so that numbers, not texts, cross into Python.
 
         Args:
             run: the run.
             rows_at_a_time: rows per block.
 
         Yields:
-            Lists of ``(key, preferences_json)``; ``key`` as in :meth:`iter_verdict_rows`, the JSON
-            maps a dimension to the probability that ``response_1`` is better.
+            Lists of ``(key, p_1, ..., p_d)``: ``key`` as in :meth:`iter_verdict_rows`, then per
+            dimension of :data:`~medrewardbench.dimensions.DIMENSIONS` the probability that
+            ``response_1`` is better, None where the judgment has none.
         """
+        values = ", ".join(f"json_extract(j.preferences_json, '$.{dim}')" for dim in DIMENSIONS)
         marks = ",".join("?" * len(run.orders))
         cursor = self._db.execute(
-            f"""SELECT c.position * 2 + (j.order_ = 'swapped'), j.preferences_json
+            f"""SELECT c.position * 2 + (j.order_ = 'swapped'), {values}
                 FROM cases c JOIN judgments j
                   ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
                 WHERE c.data_hash = ? AND j.order_ IN ({marks}) AND j.preferences_json IS NOT NULL

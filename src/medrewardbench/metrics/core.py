@@ -222,19 +222,18 @@ def load_preferences(store: Store, run: RunRecord, cases: CaseTable | None = Non
         cases = load_case_table(store, run.data_hash)
     elif cases.data_hash != run.data_hash:
         raise ValueError(f"the case table is of data {cases.data_hash[:12]}, the run of {run.data_hash[:12]}")
-    dims = {dim: j for j, dim in enumerate(DIMENSIONS)}
     out: npt.NDArray[np.float64] | None = None
     for block in store.iter_preference_rows(run):
-        for key, text in block:
-            values = json.loads(text)
-            if not values:
-                continue
-            if out is None:
-                out = np.full((cases.n_cases, 2, len(DIMENSIONS)), np.nan, dtype=np.float64)
-            position = key // 2 if cases.position_index is None else int(cases.position_index[key // 2])
-            for dim, p in values.items():
-                if dim in dims:
-                    out[position, key % 2, dims[dim]] = float(p)
+        table = np.array(block, dtype=np.float64).reshape(-1, 1 + len(DIMENSIONS))  # None -> NaN
+        keys = table[:, 0].astype(np.int64)
+        positions = keys // 2
+        if cases.position_index is not None:
+            positions = cases.position_index[positions]
+        if out is None:
+            out = np.full((cases.n_cases, 2, len(DIMENSIONS)), np.nan, dtype=np.float64)
+        out[positions, keys % 2] = table[:, 1:]
+    if out is not None and np.isnan(out).all():
+        return None
     return out
 
 
