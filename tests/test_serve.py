@@ -321,3 +321,70 @@ def test_the_api_judge_gets_parsed_verdicts_from_a_constrained_server(
         assert result.failure is None, result.failure
         assert set(result.verdicts) == set(DIMENSIONS)
         assert result.prompt_tokens is not None and result.prompt_tokens > 20
+
+
+def test_logprobs_are_returned_as_openai_does_and_cover_the_content(client: Any) -> None:
+    prefix = '{"accuracy": "'
+    messages = [{"role": "user", "content": "Which answer is better?"}]
+    plain = client.chat.completions.create(model=MODEL_NAME, messages=messages, max_tokens=16)
+    assert plain.choices[0].logprobs is None
+    answer = client.chat.completions.create(
+        model=MODEL_NAME,
+        messages=messages,
+        max_tokens=40,
+        logprobs=True,
+        top_logprobs=4,
+        extra_body={"constrained": True, "force_prefix": prefix},
+    )
+    choice = answer.choices[0]
+    content = choice.logprobs.content
+    assert "".join(item.token for item in content) == choice.message.content
+    assert content[0].token == prefix and content[0].logprob == 0.0  # forced, not chosen
+    for item in content[1:]:
+        assert item.logprob <= 0.0 and len(item.top_logprobs) == 4
+        assert [alt.logprob for alt in item.top_logprobs] == sorted(
+            (alt.logprob for alt in item.top_logprobs), reverse=True
+        )
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        client.chat.completions.create(model=MODEL_NAME, messages=messages, max_tokens=4, top_logprobs=2)
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        client.chat.completions.create(
+            model=MODEL_NAME, messages=messages, max_tokens=4, logprobs=True, top_logprobs=21
+        )
+
+
+def test_the_api_judge_reads_verdict_probabilities_from_the_served_model(generator: VLMGenerator) -> None:
+    import asyncio
+
+    from medrewardbench.cases import Case, ImageRef
+    from medrewardbench.dimensions import Order
+    from medrewardbench.judges.base import JudgeRequest
+    from medrewardbench.judges.registry import build_judge
+    from medrewardbench.models.options import ApiSettings, JudgeOptions
+
+    case = Case(
+        case_id="c1",
+        image=ImageRef.from_bytes(png_bytes((120, 20, 200), (64, 48), pattern="square"), name="c1.png"),
+        question="Is there an effusion?",
+        response_1="Yes, a small left pleural effusion.",
+        response_2="No effusion.",
+    )
+    app = create_app(generator, model_name=MODEL_NAME, constrained=True)
+    with BackgroundServer(app) as served:
+        judge = build_judge(
+            f"api:{MODEL_NAME}",
+            JudgeOptions(max_tokens=120, api=ApiSettings(base_url=served.base_url, logprobs=20)),
+        )
+
+        async def run() -> list[Any]:
+            try:
+                return await judge.judge_batch([JudgeRequest(case, Order.ORIGINAL), JudgeRequest(case, Order.SWAPPED)])
+            finally:
+                await judge.aclose()
+
+        results = asyncio.run(run())
+    for result in results:
+        assert result.failure is None, result.failure
+        assert set(result.preferences) == set(DIMENSIONS)
+        for dim, p in result.preferences.items():  # the verdict is the likelier letter
+            assert (p >= 0.5) if result.verdicts[dim] == "A" else (p <= 0.5)

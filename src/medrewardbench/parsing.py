@@ -64,7 +64,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from medrewardbench.dimensions import DIMENSIONS, Position, normalize_dimension
@@ -105,6 +105,9 @@ class ParseResult:
         reason: the judge's own ``"reason"`` text when present.
         method: ``"json"`` (from a complete JSON object), ``"lines"`` (from explicit
             ``dimension: A`` statements) or ``"none"`` (nothing decided).
+        positions: dimension -> offset in the output of the verdict's letter, for the decided
+            dimensions whose letter was located (what log-probabilities are read at;
+            :mod:`medrewardbench.models.logprobs`). It never changes a verdict.
     """
 
     verdicts: dict[str, Position]
@@ -112,6 +115,7 @@ class ParseResult:
     failure: str | None
     reason: str | None
     method: str
+    positions: dict[str, int] = field(default_factory=dict)
 
 
 def parse_verdicts(text: str | None, *, quoted: Sequence[str] = ()) -> ParseResult:
@@ -401,7 +405,16 @@ def _parse(text: Any, quoted: Any) -> ParseResult:
     clean = _scrub(original, passages)
     if not clean.strip():
         return _failed(f"{NO_VERDICTS}: the output only repeats text it was shown", None)
-    return _parse_clean(clean, passages, original)
+    result = _parse_clean(clean, passages, original)
+    if result.positions and len(original) != len(raw):
+        result = replace(result, positions=_raw_offsets(raw, result.positions))
+    return result
+
+
+def _raw_offsets(raw: str, positions: dict[str, int]) -> dict[str, int]:
+    """Offsets in the newline-normalised text mapped back to ``raw``, which has carriage returns."""
+    starts = [i for i, char in enumerate(raw) if char != "\n" or i == 0 or raw[i - 1] != "\r"]
+    return {dim: starts[offset] for dim, offset in positions.items() if offset < len(starts)}
 
 
 def _parse_clean(text: str, quoted: _Quoted, original: str | None = None) -> ParseResult:
@@ -590,6 +603,8 @@ class _JsonSearch:
         original_reason = self._original_reason(start)
         if original_reason is not None and original_reason != result.reason:
             result = replace(result, reason=original_reason)
+        if result.verdicts:
+            result = replace(result, positions=_letter_positions(self.text, start, end, result.verdicts))
         return result
 
     def _original_reason(self, start: int) -> str | None:
@@ -642,6 +657,24 @@ class _JsonSearch:
             self._skipped_starts = [start for start, _ in self.skipped_spans]
         index = bisect.bisect_right(self._skipped_starts, position) - 1
         return index >= 0 and position < self.skipped_spans[index][1]
+
+
+def _letter_positions(text: str, start: int, end: int, verdicts: dict[str, Position]) -> dict[str, int]:
+    """Where each verdict's letter stands in ``text[start:end]``, the chosen object.
+
+    The last ``"dimension": "letter"`` member there whose letter is the verdict counts.
+    """
+    positions: dict[str, int] = {}
+    for match in _JSON_PAIR.finditer(text, start, end):
+        dim = match.group("dim").lower()
+        group = "val" if match.group("val") is not None else "bare"
+        value = match.group(group)
+        if verdicts.get(dim) is None or _normalize_value(value) != verdicts[dim]:
+            continue
+        letter = _VALUE.fullmatch(value)
+        if letter is not None:
+            positions[dim] = match.start(group) + letter.start("val")
+    return positions
 
 
 def _dimension_members(obj: Any) -> list[tuple[str, str, Any]]:
@@ -728,6 +761,8 @@ class _Statement(NamedTuple):
     letter: Position | None
     value: str
     core: str
+    letter_at: int = -1
+    """where the letter stands in the text (-1 when the value holds none)"""
 
 
 def _statements(text: str) -> list[_Statement]:
@@ -746,12 +781,15 @@ def _statements(text: str) -> list[_Statement]:
                     "A" if value in "aA" else "B",
                     value,
                     text[dim_start:val_end],
+                    match.start("val"),
                 )
             )
     if '"' in text or "'" in text:
         for match in _JSON_PAIR.finditer(text):
-            value = match.group("val") if match.group("val") is not None else match.group("bare")
+            group = "val" if match.group("val") is not None else "bare"
+            value = match.group(group)
             dim_start = match.start("dim")
+            letter = _VALUE.fullmatch(value) if len(value) <= MAX_VALUE_LENGTH else None
             found.append(
                 _Statement(
                     dim_start,
@@ -759,6 +797,7 @@ def _statements(text: str) -> list[_Statement]:
                     _normalize_value(value),
                     value,
                     text[dim_start : match.end()],
+                    -1 if letter is None else match.start(group) + letter.start("val"),
                 )
             )
     found.sort(key=lambda statement: statement.position)
@@ -788,7 +827,8 @@ def _parse_lines(text: str, quoted: _Quoted, search: _JsonSearch) -> ParseResult
             verdicts[dim] = last.letter
     judge_reason = _line_reason(text)
     if verdicts:
-        return _finish(verdicts, failures, judge_reason, METHOD_LINES, NO_VERDICTS)
+        positions = {dim: latest[dim].letter_at for dim in verdicts if latest[dim].letter_at >= 0}
+        return replace(_finish(verdicts, failures, judge_reason, METHOD_LINES, NO_VERDICTS), positions=positions)
     return _failed(_nothing_found_reason(text, latest, copied, search), judge_reason)
 
 

@@ -13,7 +13,11 @@
   structured output); other fields are accepted and ignored. Two
   extensions, sent by the ``openai`` client through ``extra_body``: ``force_prefix`` (text the
   answer continues from) and ``constrained`` (the verdict JSON skeleton, see
-  :mod:`medrewardbench.models.constraints`).
+  :mod:`medrewardbench.models.constraints`). ``logprobs: true`` (with ``top_logprobs``, 0 to 20)
+  returns each generated token's log-probability and its most likely alternatives in
+  ``choices[i].logprobs.content``, as OpenAI does, from the model's logits before constrained
+  decoding and sampling change them; a forced prefix comes first as one token of log-probability 0
+  (it was not chosen), so that the tokens, joined, are the content.
 * ``GET /v1/models``: the one model served.
 
 The answer carries ``choices[i].message.content``, ``finish_reason``, ``usage`` (prompt tokens
@@ -46,7 +50,8 @@ from typing import Any
 
 from medrewardbench.errors import MedRewardBenchError, require
 from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
-from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, GenerationSettings, VLMGenerator
+from medrewardbench.models.generation import DEFAULT_MAX_NEW_TOKENS, Generation, GenerationSettings, VLMGenerator
+from medrewardbench.models.logprobs import MAX_TOP_LOGPROBS, TokenLogprob, openai_logprobs
 from medrewardbench.models.options import JudgeOptions
 from medrewardbench.utils.background_server import BackgroundServer
 
@@ -89,6 +94,8 @@ class ChatRequest:
     n: int = 1
     force_prefix: str = ""
     constrained: bool = False
+    top_logprobs: int | None = None
+    """None without ``logprobs``; else how many alternatives to list per token"""
 
 
 def _decode_data_url(url: str, param: str) -> Any:
@@ -214,6 +221,12 @@ def parse_chat_request(
     constrained = body.get("constrained", constrained)
     if not isinstance(constrained, bool):
         raise RequestError("constrained must be a boolean", "constrained")
+    logprobs = body.get("logprobs", False)
+    if not isinstance(logprobs, bool):
+        raise RequestError("logprobs must be a boolean", "logprobs")
+    top_logprobs = _number(body, "top_logprobs", int, 0, MAX_TOP_LOGPROBS)
+    if top_logprobs is not None and not logprobs:
+        raise RequestError("top_logprobs needs logprobs set to true", "top_logprobs")
     temperature = defaults.temperature if temperature is None else temperature
     settings = GenerationSettings(
         max_new_tokens=max_tokens or defaults.max_new_tokens,
@@ -221,7 +234,24 @@ def parse_chat_request(
         top_p=top_p if top_p is not None else (defaults.top_p if temperature > 0 else None),
         seed=defaults.seed if seed is None else seed,
     )
-    return ChatRequest(conversation, settings, n=n, force_prefix=force_prefix, constrained=constrained)
+    return ChatRequest(
+        conversation,
+        settings,
+        n=n,
+        force_prefix=force_prefix,
+        constrained=constrained,
+        top_logprobs=(top_logprobs or 0) if logprobs else None,
+    )
+
+
+def _logprobs(generation: Generation, chat: ChatRequest) -> dict[str, Any] | None:
+    """The ``logprobs`` member of one choice (None when the request did not ask for it)."""
+    if chat.top_logprobs is None or generation.tokens is None:
+        return None
+    tokens = list(generation.tokens)
+    if chat.force_prefix:
+        tokens.insert(0, TokenLogprob(chat.force_prefix, 0.0, ((chat.force_prefix, 0.0),)))
+    return openai_logprobs(tokens, chat.top_logprobs)
 
 
 def _error(status: int, message: str, *, param: str | None = None, kind: str | None = None) -> Any:
@@ -278,6 +308,7 @@ def create_app(
                 chat.settings,
                 prefix=chat.force_prefix,
                 constrained=chat.constrained,
+                top_logprobs=chat.top_logprobs,
             )
         except ValueError as exc:
             return _error(400, str(exc))
@@ -296,7 +327,7 @@ def create_app(
                     "index": index,
                     "message": {"role": "assistant", "content": generation.text},
                     "finish_reason": generation.finish_reason,
-                    "logprobs": None,
+                    "logprobs": _logprobs(generation, chat),
                 }
                 for index, generation in enumerate(generations)
             ],

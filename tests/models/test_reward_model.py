@@ -23,7 +23,7 @@ from medrewardbench.evaluation.store import Store
 from medrewardbench.images import load_image
 from medrewardbench.judges.base import JudgeRequest, JudgeResult
 from medrewardbench.judges.registry import build_judge
-from medrewardbench.judges.reward_model import TIE_REASON, RewardModelJudge
+from medrewardbench.judges.reward_model import TIE_REASON, RewardModelJudge, margin_probability
 from medrewardbench.models.loading import ModelLoadError
 from medrewardbench.models.options import JudgeOptions, LocalSettings
 from medrewardbench.models.reward import (
@@ -177,6 +177,19 @@ def test_higher_score_wins_in_presentation_order_and_each_answer_is_scored_once(
     assert original.extra == {"score_head": "reward"}
 
 
+def test_each_verdicts_probability_is_the_sigmoid_of_the_score_margin() -> None:
+    judge = RewardModelJudge("rm:fixed", FixedScorer(("reward",), {"good": [2.0], "bad": [-1.0]}))
+    original, swapped = judge_all(judge, both_orders([text_case("c", "good", "bad")]))
+    assert original.preferences == pytest.approx(dict.fromkeys(DIMENSIONS, 1 / (1 + math.exp(-3.0))))
+    assert swapped.preferences == pytest.approx(dict.fromkeys(DIMENSIONS, 1 / (1 + math.exp(3.0))))
+    heads = ("accuracy", "overall")
+    multi = RewardModelJudge("rm:fixed", FixedScorer(heads, {"x": [1.0, 0.5], "y": [1.0, 0.7]}))
+    [result] = judge_all(multi, [JudgeRequest(text_case("c", "x", "y"), Order.ORIGINAL)])
+    assert result.preferences == pytest.approx({"overall": 1 / (1 + math.exp(0.2))})  # the tied head has none
+    assert margin_probability(800.0, 0.0) == 1.0 and margin_probability(-800.0, 0.0) == 0.0  # no overflow
+    assert margin_probability(0.3, 0.3) == 0.5
+
+
 def test_ties_fail_per_dimension_or_as_a_whole() -> None:
     heads = ("accuracy", "overall")
     scorer = FixedScorer(heads, {"x": [1.0, 0.5], "y": [1.0, 0.7], "z": [float("nan"), 0.1]})
@@ -282,6 +295,12 @@ def test_image_text_reward_model_judges_with_the_image(vlm_rm: Path, tmp_path: P
     answered = [j for j in rows if j.case_id != "tie"]
     assert all(set(j.scores or {}) == set(DIMENSIONS) for j in answered)
     assert all(j.failure == TIE_REASON for j in rows if j.case_id == "tie")
+    for j in answered:  # stored in source order: P(response_1 better) = sigmoid(score_1 - score_2)
+        for dim, pair in (j.scores or {}).items():
+            first, second = (pair["A"], pair["B"]) if j.order is Order.ORIGINAL else (pair["B"], pair["A"])
+            assert j.preferences[dim] == pytest.approx(1 / (1 + math.exp(second - first)))
+            assert (j.preferences[dim] > 0.5) == (j.verdicts[dim] == 1)
+    assert all(j.preferences == {} for j in rows if j.case_id == "tie")
     # the image matters: the same texts with another image get other scores
     judge = build_judge(f"rm:{vlm_rm}", CPU)
     base_case = cases()[0]

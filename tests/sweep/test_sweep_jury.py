@@ -12,12 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.api import API_KEY_ENV, verdict_json
 from helpers.sweep import judgments_of, write_sweep
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.evaluation.store import Store
 from medrewardbench.metrics.analysis import load_run_bundles
+from medrewardbench.metrics.confidence import case_verdicts
+from medrewardbench.metrics.core import load_run_data
 from medrewardbench.sweep import SweepOptions, load_sweep, run_sweep
 from medrewardbench.sweep.jury import NO_MAJORITY, decide
 from medrewardbench.testing.openai_server import OpenAIServer
@@ -67,6 +70,17 @@ def test_the_vote_is_a_strict_majority_of_all_members_weight_abstainers_included
     assert (decision.for_1, decision.for_2, decision.abstained, decision.total) == (1, 1, 1, 3)
     for votes in itertools.permutations([(1, 1.5), (2, 1.0), (None, 0.25), (1, 0.25)]):
         assert decide(list(votes)).winner == 1  # 1.75 of 3: the order of the members never matters
+
+
+def test_the_juries_confidence_is_its_weighted_vote_share_with_abstentions_split_evenly() -> None:
+    assert decide([(1, 3), (2, 1), (None, 1)]).share_1 == pytest.approx(0.7)
+    assert decide([(2, 3), (1, 1), (None, 1)]).share_1 == pytest.approx(0.3)
+    assert decide([(1, 1), (2, 1)]).share_1 == 0.5 and decide([]).share_1 == 0.5
+    for votes in itertools.product([1, 2, None], repeat=4):  # above one half exactly when 1 has more votes
+        decision = decide([(v, w) for v, w in zip(votes, (0.5, 1.0, 1.5, 2.0), strict=True)])
+        assert (decision.share_1 > 0.5) == (decision.for_1 > decision.for_2)
+        if decision.winner is not None:
+            assert (decision.share_1 > 0.5) == (decision.winner == 1)
 
 
 def test_juries_are_stored_as_runs_in_both_orders_from_stored_judgments_without_new_requests(
@@ -133,6 +147,14 @@ def test_a_weighted_member_decides_where_its_weight_is_a_strict_majority(
     rows = judgments_of(out, "jury:heavy-a")
     assert len(rows) == 12 and all(row["failure"] is None for row in rows)  # 3 of 5 > half
     assert all(set(row["verdicts"].values()) == {1 if row["order"] == "original" else 2} for row in rows)
+    # the vote share: A has 3 of 5 and the abstainer's 1 is split: 3.5 of 5 for the response shown first
+    for row in rows:
+        expected = 0.7 if row["order"] == "original" else 0.3
+        assert row["preferences"] == pytest.approx(dict.fromkeys(DIMENSIONS, expected))
+    with Store.in_dir(out) as store:
+        [run] = [r for r in store.runs() if r.judge_spec == "jury:heavy-a"]
+        verdicts = case_verdicts(load_run_data(store, run, preferences=True))
+    assert verdicts.source == "probability" and verdicts.p_first == pytest.approx(0.5)
 
 
 def test_the_order_of_the_members_changes_nothing_and_a_rerun_recomputes_without_requests(

@@ -162,6 +162,17 @@ _MaxRetriesOpt = Annotated[
 _StructuredOpt = Annotated[
     bool, typer.Option("--structured", help="ask API judges for JSON-schema output", show_default="off")
 ]
+_LogprobsOpt = Annotated[
+    int,
+    typer.Option(
+        "--logprobs",
+        min=0,
+        max=20,
+        metavar="N",
+        help="API judges: ask for the top N log-probabilities of every token and store each verdict's "
+        "probability (a confidence); 0: off",
+    ),
+]
 _ClientProcessesOpt = Annotated[
     int,
     typer.Option("--client-processes", min=1, metavar="N", help="API judges: spread requests over N client processes"),
@@ -224,6 +235,7 @@ def eval_command(
     timeout: _TimeoutOpt = 120.0,
     max_retries: _MaxRetriesOpt = 6,
     structured: _StructuredOpt = False,
+    logprobs: _LogprobsOpt = 0,
     client_processes: _ClientProcessesOpt = 1,
     device: _DeviceOpt = "auto",
     dtype: _DtypeOpt = "auto",
@@ -266,6 +278,7 @@ def eval_command(
                 max_retries=max_retries,
                 structured=structured,
                 client_processes=client_processes,
+                logprobs=logprobs,
             ),
             local=LocalSettings(device=device, dtype=dtype, adapter=adapter, force_prefix=force_prefix),
         )

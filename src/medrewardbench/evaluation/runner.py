@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from medrewardbench import __version__
@@ -201,6 +202,7 @@ def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> Stor
             verdicts[dim] = to_source(letter, request.order)
         elif result.failure is None and dim not in dimension_failures:
             dimension_failures[dim] = "no verdict"
+    preferences = source_preferences(result.preferences, request.order) if result.failure is None else {}
     return StoredJudgment(
         case_id=case.case_id,
         order=request.order,
@@ -215,7 +217,27 @@ def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> Stor
         completion_tokens=result.completion_tokens,
         scores=None if result.scores is None else dict(result.scores),
         extra=dict(result.extra),
+        preferences={dim: p for dim, p in preferences.items() if dim in verdicts},
     )
+
+
+def source_preferences(preferences: Mapping[str, float], order: Order) -> dict[str, float]:
+    """Map probabilities that the response shown first is better to ``response_1`` (source order).
+
+    Args:
+        preferences: dimension -> P(the response shown first, "A", is better).
+        order: the order the case was shown in.
+
+    Returns:
+        dimension -> P(``response_1`` is better): ``p`` in the original order, ``1 - p`` swapped;
+        values that are not finite probabilities in [0, 1] are dropped.
+    """
+    mapped: dict[str, float] = {}
+    for dim, value in preferences.items():
+        p = float(value)
+        if dim in DIMENSIONS and math.isfinite(p) and 0.0 <= p <= 1.0:
+            mapped[dim] = p if order is Order.ORIGINAL else 1.0 - p
+    return mapped
 
 
 class _JudgmentCounter:

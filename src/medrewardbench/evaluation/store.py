@@ -104,6 +104,12 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        # per dimension, the judge's probability that response_1 is better (source order; JSON,
+        # NULL when the back end gave none): the confidences of selective judging
+        "judgment_preferences",
+        ("ALTER TABLE judgments ADD COLUMN preferences_json TEXT",),
+    ),
 )
 """Named schema changes, applied in order to every store after the base layout.
 
@@ -246,6 +252,8 @@ class StoredJudgment:
     completion_tokens: int | None
     scores: Any
     extra: dict[str, Any]
+    preferences: dict[str, float] = field(default_factory=dict)
+    """dimension -> probability that ``response_1`` is better (source order); empty when none was given"""
 
 
 EARLIER_USAGE_KEY = "earlier_usage"
@@ -623,14 +631,16 @@ class Store:
                         json.dumps(_with_earlier_usage(db, judge_fingerprint, j), sort_keys=True, default=str)
                     ),
                     now,
+                    json.dumps(j.preferences, sort_keys=True) if j.preferences else None,
                 )
                 for j in rows
             ]
             db.executemany(
                 """INSERT OR REPLACE INTO judgments(judge_fingerprint, case_id, order_, case_hash,
                        fingerprint, verdicts_json, raw_output, failure, dimension_failures_json,
-                       latency_s, prompt_tokens, completion_tokens, scores_json, extra_json, created_at)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                       latency_s, prompt_tokens, completion_tokens, scores_json, extra_json, created_at,
+                       preferences_json)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                 values,
             )
         return len(values)
@@ -668,7 +678,7 @@ class Store:
         """
         query = """SELECT j.case_id, j.order_, j.case_hash, j.fingerprint, j.verdicts_json, j.raw_output,
                       j.failure, j.dimension_failures_json, j.latency_s, j.prompt_tokens,
-                      j.completion_tokens, j.scores_json, j.extra_json
+                      j.completion_tokens, j.scores_json, j.extra_json, j.preferences_json
                FROM cases c JOIN judgments j
                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
                WHERE c.data_hash = ?"""
@@ -707,6 +717,7 @@ class Store:
                     completion_tokens=r[10],
                     scores=None if r[11] is None else json.loads(r[11]),
                     extra=json.loads(_scrubbed_json(r[12])),
+                    preferences={} if r[13] is None else {str(k): float(v) for k, v in json.loads(r[13]).items()},
                 )
 
     def iter_verdict_rows(self, run: RunRecord, rows_at_a_time: int = 65_536) -> Iterator[list[tuple[int, ...]]]:
@@ -736,6 +747,39 @@ class Store:
                 FROM cases c JOIN judgments j
                   ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
                 WHERE c.data_hash = ? AND j.order_ IN ({marks})""",
+            (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
+        )
+        while True:
+            block = cursor.fetchmany(rows_at_a_time)
+            if not block:
+                return
+            yield block
+
+    def iter_preference_rows(
+        self, run: RunRecord, rows_at_a_time: int = 65_536
+    ) -> Iterator[list[tuple[int, float | None]]]:
+        """A run's stored probabilities, only the judgments that have some (what confidences read).
+
+        Kept apart from :meth:`iter_verdict_rows`, so that the verdicts' path does not pay for them;
+        the JSON is taken apart by SQLite, so that numbers, not texts, cross into Python.
+
+        Args:
+            run: the run.
+            rows_at_a_time: rows per block.
+
+        Yields:
+            Lists of ``(key, p_1, ..., p_d)``: ``key`` as in :meth:`iter_verdict_rows`, then per
+            dimension of :data:`~medrewardbench.dimensions.DIMENSIONS` the probability that
+            ``response_1`` is better, None where the judgment has none.
+        """
+        values = ", ".join(f"json_extract(j.preferences_json, '$.{dim}')" for dim in DIMENSIONS)
+        marks = ",".join("?" * len(run.orders))
+        cursor = self._db.execute(
+            f"""SELECT c.position * 2 + (j.order_ = 'swapped'), {values}
+                FROM cases c JOIN judgments j
+                  ON j.case_id = c.case_id AND j.case_hash = c.case_hash AND j.judge_fingerprint = ?
+                WHERE c.data_hash = ? AND j.order_ IN ({marks}) AND j.preferences_json IS NOT NULL
+                  AND j.failure IS NULL""",
             (run.judge_fingerprint, run.data_hash, *(o.value for o in run.orders)),
         )
         while True:

@@ -53,6 +53,10 @@ class JudgeResult:
         scores: per-response scores for reward models, e.g. ``{"A": 0.3, "B": 1.2}`` or per
             dimension ``{"accuracy": {"A": .., "B": ..}}``.
         extra: anything else worth storing (retries, finish reason, ...). Must be JSON-serialisable.
+        preferences: dimension -> probability that the response shown first (``"A"``) is the
+            better one, for the dimensions where the back end gave one (token log-probabilities of
+            the verdict, a reward model's score margin, a jury's vote share); empty otherwise.
+            Never made up from the verdicts themselves.
     """
 
     verdicts: Mapping[str, Position] = field(default_factory=dict)
@@ -64,6 +68,7 @@ class JudgeResult:
     completion_tokens: int | None = None
     scores: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    preferences: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def failed(cls, reason: str, raw_output: str | None = None, **kwargs: Any) -> JudgeResult:

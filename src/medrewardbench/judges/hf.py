@@ -20,6 +20,10 @@ Settings read from :class:`~medrewardbench.models.options.JudgeOptions`:
   ``B`` in each slot. The choice is still the model's (the higher-scoring letter), so this measures
   its preferences while ruling out format failures. Even a random-weight model then yields
   parseable verdicts.
+* confidences: every verdict carries ``P(A)``, the probability mass of the tokens that read ``A``
+  against those that read ``B`` at the token that holds the verdict's letter, from the model's
+  logits before constrained decoding or sampling change them
+  (:mod:`medrewardbench.models.token_logprobs`); always on, it does not change the fingerprint.
 
 A judge here is a prompt, a model and a parser: the model (:class:`~medrewardbench.models.local.LocalModel`,
 over :class:`~medrewardbench.models.generation.VLMGenerator` and the
@@ -37,6 +41,7 @@ from medrewardbench.errors import JudgeSpecError
 from medrewardbench.judges.base import Judge, JudgeRequest, JudgeResult
 from medrewardbench.models.constraints import CONSTRAINED_SUFFIX
 from medrewardbench.models.local import LocalModel
+from medrewardbench.models.logprobs import verdict_preferences
 from medrewardbench.models.options import JudgeOptions
 from medrewardbench.parsing import parse_verdicts
 from medrewardbench.prompts import PromptTemplate, load_template
@@ -117,12 +122,17 @@ class HFJudge(Judge):
             conversations.append(messages)
             quotes.append([request.response_a, request.response_b, case.question, *self.template.static_chunks()])
         if conversations:
-            outcomes = await self.model.generate(conversations, prefix=self.force_prefix, constrained=self.constrained)
+            outcomes = await self.model.generate(
+                conversations, prefix=self.force_prefix, constrained=self.constrained, letter_logprobs=True
+            )
             for index, quoted, (generation, failure, latency) in zip(pending, quotes, outcomes, strict=True):
                 if generation is None:
                     results[index] = JudgeResult.failed(failure or "generation failed", latency_s=latency)
                     continue
                 parsed = parse_verdicts(generation.text, quoted=quoted)
+                preferences = verdict_preferences(
+                    generation.text, generation.tokens or (), parsed.positions, start=len(self.force_prefix)
+                )
                 results[index] = JudgeResult.from_parse(
                     parsed,
                     generation.text,
@@ -130,6 +140,7 @@ class HFJudge(Judge):
                     prompt_tokens=generation.prompt_tokens,
                     completion_tokens=generation.completion_tokens,
                     extra={"finish_reason": generation.finish_reason},
+                    preferences=preferences,
                 )
         return [r if r is not None else JudgeResult.failed("not judged") for r in results]
 

@@ -10,6 +10,10 @@ dimension, or for the whole request when no dimension is decided), which accurac
 Because a response's score does not depend on what it is compared with, the judge scores each
 response once per case and reuses the score in the other presentation order: both orders then
 agree by construction.
+
+Each verdict's probability (:attr:`JudgeResult.preferences`) is the Bradley-Terry probability the
+reward model was trained to give, the logistic sigmoid of the score margin:
+``P(A) = 1 / (1 + exp(-(score_A - score_B)))``, per head.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from medrewardbench.models.reward import RewardItem, RewardScorer, load_reward_m
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_BATCH_SIZE", "TIE_REASON", "RewardModelJudge", "build"]
+__all__ = ["DEFAULT_BATCH_SIZE", "TIE_REASON", "RewardModelJudge", "build", "margin_probability"]
 
 TIE_REASON = "tie: equal scores"
 DEFAULT_BATCH_SIZE = 8
@@ -39,6 +43,23 @@ DEFAULT_BATCH_SIZE = 8
 
 def _finite(value: float) -> bool:
     return not (math.isnan(value) or math.isinf(value))
+
+
+def margin_probability(score_a: float, score_b: float) -> float:
+    """P(A is better) from two scores: the logistic sigmoid of their margin (Bradley-Terry).
+
+    Args:
+        score_a: the finite score of the response shown first.
+        score_b: the finite score of the response shown second.
+
+    Returns:
+        ``1 / (1 + exp(-(score_a - score_b)))``, computed without overflow.
+    """
+    margin = score_a - score_b
+    if margin >= 0:
+        return 1.0 / (1.0 + math.exp(-margin))
+    exp_margin = math.exp(margin)
+    return exp_margin / (1.0 + exp_margin)
 
 
 class RewardModelJudge(Judge):
@@ -149,10 +170,12 @@ class RewardModelJudge(Judge):
                 scores=single,
                 latency_s=latency,
                 extra={"score_head": heads[0]},
+                preferences=dict.fromkeys(DIMENSIONS, margin_probability(a, b)),
             )
         verdicts: dict[str, Position] = {}
         dimension_failures: dict[str, str] = {}
         per_dimension: dict[str, dict[str, float | None]] = {}
+        preferences: dict[str, float] = {}
         for position, head in enumerate(heads):
             a, b = scores_a[position], scores_b[position]
             per_dimension[head] = {"A": a if _finite(a) else None, "B": b if _finite(b) else None}
@@ -164,6 +187,7 @@ class RewardModelJudge(Judge):
                 dimension_failures[head] = TIE_REASON
             else:
                 verdicts[head] = "A" if a > b else "B"
+                preferences[head] = margin_probability(a, b)
         for dim in DIMENSIONS:
             if dim not in heads:
                 dimension_failures[dim] = "the reward model has no head for this dimension"
@@ -172,7 +196,11 @@ class RewardModelJudge(Judge):
             reason = TIE_REASON if TIE_REASON in reasons else "; ".join(reasons)
             return JudgeResult.failed(reason, scores=per_dimension, latency_s=latency)
         return JudgeResult(
-            verdicts=verdicts, dimension_failures=dimension_failures, scores=per_dimension, latency_s=latency
+            verdicts=verdicts,
+            dimension_failures=dimension_failures,
+            scores=per_dimension,
+            latency_s=latency,
+            preferences=preferences,
         )
 
     async def aclose(self) -> None:

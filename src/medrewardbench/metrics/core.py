@@ -200,7 +200,46 @@ def load_case_table(store: Store, data_hash: str) -> CaseTable:
     )
 
 
-def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) -> RunData:
+def load_preferences(store: Store, run: RunRecord, cases: CaseTable | None = None) -> npt.NDArray[np.float64] | None:
+    """Read a run's stored probabilities into the layout of :attr:`RunData.preferences`.
+
+    One query over the judgments that hold probabilities only; the verdicts' path
+    (:func:`load_run_data` without ``preferences``) never reads them.
+
+    Args:
+        store: the results store.
+        run: the run record.
+        cases: the run's cases when already read.
+
+    Returns:
+        (n_cases, 2, n_dims) P(``response_1`` is better) per order, NaN where a request gave none;
+        None when no judgment of the run has a probability.
+
+    Raises:
+        ValueError: ``cases`` belong to other data.
+    """
+    if cases is None:
+        cases = load_case_table(store, run.data_hash)
+    elif cases.data_hash != run.data_hash:
+        raise ValueError(f"the case table is of data {cases.data_hash[:12]}, the run of {run.data_hash[:12]}")
+    out: npt.NDArray[np.float64] | None = None
+    for block in store.iter_preference_rows(run):
+        table = np.array(block, dtype=np.float64).reshape(-1, 1 + len(DIMENSIONS))  # None -> NaN
+        keys = table[:, 0].astype(np.int64)
+        positions = keys // 2
+        if cases.position_index is not None:
+            positions = cases.position_index[positions]
+        if out is None:
+            out = np.full((cases.n_cases, 2, len(DIMENSIONS)), np.nan, dtype=np.float64)
+        out[positions, keys % 2] = table[:, 1:]
+    if out is not None and np.isnan(out).all():
+        return None
+    return out
+
+
+def load_run_data(
+    store: Store, run: RunRecord, cases: CaseTable | None = None, *, preferences: bool = False
+) -> RunData:
     """Read one run from the store into arrays.
 
     Args:
@@ -208,6 +247,8 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         run: the run record.
         cases: the run's cases when already read (:func:`load_case_table` on ``run.data_hash``);
             runs on the same data share it.
+        preferences: also read the judge's probabilities (:func:`load_preferences`), for
+            confidences; off by default, so that the verdicts' path stays one narrow query.
 
     Returns:
         The run's arrays; requests without a stored judgment are marked not run (-1).
@@ -255,6 +296,7 @@ def load_run_data(store: Store, run: RunRecord, cases: CaseTable | None = None) 
         metadata=run.metadata,
         ratings=cases.ratings,
         annotators=cases.annotators,
+        preferences=load_preferences(store, run, cases) if preferences else None,
     )
 
 

@@ -17,8 +17,11 @@
 
 Nothing here knows of judges or generators: :mod:`medrewardbench.judges` (a prompt, a model and a
 parser) and :mod:`medrewardbench.curation.generators` (a prompt and a model) build on these. Served
-models are API models whose server a sweep starts (:mod:`medrewardbench.sweep.served`). No back
-end exposes log-probabilities today; reward models give scores (:mod:`~medrewardbench.models.reward`).
+models are API models whose server a sweep starts (:mod:`medrewardbench.sweep.served`).
+:mod:`~medrewardbench.models.logprobs` holds token log-probabilities in one shape for every back end
+(read from an API's ``logprobs``, recorded from a local model's logits by
+:mod:`~medrewardbench.models.token_logprobs`) and reads a verdict's probability from them; reward
+models give scores (:mod:`~medrewardbench.models.reward`).
 torch, transformers and peft are imported only when a model is loaded (the ``hf`` extra), and
 ``openai`` only when an API client is made (the ``api`` extra).
 """

@@ -22,6 +22,8 @@ from typing import Any
 from medrewardbench.errors import require
 from medrewardbench.models.constraints import VerdictConstraint
 from medrewardbench.models.loading import load_vlm
+from medrewardbench.models.logprobs import TokenLogprob
+from medrewardbench.models.token_logprobs import LogprobRecorder, letter_tokens, token_logprobs
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +66,15 @@ class Generation:
         prompt_tokens: tokens the model read, image tokens included, padding excluded.
         completion_tokens: tokens generated, the end-of-sequence token included.
         finish_reason: ``"stop"`` (end of sequence) or ``"length"`` (``max_new_tokens`` reached).
+        tokens: the generated tokens with their log-probabilities, when asked for (``top_logprobs``
+            in :meth:`VLMGenerator.generate`); their texts, joined, are ``text`` after the prefix.
     """
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str
+    tokens: tuple[TokenLogprob, ...] | None = None
 
 
 def _split_images(messages: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -131,6 +136,7 @@ class VLMGenerator:
         self.pad_token_id = pad if pad is not None else (self.eos_token_ids or [0])[0]
         self._lock = threading.Lock()
         self._constraints: dict[str, VerdictConstraint] = {}
+        self._letter_tokens: tuple[tuple[int, ...], tuple[str, ...]] | None = None
 
     @classmethod
     def load(
@@ -171,6 +177,12 @@ class VLMGenerator:
             self._constraints[prefix] = VerdictConstraint(self.tokenizer, self.eos_token_ids, prefix=prefix)
         return self._constraints[prefix]
 
+    def letter_tokens(self) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """The ids and texts of every token that reads as a verdict letter (computed once)."""
+        if self._letter_tokens is None:
+            self._letter_tokens = letter_tokens(self.tokenizer)
+        return self._letter_tokens
+
     def render_prompt(self, messages: Sequence[Mapping[str, Any]], prefix: str = "") -> tuple[str, list[Any]]:
         """The prompt text (chat template + generation prompt + prefix) and the images it holds."""
         rendered, images = _split_images(messages)
@@ -184,6 +196,8 @@ class VLMGenerator:
         *,
         prefix: str = "",
         constrained: bool = False,
+        top_logprobs: int | None = None,
+        letter_alternatives: bool = False,
     ) -> list[Generation]:
         """Generate one answer per conversation, in one left-padded batch.
 
@@ -192,6 +206,12 @@ class VLMGenerator:
             settings: decoding settings.
             prefix: text the answer is forced to start with (included in ``Generation.text``).
             constrained: restrict the answer to the verdict JSON skeleton.
+            top_logprobs: None for no log-probabilities; else every generated token's
+                log-probability and its ``top_logprobs`` most likely alternatives
+                (``Generation.tokens``), from the model's logits before constrained decoding and
+                sampling warp them (so at temperature 1).
+            letter_alternatives: with ``top_logprobs``, also list every token that reads as a verdict
+                letter at the steps whose token reads as one (what ``hf:`` judges read).
 
         Returns:
             One :class:`Generation` per conversation, in order.
@@ -234,6 +254,10 @@ class VLMGenerator:
         if self.eos_token_ids:
             generation_config.eos_token_id = self.eos_token_ids
         processors = transformers.LogitsProcessorList()
+        recorder = None
+        if top_logprobs is not None:
+            recorder = LogprobRecorder(top_logprobs, self.letter_tokens()[0] if letter_alternatives else None)
+            processors.append(recorder)  # first: it sees the logits before the constraint masks them
         if constrained:
             constraint = copy.copy(self.constraint(prefix))
             constraint.prompt_length = prompt_length
@@ -243,6 +267,8 @@ class VLMGenerator:
                 torch.manual_seed(settings.seed)
             output = self.model.generate(**batch, generation_config=generation_config, logits_processor=processors)
         sequences = output.sequences if hasattr(output, "sequences") else output
+        if recorder is not None:
+            recorder.finish(sequences, prompt_length)
         new_tokens = sequences[:, prompt_length:].tolist()
         attention = batch["attention_mask"].sum(dim=1).tolist()
         results: list[Generation] = []
@@ -250,12 +276,17 @@ class VLMGenerator:
             stop = next((i for i, t in enumerate(tokens) if t in self.eos_token_ids), None)
             kept = tokens if stop is None else tokens[: stop + 1]
             text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            tokens = None
+            if recorder is not None:
+                letter_texts = dict(zip(*self.letter_tokens(), strict=True)) if letter_alternatives else None
+                tokens = token_logprobs(self.tokenizer, kept, recorder.row(row, len(kept)), letter_texts)
             results.append(
                 Generation(
                     text=prefix + text,
                     prompt_tokens=int(attention[row]),
                     completion_tokens=len(kept),
                     finish_reason="length" if stop is None else "stop",
+                    tokens=tokens,
                 )
             )
         return results
@@ -267,6 +298,8 @@ class VLMGenerator:
         *,
         prefix: str = "",
         constrained: bool = False,
+        top_logprobs: int | None = None,
+        letter_alternatives: bool = False,
     ) -> list[tuple[Generation | None, str | None, float]]:
         """Like :meth:`generate`, but a failing conversation does not sink the others.
 
@@ -277,7 +310,14 @@ class VLMGenerator:
         """
         start = time.perf_counter()
         try:
-            generations = self.generate(conversations, settings, prefix=prefix, constrained=constrained)
+            generations = self.generate(
+                conversations,
+                settings,
+                prefix=prefix,
+                constrained=constrained,
+                top_logprobs=top_logprobs,
+                letter_alternatives=letter_alternatives,
+            )
         except Exception as exc:  # isolate the culprit below
             if len(conversations) == 1:
                 return [(None, f"generation failed: {type(exc).__name__}: {exc}", time.perf_counter() - start)]
@@ -287,5 +327,14 @@ class VLMGenerator:
             return [(g, None, share) for g in generations]
         outcomes: list[tuple[Generation | None, str | None, float]] = []
         for conversation in conversations:
-            outcomes.extend(self.generate_isolated([conversation], settings, prefix=prefix, constrained=constrained))
+            outcomes.extend(
+                self.generate_isolated(
+                    [conversation],
+                    settings,
+                    prefix=prefix,
+                    constrained=constrained,
+                    top_logprobs=top_logprobs,
+                    letter_alternatives=letter_alternatives,
+                )
+            )
         return outcomes

@@ -144,14 +144,28 @@ class LocalModel:
         *,
         prefix: str = "",
         constrained: bool = False,
+        letter_logprobs: bool = False,
     ) -> list[Outcome]:
         """Generate every conversation in one batch, in a worker thread; a failing one is retried alone.
+
+        Args:
+            conversations: the chat messages of each conversation.
+            prefix: text every answer is forced to start with.
+            constrained: restrict the answers to the verdict JSON skeleton.
+            letter_logprobs: record each token's log-probability and, where it reads as a verdict
+                letter, every letter token's (``Generation.tokens``; what ``hf:`` judges read).
 
         Returns:
             ``(generation, failure_reason, latency_s)`` per conversation, in order.
         """
         return await asyncio.to_thread(
-            self.generator.generate_isolated, conversations, self.settings, prefix=prefix, constrained=constrained
+            self.generator.generate_isolated,
+            conversations,
+            self.settings,
+            prefix=prefix,
+            constrained=constrained,
+            top_logprobs=0 if letter_logprobs else None,
+            letter_alternatives=letter_logprobs,
         )
 
     def release(self) -> None:

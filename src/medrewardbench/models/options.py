@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from medrewardbench.errors import JudgeSpecError
+from medrewardbench.models.logprobs import MAX_TOP_LOGPROBS
 
 __all__ = ["HTTP_BACKENDS", "ApiSettings", "JudgeOptions", "LocalSettings", "check_api_settings"]
 
@@ -182,6 +183,9 @@ class ApiSettings:
         image_passthrough: send a PNG, JPEG or WebP file as it is when its pixels decode as the
             package decodes them (else every image is decoded and sent as PNG).
         http_backend: ``auto`` (aiohttp when installed, else httpx), ``aiohttp`` or ``httpx``.
+        logprobs: ask for the ``top_logprobs`` most likely alternatives of every token (``--logprobs
+            N``, 1 to 20), from which each verdict's probability is read
+            (:mod:`medrewardbench.models.logprobs`); 0 (the default) asks for none.
 
     Raises:
         JudgeSpecError: a value that is out of range or of the wrong kind (the message names it).
@@ -199,6 +203,7 @@ class ApiSettings:
     image_cache_size: int = 32
     image_passthrough: bool = True
     http_backend: str = "auto"
+    logprobs: int = 0
 
     def __post_init__(self) -> None:
         if self.base_url is not None and not isinstance(self.base_url, str):
@@ -212,6 +217,9 @@ class ApiSettings:
             _check_seconds(name, getattr(self, name))
         _check_whole("image_cache_size", self.image_cache_size, 0)
         _check_flag("image_passthrough", self.image_passthrough)
+        _check_whole("logprobs", self.logprobs, 0)
+        if self.logprobs > MAX_TOP_LOGPROBS:
+            raise JudgeSpecError(f"logprobs must be at most {MAX_TOP_LOGPROBS} (top_logprobs), got {self.logprobs}")
         if self.http_backend not in HTTP_BACKENDS:
             raise JudgeSpecError(
                 f"unknown http_backend {self.http_backend!r}; expected {', '.join(HTTP_BACKENDS[:-1])} or "
@@ -294,6 +302,7 @@ _API_CONVERTERS: dict[str, Callable[[str, Any], Any]] = {
     "retry_after_max_s": _number_from_text(float),
     "image_cache_size": _number_from_text(int),
     "image_passthrough": _flag,
+    "logprobs": _number_from_text(int),
 }
 
 

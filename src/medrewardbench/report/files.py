@@ -88,6 +88,8 @@ def write_judgments_jsonl(store: Store, runs: Sequence[RunRecord], path: Path) -
                     "completion_tokens": j.completion_tokens,
                     "scores": j.scores,
                     "fingerprint": j.fingerprint,
+                    # P(response_1 better) per dimension, only where the judge gave probabilities
+                    **({"preferences": j.preferences} if j.preferences else {}),
                 }
                 fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
                 count += 1

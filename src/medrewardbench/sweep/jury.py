@@ -15,6 +15,11 @@ judge. Per case, order and dimension:
   ``no majority`` (counted wrong, like every failure); no member's position in the list breaks
   a tie. When no dimension has a majority the judgment fails as a whole with that reason.
 
+Each decided dimension carries the jury's probability that ``response_1`` is better
+(:attr:`StoredJudgment.preferences`, the confidence of selective judging): its weighted vote share,
+an abstainer's weight split evenly between the two, ``(for_1 + abstained / 2) / total``
+(:attr:`JuryDecision.share_1`). It is above one half exactly when response 1 has more votes.
+
 These are the two ways inspect_ai's majority vote went wrong (#4721): a judge whose output did
 not parse dropped out of the vote, and ties went to whichever verdict was listed first.
 
@@ -61,6 +66,13 @@ class JuryDecision:
     for_2: float
     abstained: float
     total: float
+
+    @property
+    def share_1(self) -> float:
+        """The weighted vote share of response 1, abstentions split evenly; 0.5 with no weight at all."""
+        if self.total <= 0:
+            return 0.5
+        return (self.for_1 + self.abstained / 2) / self.total
 
 
 def decide(votes: Sequence[tuple[Winner | None, float]]) -> JuryDecision:
@@ -196,6 +208,7 @@ def store_jury(
             verdicts: dict[str, Winner] = {}
             dimension_failures: dict[str, str] = {}
             votes: dict[str, dict[str, float]] = {}
+            shares: dict[str, float] = {}
             abstained: dict[str, str] = {}
             for dimension in DIMENSIONS:
                 cast: list[tuple[Winner | None, float]] = []
@@ -215,6 +228,7 @@ def store_jury(
                     outcome.no_majority[dimension] = outcome.no_majority.get(dimension, 0) + 1
                 else:
                     verdicts[dimension] = decision.winner
+                    shares[dimension] = decision.share_1
             failure = NO_MAJORITY if not verdicts else None
             outcome.failed += failure is not None
             ballots = {
@@ -241,6 +255,7 @@ def store_jury(
                     completion_tokens=None,
                     scores=None,
                     extra={"votes": votes, **({"abstentions": abstained} if abstained else {})},
+                    preferences={} if failure else shares,
                 )
             )
     store.write_judgments(fingerprint, rows)

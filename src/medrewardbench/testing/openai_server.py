@@ -32,6 +32,10 @@ official ``openai`` client. Its behaviour is set at run time through a thread-sa
 
 * **structured output**: ``response_format`` (``json_schema``, ``json_object``, ``text``) is accepted,
   or rejected with a 400 naming the parameter (``reject_response_format``) to exercise fallbacks;
+* **log-probabilities**: a request with ``logprobs: true`` gets ``choices[0].logprobs`` with its
+  ``top_logprobs`` alternatives per token, derived from the answer
+  (:mod:`medrewardbench.testing.scripted_logprobs`): every verdict letter has the request's letter
+  probability (``set_letter_probability``, by default a function of the prompt);
 * **recording**: every request is kept as a :class:`RecordedRequest` (headers without
   ``Authorization``, whose presence is kept as ``had_auth`` only);
 * **a leaky proxy** (``set_echo_authorization``): the ``Authorization`` header, key and all, is
@@ -74,7 +78,9 @@ from typing import Any
 
 from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.errors import require
+from medrewardbench.models.logprobs import MAX_TOP_LOGPROBS, openai_logprobs
 from medrewardbench.testing.openai_batches import BatchState, add_batch_routes
+from medrewardbench.testing.scripted_logprobs import letter_probability, scripted_logprobs
 from medrewardbench.utils.background_server import BackgroundServer, http_implementation
 
 logger = logging.getLogger(__name__)
@@ -242,6 +248,7 @@ class ServerControl:
         self._answer_mode = "verdict"
         self._echo_authorization = False
         self._models: tuple[str, ...] = ("test-model",)
+        self._letter_probability: float | None = None
         self._records.clear()
         self._counters.clear()
 
@@ -266,6 +273,23 @@ class ServerControl:
         """The answer used when the queue is empty and no responder is set."""
         with self._lock:
             self._default_output = text
+
+    def set_letter_probability(self, probability: float | None) -> None:
+        """The probability given to every verdict letter in log-probabilities (None: per prompt).
+
+        Raises:
+            ValueError: a probability outside (0, 1].
+        """
+        if probability is not None and not 0.0 < probability <= 1.0:
+            raise ValueError(f"the letter probability must be in (0, 1], got {probability}")
+        with self._lock:
+            self._letter_probability = probability
+
+    def letter_probability_for(self, body: dict[str, Any]) -> float:
+        """The letter probability a request gets: the one set, else one per prompt (see scripted_logprobs)."""
+        with self._lock:
+            fixed = self._letter_probability
+        return fixed if fixed is not None else letter_probability(_joined_text(body))
 
     def set_answer_mode(self, mode: str) -> None:
         """``"verdict"`` (the default answer) or ``"free_text"`` (:func:`free_text_answer` per request)."""
@@ -449,6 +473,11 @@ def _iter_text_parts(body: dict[str, Any] | None) -> Iterable[tuple[str, str]]:
             yield role, part["text"]
 
 
+def _joined_text(body: dict[str, Any] | None) -> str:
+    """Every text part of every message, joined by newlines (what the default letter probability reads)."""
+    return "\n".join(text for _, text in _iter_text_parts(body))
+
+
 def _iter_image_urls(body: dict[str, Any] | None) -> Iterable[str]:
     for _, part in _iter_message_parts(body):
         if part.get("type") == "image_url":
@@ -545,6 +574,10 @@ def _completion(
             "logprobs": None,
         }
     ]
+    if body.get("logprobs"):
+        top = int(body.get("top_logprobs") or 0)
+        tokens = scripted_logprobs(text, control.letter_probability_for(body), top)
+        payload["choices"][0]["logprobs"] = openai_logprobs(tokens, top)
     return payload
 
 
@@ -705,6 +738,12 @@ def _validate(body: dict[str, Any] | None) -> str | None:
         return "'messages' must be a non-empty list"
     if body.get("stream"):
         return "streaming is not supported by the test server"
+    top = body.get("top_logprobs")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
+            return f"'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}"
+        if not body.get("logprobs"):
+            return "'top_logprobs' needs 'logprobs' set to true"
     return None
 
 

@@ -24,6 +24,7 @@ from medrewardbench.models.api.chat import (
     public_url,
 )
 from medrewardbench.models.api.exchange import api_config, each_admitted, exchange
+from medrewardbench.models.logprobs import verdict_preferences
 from medrewardbench.models.options import JudgeOptions
 from medrewardbench.prompts import PromptTemplate, load_template, verdict_json_schema
 
@@ -90,6 +91,8 @@ class ApiJudge(Judge):
             kind=self.kind,
             template=self.template,
             structured=self.settings.structured,
+            # only when asked for: configurations stored before the setting existed keep their hash
+            **({"logprobs": self.settings.logprobs} if self.settings.logprobs else {}),
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -165,6 +168,11 @@ class ApiJudge(Judge):
         facts["parse_method"] = parsed.method
         if parsed.reason:
             facts["reason"] = parsed.reason
+        preferences: dict[str, float] = {}
+        if self.settings.logprobs:
+            facts["logprobs_given"] = outcome.logprobs is not None
+            if outcome.logprobs and outcome.text is not None:
+                preferences = verdict_preferences(outcome.text, outcome.logprobs, parsed.positions)
         return JudgeResult.from_parse(
             parsed,
             outcome.text,
@@ -172,6 +180,7 @@ class ApiJudge(Judge):
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
             extra=facts,
+            preferences=preferences,
         )
 
     # ------------------------------------------------------------- answers that come another way

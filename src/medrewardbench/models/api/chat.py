@@ -45,6 +45,7 @@ from medrewardbench.cases import ImageRef
 from medrewardbench.errors import JudgeSpecError, MissingExtraError
 from medrewardbench.models.api.images import DataUrlCache, inline_data_url
 from medrewardbench.models.api.retry import RETRYABLE_STATUS, Attempt, RetryPolicy, parse_retry_after, root_is_timeout
+from medrewardbench.models.logprobs import TokenLogprob, read_openai_logprobs
 from medrewardbench.models.options import HTTP_BACKENDS, JudgeOptions, check_api_settings
 from medrewardbench.utils.secrets import register_secret, scrub
 
@@ -123,6 +124,7 @@ class CallOutcome:
         prompt_tokens, completion_tokens: usage, when the server reported it, summed over every
             attempt that came back with a completion (each was billed).
         errors: what each retried attempt met.
+        logprobs: the completion's tokens with their log-probabilities, when asked for and given.
     """
 
     text: str | None = None
@@ -135,6 +137,7 @@ class CallOutcome:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     errors: list[str] = field(default_factory=list)
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
     def extra(self) -> dict[str, Any]:
         """The attempts, retries and structured-output facts worth storing with a result."""
@@ -379,7 +382,8 @@ class ChatClient:
             response_format: a ``response_format`` to send, or None.
 
         Returns:
-            Model, messages, seed, the sampling settings that are set, and the response format.
+            Model, messages, seed, the sampling settings that are set, the response format, and
+            ``logprobs``/``top_logprobs`` when asked for.
         """
         body: dict[str, Any] = {"model": self.model, "messages": messages, "seed": self.options.seed}
         if self.options.temperature is not None:
@@ -390,6 +394,9 @@ class ChatClient:
             body["max_tokens"] = self.options.max_tokens
         if response_format is not None:
             body["response_format"] = dict(response_format)
+        if self.settings.logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = self.settings.logprobs
         return body
 
     def batch_request(
@@ -571,6 +578,7 @@ class ChatClient:
             outcome.failure = self.reason(f"refused: {refusal}") if refusal else "empty response"
             return outcome
         outcome.text = content
+        outcome.logprobs = read_openai_logprobs(choice.get("logprobs"))
         return outcome
 
 
