@@ -47,3 +47,19 @@ def test_eval_without_logprobs_stores_none(openai_server: OpenAIServer, tmp_path
         assert "logprobs" not in run.config
         assert all(row.preferences == {} for row in store.judgments_for_run(run))
         assert case_verdicts(load_run_data(store, run, preferences=True)).source == "order agreement"
+
+
+def test_the_report_calibrates_on_the_stored_probabilities(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    import json
+
+    openai_server.control.set_letter_probability(0.8)
+    args = ["eval", "--judge", "api:judge-model", "--limit", "6", "--base-url", openai_server.base_url,
+            "--api-key-env", API_KEY_ENV, "--logprobs", "5", "--out", str(tmp_path), "--quiet"]  # fmt: skip
+    assert runner.invoke(app, args, catch_exceptions=False).exit_code == 0
+    report = runner.invoke(
+        app, ["report", str(tmp_path), "--out", str(tmp_path / "r"), "--bootstrap", "100"], catch_exceptions=False
+    )
+    assert report.exit_code == 0, report.output
+    analysis = json.loads((tmp_path / "r" / "analysis.json").read_text())
+    [judge] = analysis["selective"]["judges"]
+    assert judge["source"] == "probability"  # not order agreement: the report read the probabilities

@@ -368,7 +368,7 @@ def _write_outputs(
     runs = [store.run(r.run_id) for r in started]
     all_runs = store.runs_on_data(data_hash)
     labels = store.label_provenance(data_hash)
-    data = {r.run_id: load_run_data(store, r) for r in all_runs}
+    data = {r.run_id: load_run_data(store, r, preferences=True) for r in all_runs}
     metrics = {run_id: run_metrics(d, fields) for run_id, d in data.items()}
     analysis = analyze(
         list(data.values()),

@@ -213,7 +213,9 @@ def load_run_bundles(paths: Sequence[str | Path]) -> list[LoadedRun]:
                 if cases is None:  # runs on the same data share one table, across stores as well
                     cases = tables[record.data_hash] = load_case_table(store, record.data_hash)
                 labels = store.label_provenance(record.data_hash)
-                bundles.append(LoadedRun(load_run_data(store, record, cases), record, store_path, labels))
+                bundles.append(
+                    LoadedRun(load_run_data(store, record, cases, preferences=True), record, store_path, labels)
+                )
     if not bundles:
         shown = ", ".join(str(p) for p in paths) or "(no paths)"
         raise StoreError(f"no runs found under {shown}")

@@ -679,7 +679,7 @@ def _finish(
     analysis: Analysis | None = None
     if all_runs:
         fields = ["organ_system", *[f for f in config.group_by if f != "organ_system"]]
-        data = {run.run_id: load_run_data(store, run) for run in all_runs}
+        data = {run.run_id: load_run_data(store, run, preferences=True) for run in all_runs}
         metrics = {run_id: run_metrics(d, fields) for run_id, d in data.items()}
         labels = store.label_provenance(data_hash)
         points = analyze(
