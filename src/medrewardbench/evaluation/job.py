@@ -30,6 +30,7 @@ from medrewardbench.report.files import (
     write_metrics_csv,
     write_metrics_json,
 )
+from medrewardbench.utils.gcpolicy import long_run
 from medrewardbench.utils.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 
 log = logging.getLogger(__name__)
@@ -332,7 +333,10 @@ def _evaluate_locked(
     try:
         with Store.in_dir(out) as store:
             store.set_label_provenance(data_hash, benchmark.labels)
-            summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
+            with long_run():  # the requests: fewer garbage collections, none over what exists already
+                summaries = asyncio.run(
+                    _run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started)
+                )
             return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields)
     except KeyboardInterrupt:
         with Store.in_dir(out) as store:
