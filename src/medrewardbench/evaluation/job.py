@@ -325,8 +325,10 @@ def _evaluate_locked(
     total = len(judges) * len(benchmark) * len(orders)
     try:
         # hash here, not inside the event loop: there a Ctrl-C only asks the loop to stop, and the
-        # loop cannot stop before a long stretch of synchronous hashing ends
+        # loop cannot stop before a long stretch of synchronous hashing ends. A small data set is
+        # kept in memory by the same reading, so that planning and judging do not read it again.
         sink.stage(f"hashing {len(benchmark)} cases")
+        benchmark = benchmark.fingerprinted()
         data_hash = benchmark.data_hash()
     except KeyboardInterrupt:
         raise EvaluationInterrupted(None, total, "hashing the data") from None
