@@ -302,6 +302,8 @@ def _passage_info(passage: str) -> tuple[str, str, frozenset[str], bool]:
     Judges see the same template text, and each response twice (once per order), so most passages
     repeat across requests.
     """
+    if _DIM_WORD.search(passage) is None:  # every statement names a dimension: most responses name none
+        return _compact(passage), _flatten(passage), frozenset(), False
     cores = frozenset(_flatten(event.core) for event in _statements(passage))
     carries = len(passage) < MIN_QUOTED_RUN and _carries_verdict(passage)
     return _compact(passage), _flatten(passage), cores, carries
