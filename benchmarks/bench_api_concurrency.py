@@ -249,7 +249,7 @@ def timed(owner, name, phase, first_only=False):
     setattr(owner, name, wrapper)
 
 
-from medrewardbench.cli.main import app
+from medrewardbench.cli.main import main
 import medrewardbench.data as data
 import medrewardbench.evaluation.job as evaluation
 from medrewardbench.data.benchmark import Benchmark
@@ -274,8 +274,12 @@ if profile:
 
     profiler = cProfile.Profile()
     profiler.enable()
+sys.argv = ["medrewardbench", *sys.argv[1:]]
 try:
-    app(sys.argv[1:], prog_name="medrewardbench", standalone_mode=False)
+    main()  # the console entry point, as the installed command runs it
+except SystemExit as exit_:
+    if exit_.code not in (None, 0):
+        raise
 finally:
     marks["left"], marks["left_cpu"] = time.time(), time.process_time()
     if profile:
