@@ -48,6 +48,9 @@ client is short of CPU and the ratios fall with the load; ``cpu ms/req`` (CPU ti
 this process for the in-process rows, of the child for the command and process rows, start-up
 included) is then the figure to compare between versions, and the breakdown gives each phase's CPU
 time beside its wall time.
+
+Why one module of this size: a benchmark is one script its users run by path; the two child
+programs (the timed command, the bare process) are strings in it, run with ``python -c``.
 """
 
 from __future__ import annotations
