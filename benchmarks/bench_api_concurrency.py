@@ -23,6 +23,14 @@ figure; the range shows the machine's noise). Beside the judge alone, two more r
 * bare: a bare client (aiohttp alone: no openai library, no prompt, no parsing) sending bodies of
   the same size to the same server. Its ratio is the most this machine and server allow, so the
   judge's shortfall splits into the machine's part and the client's part.
+* process: the bare client as a whole process, the floor of the command row: a new interpreter
+  that imports aiohttp, reads the same data file and images, sends the same requests (the same
+  prompt, both orders) and writes the answers to a JSON file, timed from its launch to its exit.
+
+Both processes run with their bytecode compiled, as an installed package has it
+(``PYTHONPYCACHEPREFIX`` in the scratch directory, written by an untimed warm-up run of each on a
+few cases), so that a machine with ``PYTHONDONTWRITEBYTECODE`` set does not charge the command for
+compiling its modules on every run.
 
 Usage::
 
@@ -31,11 +39,18 @@ Usage::
     python benchmarks/bench_api_concurrency.py --levels 64 --repeat 5 --skip-faults
     python benchmarks/bench_api_concurrency.py --levels 64 --requests-per-slot 47 --max-requests 3000 --skip-faults
 
-Every row also prints ``vs bare``: its rate over the bare client's in the same call. The goals: the
-judge and the eval job's judging phase >= 0.97 of bare, the whole command >= 0.90 (3,000 requests
-at concurrency 64 against 100 ms). On a machine whose cores are busy with other work every client
-is short of CPU and the ratios fall with the load; ``cpu ms/req`` (this process's CPU time per
-request, the command's child included) is then the figure to compare between versions.
+Every row also prints ``vs bare``: its rate over the bare client's in the same call; the command
+and process rows also ``vs proc``: their rate over the bare process's. The goals (3,000 requests at
+concurrency 64 against 100 ms): the judge and the eval job's judging phase >= 0.97 of bare; the
+whole command >= 0.90 of the bare process (``vs proc`` of the command row: start-up, reading the
+data and writing results on both sides). On a machine whose cores are busy with other work every
+client is short of CPU and the ratios fall with the load; ``cpu ms/req`` (CPU time per request: of
+this process for the in-process rows, of the child for the command and process rows, start-up
+included) is then the figure to compare between versions, and the breakdown gives each phase's CPU
+time beside its wall time.
+
+Why one module of this size: a benchmark is one script its users run by path; the two child
+programs (the timed command, the bare process) are strings in it, run with ``python -c``.
 """
 
 from __future__ import annotations
@@ -206,44 +221,49 @@ COMMAND_CHILD = r"""
 import inspect, json, os, sys, time
 
 started = float(os.environ["MRB_BENCH_T0"])
-phases = {}
+phases = {}  # phase -> [wall s, cpu s]
 marks = {"entered": time.time()}
 
 
 def timed(owner, name, phase, first_only=False):
     original = getattr(owner, name)
 
-    def add(t):
-        phases[phase] = phases.get(phase, 0.0) + time.perf_counter() - t
+    def add(t, c):
+        spent = phases.setdefault(phase, [0.0, 0.0])
+        spent[0] += time.perf_counter() - t
+        spent[1] += time.process_time() - c
 
-    async def awaited(coroutine, t):
+    async def awaited(coroutine, t, c):
         try:
             return await coroutine
         finally:
-            add(t)
+            add(t, c)
 
     def wrapper(*args, **kwargs):
         if first_only and phase in phases:
             return original(*args, **kwargs)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         result = original(*args, **kwargs)
         if inspect.iscoroutine(result):
-            return awaited(result, t)
-        add(t)
+            return awaited(result, t, c)
+        add(t, c)
         return result
 
     setattr(owner, name, wrapper)
 
 
-from medrewardbench.cli.main import app
+from medrewardbench.cli.main import main
 import medrewardbench.data as data
 import medrewardbench.evaluation.job as evaluation
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.evaluation.store import Store
 
-marks["imported"] = time.time()
+marks["imported"], marks["imported_cpu"] = time.time(), time.process_time()
 timed(data, "load_benchmark", "loading")
-timed(Benchmark, "data_hash", "hashing", first_only=True)
+if hasattr(Benchmark, "fingerprinted"):  # hashing, and holding a small data set in memory, in one reading
+    timed(Benchmark, "fingerprinted", "hashing", first_only=True)
+else:
+    timed(Benchmark, "data_hash", "hashing", first_only=True)
 timed(evaluation, "plan_run", "planning")
 timed(evaluation, "execute_plan", "judging")
 timed(Store, "write_judgments", "store writes (in judging)")
@@ -257,15 +277,26 @@ if profile:
 
     profiler = cProfile.Profile()
     profiler.enable()
+sys.argv = ["medrewardbench", *sys.argv[1:]]
 try:
-    app(sys.argv[1:], prog_name="medrewardbench", standalone_mode=False)
+    main()  # the console entry point, as the installed command runs it
+except SystemExit as exit_:
+    if exit_.code not in (None, 0):
+        raise
 finally:
-    marks["left"] = time.time()
+    marks["left"], marks["left_cpu"] = time.time(), time.process_time()
     if profile:
         profiler.disable()
         profiler.dump_stats(profile)
+    found = {
+        "phases": phases,
+        "startup": marks["imported"] - started,
+        "startup_cpu": marks["imported_cpu"],
+        "left": marks["left"],
+        "left_cpu": marks["left_cpu"],
+    }
     with open(os.environ["MRB_BENCH_PHASES"], "w") as handle:
-        json.dump({"phases": phases, "startup": marks["imported"] - started, "left": marks["left"]}, handle)
+        json.dump(found, handle)
 """
 """Runs the ``medrewardbench eval`` command in a fresh interpreter and times its phases from inside."""
 
@@ -297,14 +328,32 @@ def write_eval_data(directory: str, cases: Sequence[Case]) -> str:
     return str(path)
 
 
+def child_env(scratch: str) -> dict[str, str]:
+    """The environment of the command and bare-process children: offline, bytecode cached in ``scratch``.
+
+    An installed package has its bytecode compiled; with ``PYTHONDONTWRITEBYTECODE`` set (as some
+    machines set it) a child would compile every module it imports on every run instead. Both
+    children keep their bytecode under ``scratch/pycache`` (an untimed warm-up run writes it).
+    """
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPYCACHEPREFIX=os.path.join(scratch, "pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def run_command_level(
-    base_url: str, concurrency: int, count: int, data_path: str, profile: str | None = None
-) -> tuple[RunFigures, dict[str, float]]:
+    base_url: str,
+    concurrency: int,
+    count: int,
+    data_path: str,
+    env: dict[str, str],
+    profile: str | None = None,
+) -> tuple[RunFigures, dict[str, tuple[float, float]]]:
     """The whole ``medrewardbench eval`` command in a fresh process, from its launch to its exit.
 
-    Returns its figures (``count`` requests over the command's whole wall time) and its phases in
-    seconds: start-up (interpreter and imports), loading (reading and checking the data), hashing
-    (the data fingerprint), planning (recording the cases, asking the store), judging (the requests,
+    Returns its figures (``count`` requests over the command's whole wall time, the child's CPU
+    time) and its phases as (wall, cpu) seconds: start-up (interpreter and imports), loading
+    (reading and checking the data), hashing (the data fingerprint; the same reading keeps a small
+    data set in memory), planning (recording the cases, asking the store), judging (the requests,
     store writes included), analysis (metrics and the leaderboard), outputs (judgments.jsonl,
     metrics.json, metrics.csv), other (the rest of the command) and exit (after the command until
     the process ended).
@@ -314,7 +363,7 @@ def run_command_level(
 
     with tempfile.TemporaryDirectory(prefix="mrb-bench-cmd-") as out:
         phases_file = os.path.join(out, "phases.json")
-        env = dict(os.environ, MRB_BENCH_PHASES=phases_file, HF_HUB_OFFLINE="1")
+        env = dict(env, MRB_BENCH_PHASES=phases_file)
         if profile:
             env["MRB_BENCH_PROFILE"] = profile
         argv = [
@@ -353,23 +402,121 @@ def run_command_level(
         cpu_after.children_system - cpu_before.children_system
     )
     timed = found["phases"]
-    phases = {"start-up": found["startup"]}
+    phases: dict[str, tuple[float, float]] = {"start-up": (found["startup"], found["startup_cpu"])}
     for name in ("loading", "hashing", "planning", "judging", "analysis", "outputs"):
-        phases[name] = timed.get(name, 0.0)
-    phases["exit"] = ended - found["left"]
-    phases["other"] = max(0.0, wall - sum(phases.values()))  # options, output directory, lock, printing
-    phases["store writes (in judging)"] = timed.get("store writes (in judging)", 0.0)
+        wall_s, cpu_s = timed.get(name, (0.0, 0.0))
+        phases[name] = (wall_s, cpu_s)
+    phases["exit"] = (ended - found["left"], max(0.0, cpu - found["left_cpu"]))
+    # options, output directory, lock, printing
+    phases["other"] = (
+        max(0.0, wall - sum(w for w, _ in phases.values())),
+        max(0.0, cpu - sum(c for _, c in phases.values())),
+    )
+    phases["store writes (in judging)"] = tuple(timed.get("store writes (in judging)", (0.0, 0.0)))  # type: ignore[assignment]
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, []), phases
 
 
-def print_breakdown(level: int, runs: list[tuple[RunFigures, dict[str, float]]]) -> None:
-    """Where the median whole-command run's time went, phase by phase."""
+def print_breakdown(level: int, runs: list[tuple[RunFigures, dict[str, tuple[float, float]]]]) -> None:
+    """Where the median whole-command run's time went, phase by phase: wall time, then CPU time."""
     figures, phases = sorted(runs, key=lambda r: r[0].rate)[len(runs) // 2]
-    parts = ", ".join(f"{name} {phases[name]:.2f}" for name in COMMAND_PHASES if name in phases)
-    print(
-        f"      command at {level}: {figures.wall_s:.2f} s = {parts} "
-        f"(store writes {phases['store writes (in judging)']:.2f} s of judging)"
+    writes = phases["store writes (in judging)"]
+    for index, what, total in ((0, "", figures.wall_s), (1, " cpu", figures.cpu_s)):
+        parts = ", ".join(f"{name} {phases[name][index]:.2f}" for name in COMMAND_PHASES if name in phases)
+        print(
+            f"      command{what} at {level}: {total:.2f} s = {parts} (store writes {writes[index]:.2f} s of judging)"
+        )
+
+
+BARE_PROCESS_CHILD = r"""
+import asyncio, base64, json, os, sys
+
+import aiohttp
+
+data_path, template_path, url, concurrency, out_path = sys.argv[1:6]
+concurrency = int(concurrency)
+with open(template_path, encoding="utf-8") as handle:
+    template = json.load(handle)
+MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp"}
+base = os.path.dirname(data_path)
+
+
+def bodies():
+    with open(data_path, encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            image_path = os.path.join(base, row["image"])
+            with open(image_path, "rb") as image:
+                encoded = base64.b64encode(image.read()).decode("ascii")
+            image_url = f"data:{MIME[os.path.splitext(image_path)[1].lower()]};base64,{encoded}"
+            for first, second in ((row["response_1"], row["response_2"]), (row["response_2"], row["response_1"])):
+                text = template["user"].replace("{{question}}", row["question"])
+                text = text.replace("{{response_a}}", first).replace("{{response_b}}", second)
+                user = [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": text}]
+                messages = [{"role": "system", "content": template["system"]}, {"role": "user", "content": user}]
+                yield row["id"], json.dumps({"model": "bench-model", "messages": messages}).encode()
+
+
+async def main():
+    answers = []
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 16)) as session:
+        work = bodies()
+
+        async def worker():
+            for case_id, body in work:
+                async with session.post(url, data=body, headers=headers) as response:
+                    payload = await response.json()
+                if response.status != 200:
+                    raise RuntimeError(f"bare process got HTTP {response.status}")
+                answers.append({"id": case_id, "output": payload["choices"][0]["message"]["content"]})
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    with open(out_path, "w", encoding="utf-8") as handle:
+        json.dump(answers, handle)
+
+
+asyncio.run(main())
+"""
+"""The floor of the whole command: a bare aiohttp client as a process, doing the same job without the package."""
+
+
+def write_template(directory: str) -> str:
+    """The judge's prompt template as JSON (system and user text), for the bare process to fill in."""
+    from medrewardbench.prompts import load_template
+
+    template = load_template("pairwise")
+    path = os.path.join(directory, "template.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"system": template.system, "user": template.user}, handle)
+    return path
+
+
+def run_process_level(
+    base_url: str, concurrency: int, count: int, data_path: str, template_path: str, env: dict[str, str]
+) -> RunFigures:
+    """The bare client as a whole process on the same data, from its launch to its exit."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mrb-bench-bare-") as out:
+        answers = os.path.join(out, "answers.json")
+        url = base_url.rstrip("/") + "/chat/completions"
+        argv = [sys.executable, "-c", BARE_PROCESS_CHILD, data_path, template_path, url, str(concurrency), answers]
+        cpu_before = os.times()
+        started = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - started
+        cpu_after = os.times()
+        if done.returncode != 0:
+            raise RuntimeError(f"bare process failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        with open(answers, encoding="utf-8") as handle:
+            sent = len(json.load(handle))
+    if sent != count:
+        raise RuntimeError(f"bare process answered {sent} requests, expected {count}")
+    cpu = (cpu_after.children_user - cpu_before.children_user) + (
+        cpu_after.children_system - cpu_before.children_system
     )
+    return RunFigures(concurrency, count, wall, cpu, count, 0, count, [])
 
 
 def bare_bodies(cases: list[Case], count: int) -> list[bytes]:
@@ -429,22 +576,46 @@ def median_run(runs: list[RunFigures]) -> RunFigures:
 
 
 def print_level(
-    label: str, level: int, count: int, runs: list[RunFigures], latency_s: float, bare: list[RunFigures]
+    label: str,
+    level: int,
+    count: int,
+    runs: list[RunFigures],
+    latency_s: float,
+    bare: list[RunFigures],
+    process: list[RunFigures] | None = None,
 ) -> None:
     """One row: the median run of ``runs`` by rate, with the range of ratios over all of them.
 
-    ``vs bare`` is the median run's rate over the median bare run's in the same call ("-" without one).
+    ``vs bare`` is the median run's rate over the median bare run's in the same call ("-" without one);
+    ``vs proc`` the same over the median bare process's, for the rows given ``process``.
     """
     bound = level / latency_s
     ordered = sorted(runs, key=lambda f: f.rate)
     median = median_run(runs)
     spread = f"{ordered[0].rate / bound:.1%}..{ordered[-1].rate / bound:.1%}" if len(runs) > 1 else "-"
     versus = f"{median.rate / median_run(bare).rate:.3f}" if bare else "-"
+    versus_process = f"{median.rate / median_run(process).rate:.3f}" if process else "-"
     print(
         f"{level:>5} {label:>7} {count:>8} {len(runs):>4} {median.rate:>8.1f} {bound:>7.0f} "
         f"{median.rate / bound:>6.1%} {spread:>13} {ms(median.latencies, 0.5):>7} {ms(median.latencies, 0.95):>7} "
-        f"{median.cpu_s / count * 1000:>10.2f} {versus:>7}"
+        f"{median.cpu_s / count * 1000:>10.2f} {versus:>7} {versus_process:>7}"
     )
+
+
+def print_cpu(level: int, rows: dict[str, list[RunFigures]]) -> None:
+    """CPU time per 1,000 requests of each row's median run, beside its floor (the bare client or process)."""
+
+    def per_thousand(runs: list[RunFigures]) -> float:
+        median = median_run(runs)
+        return median.cpu_s / median.requests * 1000
+
+    parts = []
+    for label, floor in (("judge", "bare"), ("eval", "bare"), ("command", "process")):
+        if rows.get(label) and rows.get(floor):
+            mine, least = per_thousand(rows[label]), per_thousand(rows[floor])
+            parts.append(f"{label} {mine:.2f} s vs {floor} {least:.2f} s (x{mine / least:.2f})")
+    if parts:
+        print(f"      cpu per 1,000 requests at {level}: " + "; ".join(parts))
 
 
 @contextmanager
@@ -487,6 +658,9 @@ def main(argv: list[str] | None = None) -> int:
         "--no-command", action="store_true", help="skip the whole-command rows (medrewardbench eval in a new process)"
     )
     parser.add_argument(
+        "--no-process", action="store_true", help="skip the bare-process rows (the floor of the command rows)"
+    )
+    parser.add_argument(
         "--profile-command",
         metavar="FILE",
         help="write a cProfile of the last whole-command run to FILE (pstats format) and print its top functions",
@@ -518,22 +692,34 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
     )
     print(
-        f"{'conc':>5} {'client':>6} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
-        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7}"
+        f"{'conc':>5} {'client':>7} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
+        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7} {'vs proc':>7}"
     )
     import tempfile
 
     scratch = tempfile.TemporaryDirectory(prefix="mrb-bench-data-")
     with scratch, serve(ServerSettings(latency_s=args.latency), args.in_process) as (base_url, _):
+        env = child_env(scratch.name)
+        template_path = write_template(scratch.name)
+        if not (args.no_command and args.no_process):
+            # untimed: compiles both children's bytecode into the cache and warms the page cache
+            warm = write_eval_data(f"{scratch.name}/warm", cases[:4])
+            if not args.no_command:
+                run_command_level(base_url, 4, 8, warm, env)
+            if not args.no_process:
+                run_process_level(base_url, 4, 8, warm, template_path, env)
         for level in levels:
             count = counts[level]
             judge_runs: list[RunFigures] = []
             eval_runs: list[RunFigures] = []
             bare_runs: list[RunFigures] = []
-            command_runs: list[tuple[RunFigures, dict[str, float]]] = []
+            process_runs: list[RunFigures] = []
+            command_runs: list[tuple[RunFigures, dict[str, tuple[float, float]]]] = []
             bodies = [] if args.no_bare else bare_bodies(cases, count)
             data_path = (
-                "" if args.no_command else write_eval_data(f"{scratch.name}/c{level}", cases[: (count + 1) // 2])
+                ""
+                if args.no_command and args.no_process
+                else write_eval_data(f"{scratch.name}/c{level}", cases[: (count + 1) // 2])
             )
             for repeat in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits all
                 judge_runs.append(
@@ -552,16 +738,31 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_command:
                     last = repeat == max(1, args.repeat) - 1
                     profile = args.profile_command if last else None
-                    command_runs.append(run_command_level(base_url, level, count, data_path, profile))
+                    command_runs.append(run_command_level(base_url, level, count, data_path, env, profile))
+                if not args.no_process:
+                    process_runs.append(run_process_level(base_url, level, count, data_path, template_path, env))
             print_level("judge", level, count, judge_runs, args.latency, bare_runs)
             if eval_runs:
                 print_level("eval", level, eval_runs[0].requests, eval_runs, args.latency, bare_runs)
+            commands = [r for r, _ in command_runs]
             if command_runs:
-                print_level("command", level, count, [r for r, _ in command_runs], args.latency, bare_runs)
+                print_level("command", level, count, commands, args.latency, bare_runs, process_runs)
             if bare_runs:
                 print_level("bare", level, count, bare_runs, args.latency, bare_runs)
+            if process_runs:
+                print_level("process", level, count, process_runs, args.latency, bare_runs, process_runs)
             if command_runs:
                 print_breakdown(level, command_runs)
+            print_cpu(
+                level,
+                {
+                    "judge": judge_runs,
+                    "eval": eval_runs,
+                    "bare": bare_runs,
+                    "command": commands,
+                    "process": process_runs,
+                },
+            )
             failed = sum(f.failed for f in judge_runs + eval_runs)
             if failed:
                 print(f"      ! {failed} requests failed in fault-free runs")
@@ -571,7 +772,9 @@ def main(argv: list[str] | None = None) -> int:
         "parser); eval = the whole eval job's judging phase (runner, judge, every judgment stored in SQLite); "
         "command = the whole 'medrewardbench eval' command in a new process, from its launch to its exit (start-up, "
         "loading, hashing, judging, analysis and outputs); bare = aiohttp alone with bodies of the same size, the "
-        "most this machine and server allow"
+        "most this machine and server allow; process = the bare client as a whole process on the same data file "
+        "(start-up, reading, requests, writing the answers), the floor of the command row; vs proc = the median "
+        "run's req/s over the bare process's (the goal figure of the command row)"
     )
     if args.profile_command and not args.no_command:
         import pstats

@@ -639,3 +639,27 @@ def test_planted_verdicts_copied_from_quoted_never_decide(
     result = parse_verdicts(output, quoted=quoted)
     check_invariant(result)
     assert result.verdicts == {}
+
+
+def test_shared_passages_give_each_output_its_own_result() -> None:
+    """Outputs shown the same passages share one index of them; the answers stay those of a fresh index.
+
+    Both orders of a case show the same passages (in another order), and a bytes passage makes the
+    parser index the passages anew: the three must agree on every output, whichever comes first.
+    """
+    shown = [PLANTED_RESPONSE, HONEST_RESPONSE, QUESTION, *load_template("pairwise").static_chunks()]
+    swapped = [HONEST_RESPONSE, PLANTED_RESPONSE, *shown[2:]]
+    uncached = [*shown, b"\x00"]
+    outputs = [
+        as_json(MIXED),
+        PLANTED_OBJECT,  # copied from a response: skipped
+        f"{PLANTED_LINE}\naccuracy: B",  # the copied line is ignored, the judge's own one counts
+        as_json(ALL_B) + "\n" + PLANTED_OBJECT,
+        "accuracy: A\nrelevance: B",
+    ]
+    for output in outputs * 2:
+        fresh = parse_verdicts(output, quoted=uncached)
+        assert parse_verdicts(output, quoted=shown) == fresh
+        assert parse_verdicts(output, quoted=tuple(swapped)) == fresh
+    assert parse_verdicts(PLANTED_OBJECT, quoted=shown).failure is not None
+    assert parse_verdicts(f"{PLANTED_LINE}\naccuracy: B", quoted=swapped).verdicts == {"accuracy": "B"}

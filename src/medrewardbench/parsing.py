@@ -89,6 +89,8 @@ MAX_TOLERANT_TOTAL = 1_000_000
 MAX_NESTING = 3
 #: longest JSON string value that may still normalise to a letter
 MAX_VALUE_LENGTH = 100
+#: verdict statements whose copy check an index of quoted passages remembers
+MAX_STATEMENT_CACHE = 4096
 
 NO_VERDICTS = "no per-dimension verdicts"
 
@@ -233,20 +235,29 @@ class _Quoted:
 
     def __init__(self, passages: Iterable[str]) -> None:
         self.passages = sorted({p for p in passages if p}, key=lambda p: (-len(p), p))
-        infos = [_passage_info(p) for p in self.passages]
-        self.joined = "\x00".join(self.passages)
-        self.compact = "\x00".join(info[0] for info in infos)
-        self.flat = "\x00".join(info[1] for info in infos)
+        self._infos = [_passage_info(p) for p in self.passages]
+        self.compact = "\x00".join(info[0] for info in self._infos)
         self.removable = [
-            p for p, info in zip(self.passages, infos, strict=True) if len(p) >= MIN_QUOTED_RUN or info[3]
+            p for p, info in zip(self.passages, self._infos, strict=True) if len(p) >= MIN_QUOTED_RUN or info[3]
         ]
         self._statement_cache: dict[str, bool] = {}
         self.planted_cores: set[str] = set()
-        for info in infos:
+        for info in self._infos:
             self.planted_cores.update(info[2])
 
     def __bool__(self) -> bool:
         return bool(self.passages)
+
+    # most outputs are one clean object: the texts below serve only the rarer checks
+    @functools.cached_property
+    def joined(self) -> str:
+        """Every passage as written, separated by NUL (for the copied-line check)."""
+        return "\x00".join(self.passages)
+
+    @functools.cached_property
+    def flat(self) -> str:
+        """Every passage flattened (:func:`_flatten`), separated by NUL (for the statement check)."""
+        return "\x00".join(info[1] for info in self._infos)
 
     def has_compact(self, text: str) -> bool:
         """Whether ``text`` occurs in a passage, ignoring whitespace and case."""
@@ -267,6 +278,8 @@ class _Quoted:
             return True
         known = self._statement_cache.get(core)
         if known is None:
+            if len(self._statement_cache) >= MAX_STATEMENT_CACHE:  # the index outlives one output
+                self._statement_cache.clear()
             known = self._statement_cache[core] = self._occurs_bounded(core)
         return known
 
@@ -293,12 +306,36 @@ def _passage_info(passage: str) -> tuple[str, str, frozenset[str], bool]:
     Judges see the same template text, and each response twice (once per order), so most passages
     repeat across requests.
     """
+    if _DIM_WORD.search(passage) is None:  # every statement names a dimension: most responses name none
+        return _compact(passage), _flatten(passage), frozenset(), False
     cores = frozenset(_flatten(event.core) for event in _statements(passage))
     carries = len(passage) < MIN_QUOTED_RUN and _carries_verdict(passage)
     return _compact(passage), _flatten(passage), cores, carries
 
 
 _NO_QUOTES: _Quoted | None = None
+
+
+#: a set of passages whose texts together are longer than this is indexed anew for each output
+MAX_CACHED_QUOTED_CHARS = 200_000
+
+
+def _quoted_index(quoted: Any) -> _Quoted:
+    """The index of the passages a judge was shown, shared by outputs shown the same passages.
+
+    Both orders of a case show the same passages (the responses swap places), and every request
+    shows the template's fixed text: the index of a set of plain strings is built once and cached.
+    """
+    if isinstance(quoted, (list, tuple)) and all(type(item) is str for item in quoted):
+        key = frozenset(quoted)
+        if sum(map(len, key)) <= MAX_CACHED_QUOTED_CHARS:
+            return _cached_quoted(key)
+    return _Quoted(_coerce_quoted(quoted))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_quoted(passages: frozenset[str]) -> _Quoted:
+    return _Quoted(_coerce_quoted(passages))
 
 
 def _no_quotes() -> _Quoted:
@@ -400,7 +437,7 @@ def _parse(text: Any, quoted: Any) -> ParseResult:
         return _failed("empty output" if text is None else f"output is not text ({type(text).__name__})", None)
     if not raw.strip():
         return _failed("empty output", None)
-    passages = _Quoted(_coerce_quoted(quoted))
+    passages = _quoted_index(quoted)
     original = _normalize_newlines(raw)
     clean = _scrub(original, passages)
     if not clean.strip():
@@ -448,6 +485,8 @@ def _finish(
 
 
 def _normalize_value(value: Any) -> Position | None:
+    if value == "A" or value == "B":
+        return "A" if value == "A" else "B"
     if not isinstance(value, str) or len(value) > MAX_VALUE_LENGTH:
         return None
     match = _VALUE.fullmatch(value)
@@ -469,6 +508,8 @@ class _JsonObject(dict[str, Any]):
     """A decoded JSON object that remembers its members in order, duplicates included."""
 
     pairs: list[tuple[str, Any]]
+    members: list[tuple[str, str, Any]] | None = None
+    """Its dimension members (:func:`_dimension_members`), once asked for."""
 
 
 def _object_hook(pairs: list[tuple[str, Any]]) -> _JsonObject:
@@ -495,7 +536,8 @@ class _JsonSearch:
 
     def __init__(self, text: str, quoted: _Quoted, dim_positions: list[int], original: str) -> None:
         self.text = text
-        self.original = original if len(original) == len(text) else text
+        # nothing scrubbed (the usual case): one text, so each check below runs once
+        self.original = original if len(original) == len(text) and original != text else text
         self.quoted = quoted
         self.pairs: list[tuple[int, int]] = []
         self.unclosed: list[int] = []
@@ -627,7 +669,9 @@ class _JsonSearch:
     def _is_copied(self, start: int, end: int, verdict_obj: Any, is_top: bool) -> bool:
         if not self.quoted:
             return False
-        if self.quoted.has_compact(self.original[start:end]) or self.quoted.has_compact(self.text[start:end]):
+        if self.quoted.has_compact(self.original[start:end]):
+            return True
+        if self.original is not self.text and self.quoted.has_compact(self.text[start:end]):
             return True
         if is_top:
             return False
@@ -679,14 +723,25 @@ def _letter_positions(text: str, start: int, end: int, verdicts: dict[str, Posit
 
 def _dimension_members(obj: Any) -> list[tuple[str, str, Any]]:
     """(dimension, key as written, value) for each member of ``obj`` whose key is a dimension."""
-    pairs = obj.pairs if isinstance(obj, _JsonObject) else list(obj.items())
+    if isinstance(obj, _JsonObject):
+        if obj.members is None:  # asked up to three times per object: found, echo check, verdicts
+            obj.members = _members_of(obj.pairs)
+        return obj.members
+    return _members_of(list(obj.items()))
+
+
+def _members_of(pairs: list[tuple[str, Any]]) -> list[tuple[str, str, Any]]:
     members = []
     for key, value in pairs:
         if isinstance(key, str):
-            dim = normalize_dimension(key)
+            dim = _DIMENSION_KEYS.get(key) or normalize_dimension(key)
             if dim is not None:
                 members.append((dim, key, value))
     return members
+
+
+_DIMENSION_KEYS = {dim: dim for dim in DIMENSIONS}
+"""Keys written exactly as the dimension's name (nearly all), found without normalising them."""
 
 
 def _find_verdict_object(value: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:

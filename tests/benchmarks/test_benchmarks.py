@@ -43,29 +43,43 @@ def test_api_concurrency_benchmark_prints_ratios_for_judge_eval_and_bare_client_
         "--fault-requests", "24",
         "--retry-after", "0.05",
     )  # fmt: skip
-    row = r"^\s+(\d+)\s+(judge|eval|command|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
+    clients = ("judge", "eval", "command", "bare", "process")
+    row = r"^\s+(\d+)\s+(judge|eval|command|bare|process)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
     rows = re.findall(row, out, re.MULTILINE)
     assert {(level, client) for level, client, *_ in rows} == {
-        (level, client) for level in ("1", "4") for client in ("judge", "eval", "command", "bare")
+        (level, client) for level in ("1", "4") for client in clients
     }, out
-    # every row against the bare client of the same call; the whole command's phases add up to its time
-    versus = dict(re.findall(r"^\s+4\s+(judge|eval|command|bare)\s.*\s([\d.]+)$", out, re.MULTILINE))
-    assert versus["bare"] == "1.000" and all(float(v) > 0 for v in versus.values()), out
-    breakdown = re.search(r"command at 4: ([\d.]+) s = (.*) \(store writes", out)
-    assert breakdown is not None, out
-    phases = dict((name, float(value)) for name, value in re.findall(r"([a-z-]+) ([\d.]+)", breakdown.group(2)))
-    assert set(phases) == {
-        "start-up",
-        "loading",
-        "hashing",
-        "planning",
-        "judging",
-        "analysis",
-        "outputs",
-        "other",
-        "exit",
+    # every row against the bare client of the same call, the command and the bare process also against
+    # the bare process; the whole command's phases add up to its wall time and to its CPU time
+    versus = {
+        client: (float(bare), None if process == "-" else float(process))
+        for client, bare, process in re.findall(
+            r"^\s+4\s+(judge|eval|command|bare|process)\s.*\s([\d.]+)\s+(-|[\d.]+)$", out, re.MULTILINE
+        )
     }
-    assert abs(sum(phases.values()) - float(breakdown.group(1))) < 0.1
+    assert set(versus) == set(clients), out
+    assert versus["bare"][0] == 1.0 and versus["process"][1] == 1.0, out
+    assert all(bare > 0 for bare, _ in versus.values()), out
+    assert versus["command"][1] is not None and versus["command"][1] > 0, out
+    assert versus["judge"][1] is None and versus["eval"][1] is None, out
+    for what in ("", " cpu"):
+        breakdown = re.search(rf"command{what} at 4: ([\d.]+) s = (.*) \(store writes", out)
+        assert breakdown is not None, out
+        phases = dict((name, float(value)) for name, value in re.findall(r"([a-z-]+) ([\d.]+)", breakdown.group(2)))
+        assert set(phases) == {
+            "start-up",
+            "loading",
+            "hashing",
+            "planning",
+            "judging",
+            "analysis",
+            "outputs",
+            "other",
+            "exit",
+        }
+        assert abs(sum(phases.values()) - float(breakdown.group(1))) < 0.1
+    cpu = re.search(r"cpu per 1,000 requests at 4: judge ([\d.]+) s vs bare ([\d.]+) s .* command ([\d.]+) s vs", out)
+    assert cpu is not None and all(float(value) > 0 for value in cpu.groups()), out
     for level, _client, requests, runs, rate, bound, ratio in rows:
         assert int(runs) == 2
         assert int(requests) == max(int(level) * 5, 20)

@@ -478,6 +478,41 @@ def test_data_hash_tracks_ids_content_and_labels(canonical_file: Path, tmp_path:
     assert bench.select(limit=2).data_hash() != bench.data_hash()
 
 
+def test_fingerprinted_hashes_in_one_reading_and_keeps_a_small_set_in_memory(
+    canonical_file: Path, tmp_path: Path
+) -> None:
+    expected = load_benchmark(str(canonical_file))
+    loaded = load_benchmark(str(canonical_file), limit=4)
+    held = loaded.fingerprinted()
+    assert held.in_memory and not loaded.in_memory
+    assert held.data_hash() == loaded.data_hash() == expected.select(limit=4).data_hash()
+    assert [c.case_id for c in held] == [c.case_id for c in loaded]
+    assert (held.name, held.source, held.labels, held.warnings) == (
+        loaded.name,
+        loaded.source,
+        loaded.labels,
+        loaded.warnings,
+    )
+    assert (len(held), held.n_labeled, held.organ_systems()) == (len(loaded), loaded.n_labeled, loaded.organ_systems())
+    # the cases come back with their content hashes: nothing needs reading again
+    assert all("content" in case._hash_cache for case in held)
+
+    # over either bound, the benchmark streams on, hashed by the same reading
+    for streamed in (
+        load_benchmark(str(canonical_file)).fingerprinted(keep_cases=2),
+        load_benchmark(str(canonical_file)).fingerprinted(keep_bytes=100),
+    ):
+        assert not streamed.in_memory
+        assert streamed.data_hash() == expected.data_hash()
+        assert streamed.content_hash_at(0) == next(iter(expected)).content_hash()
+
+    # the source changed since it was loaded: an error, as when hashing it
+    changed = load_benchmark(str(canonical_file))
+    canonical_file.write_text(canonical_file.read_text() + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="changed since it was loaded"):
+        changed.fingerprinted()
+
+
 def test_data_hash_ignores_where_the_data_lives(tmp_path: Path) -> None:
     one = load_benchmark(str(build_canonical_set(tmp_path / "one")))
     two = load_benchmark(str(build_canonical_set(tmp_path / "two")))

@@ -69,6 +69,42 @@ def test_rewriting_a_judgment_replaces_it(tmp_path) -> None:  # type: ignore[no-
         assert store.judgments_for_run(run)[0].verdicts == {"overall": 2}
 
 
+def test_a_replaced_judgment_leaves_its_usage_under_earlier_usage(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bench = make_benchmark(3)
+    run = _run(bench)
+    first, second, third = bench.cases
+    with Store.in_dir(tmp_path) as store:
+        store.register_run(run, bench.cases, bench.data_hash())
+        store.write_judgments(
+            run.judge_fingerprint,
+            [_judgment(first, Order.ORIGINAL), _judgment(first, Order.SWAPPED), _judgment(second, Order.ORIGINAL)],
+        )
+        # one batch: two replacements of one case's orders, a batch answer replaced, a new judgment
+        store.write_judgments(run.judge_fingerprint, [replace(_judgment(second, Order.ORIGINAL), extra={})])
+        batch = replace(_judgment(second, Order.SWAPPED), extra={"batch_id": "b1"}, prompt_tokens=7)
+        store.write_judgments(run.judge_fingerprint, [batch])
+        store.write_judgments(
+            run.judge_fingerprint,
+            [
+                _judgment(first, Order.ORIGINAL),
+                replace(_judgment(first, Order.SWAPPED), prompt_tokens=None, completion_tokens=None),
+                _judgment(second, Order.SWAPPED),
+                _judgment(third, Order.ORIGINAL),
+            ],
+        )
+        store.write_judgments(run.judge_fingerprint, [_judgment(first, Order.SWAPPED)])
+        stored = {(r.case_id, r.order): r.extra for r in store.judgments_for_run(run)}
+    once = {"requests": 1, "prompt_tokens": 10, "completion_tokens": 5}
+    assert stored[(first.case_id, Order.ORIGINAL)] == {"earlier_usage": once}
+    # replaced twice: the second one it replaced used nothing, but carried the first one's usage
+    assert stored[(first.case_id, Order.SWAPPED)] == {"earlier_usage": {**once, "requests": 2}}
+    assert stored[(second.case_id, Order.ORIGINAL)] == {"earlier_usage": once}
+    assert stored[(second.case_id, Order.SWAPPED)] == {
+        "earlier_usage": {"requests": 1, "batch_prompt_tokens": 7, "batch_completion_tokens": 5}
+    }
+    assert stored[(third.case_id, Order.ORIGINAL)] == {}
+
+
 def test_run_ids_are_stable_and_depend_on_judge_and_data() -> None:
     assert make_run_id("api:gpt-4o", "a", "d") == make_run_id("api:gpt-4o", "a", "d")
     assert make_run_id("api:gpt-4o", "a", "d").startswith("api-gpt-4o-")

@@ -42,7 +42,6 @@ from medrewardbench.cli.support import (
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
-from medrewardbench.curation.generation import GenerationProgress, GenerationSummary
 from medrewardbench.utils.secrets import install_log_scrubber
 
 __all__ = ["app"]
@@ -80,17 +79,6 @@ DeviceOpt = Annotated[str, typer.Option("--device", help="local models: auto | c
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="local models: auto | float32 | bfloat16 | float16")]
 FreshOpt = Annotated[bool, typer.Option("--fresh", help="forget the stored answers of these configurations")]
 RetryOpt = Annotated[bool, typer.Option("--retry-failures", help="ask again where a stored answer failed")]
-
-
-class _Progress(RichProgress, GenerationProgress):
-    """The eval progress bars, told about generators."""
-
-    def finish_generation(self, summary: GenerationSummary) -> None:
-        if self.task is not None:
-            self.progress.update(
-                self.task,
-                description=f"{summary.spec} ({summary.generated} answered, {summary.reused} from store)",
-            )
 
 
 def _options(
@@ -324,7 +312,9 @@ def filter_command(
 
     _setup_logging(verbose)
     install_log_scrubber()
-    sink = _Progress(enabled=not quiet)
+    from medrewardbench.cli.build_progress import BuildProgress
+
+    sink = BuildProgress(enabled=not quiet)
     nonempty_text(grader, "--grader")
     with _errors(sink):
         specs = _split_option(model, "--model") or []
@@ -384,7 +374,9 @@ def responses_command(
 
     _setup_logging(verbose)
     install_log_scrubber()
-    sink = _Progress(enabled=not quiet)
+    from medrewardbench.cli.build_progress import BuildProgress
+
+    sink = BuildProgress(enabled=not quiet)
     with _errors(sink):
         specs = _split_option(generator, "--generator") or []
         options = _options(

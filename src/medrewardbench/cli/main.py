@@ -23,6 +23,7 @@ from medrewardbench.cli.support import plain_help
 from medrewardbench.cli.sweep import sweep_command
 from medrewardbench.cli.train import register_commands as register_training_commands
 from medrewardbench.cli.validate import validate_command
+from medrewardbench.utils.gcpolicy import freeze_for_exit
 
 __all__ = ["app", "main", "quiet_library_warnings"]
 
@@ -70,7 +71,10 @@ def main() -> None:
     # transformers' own load bars would interleave with ours
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    app()
+    try:
+        app()
+    finally:
+        freeze_for_exit()
 
 
 if __name__ == "__main__":

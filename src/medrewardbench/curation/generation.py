@@ -19,6 +19,7 @@ from medrewardbench.curation.dispatch import dispatch
 from medrewardbench.curation.generators import ANSWER_FORMATS, GenerationRequest, GenerationResult, TextGenerator
 from medrewardbench.curation.store import BuildStore, StoredGeneration, StoredQuestion
 from medrewardbench.errors import EvaluationInterrupted
+from medrewardbench.utils.gcpolicy import long_run
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,8 @@ def run_requests(
         return summary.done, summary.failed, summary.wall_s
 
     try:
-        return asyncio.run(main())
+        with long_run():  # the requests: fewer garbage collections, none over what exists already
+            return asyncio.run(main())
     except KeyboardInterrupt:
         raise EvaluationInterrupted(count_stored(), total) from None
 

@@ -25,6 +25,11 @@ from medrewardbench.errors import DataError, DataProblem
 
 logger = logging.getLogger(__name__)
 
+KEEP_CASES = 4096
+"""The most cases :meth:`Benchmark.fingerprinted` holds in memory (Med-RewardBench has 1,026)."""
+KEEP_BYTES = 32 << 20
+"""The most characters and embedded image bytes :meth:`Benchmark.fingerprinted` holds in memory."""
+
 UNLABELED = "unlabeled"
 """Kind of the warning about a case without expert labels."""
 NULL_LABEL = "null_label"
@@ -353,6 +358,51 @@ class Benchmark:
             self._contents = bytes(contents) if self._cases is None else None
         return self._hash
 
+    def fingerprinted(self, keep_cases: int = KEEP_CASES, keep_bytes: int = KEEP_BYTES) -> Benchmark:
+        """This benchmark with its fingerprint known, in memory when it is small.
+
+        One reading of the source does what :meth:`data_hash` does and keeps the cases while there
+        are at most ``keep_cases`` of them and their texts and embedded images take at most
+        ``keep_bytes``. A benchmark that fits comes back in memory (same name, source, cases,
+        warnings and labels, fingerprint known), so that planning and judging do not read the
+        source again; one that does not comes back as it is, hashed, and streams as before.
+
+        Args:
+            keep_cases: the most cases kept in memory.
+            keep_bytes: the most characters and embedded image bytes kept in memory.
+
+        Returns:
+            A hashed benchmark of the same cases: this one, or an in-memory copy of it.
+
+        Raises:
+            ImageError: an image cannot be read.
+            DataError: the source changed since it was loaded.
+        """
+        if self._hash is not None or self._cases is not None:
+            self.data_hash()
+            return self
+        digest = DataHasher()
+        contents = bytearray()
+        kept: list[Case] | None = [] if self._n_cases <= keep_cases else None
+        size = 0
+        for case in self._read():
+            digest.add(case)
+            contents += bytes.fromhex(case.content_hash())
+            if kept is not None:
+                size += _held_bytes(case)
+                if size <= keep_bytes and len(kept) < keep_cases:
+                    kept.append(case)
+                else:
+                    kept = None
+        self._hash = digest.hexdigest()
+        self._contents = bytes(contents)
+        if kept is None:
+            return self
+        held = Benchmark(self.name, self.source, kept, self.warnings, self.labels, warning_counts=self.warning_counts)
+        held._hash = self._hash
+        held._group_fields = self._group_fields
+        return held
+
     def content_hash_at(self, position: int) -> str | None:
         """The content hash of the case at a position, as :meth:`data_hash` found it.
 
@@ -558,6 +608,13 @@ class Benchmark:
         other = copy.copy(self)
         other.labels = labels
         return other
+
+
+def _held_bytes(case: Case) -> int:
+    """Roughly what holding a case costs beyond its objects: its texts and its embedded image."""
+    image = case.image
+    embedded = len(image.data) if image is not None and image.data is not None else 0
+    return len(case.question) + len(case.response_1) + len(case.response_2) + embedded
 
 
 class DataHasher:

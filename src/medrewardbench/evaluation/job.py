@@ -31,6 +31,7 @@ from medrewardbench.report.files import (
     write_metrics_csv,
     write_metrics_json,
 )
+from medrewardbench.utils.gcpolicy import long_run
 from medrewardbench.utils.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
 
 log = logging.getLogger(__name__)
@@ -335,15 +336,20 @@ def _evaluate_locked(
     total = len(judges) * len(benchmark) * len(orders)
     try:
         # hash here, not inside the event loop: there a Ctrl-C only asks the loop to stop, and the
-        # loop cannot stop before a long stretch of synchronous hashing ends
+        # loop cannot stop before a long stretch of synchronous hashing ends. A small data set is
+        # kept in memory by the same reading, so that planning and judging do not read it again.
         sink.stage(f"hashing {len(benchmark)} cases")
+        benchmark = benchmark.fingerprinted()
         data_hash = benchmark.data_hash()
     except KeyboardInterrupt:
         raise EvaluationInterrupted(None, total, "hashing the data") from None
     try:
         with Store.in_dir(out) as store:
             store.set_label_provenance(data_hash, benchmark.labels)
-            summaries = asyncio.run(_run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started))
+            with long_run():  # the requests: fewer garbage collections, none over what exists already
+                summaries = asyncio.run(
+                    _run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started)
+                )
             return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields, write_files, selective)
     except KeyboardInterrupt:
         with Store.in_dir(out) as store:

@@ -260,13 +260,27 @@ EARLIER_USAGE_KEY = "earlier_usage"
 """A judgment's ``extra`` entry: token usage of the requests it replaced (each was billed)."""
 
 
-def _with_earlier_usage(db: sqlite3.Connection, judge_fingerprint: str, judgment: StoredJudgment) -> dict[str, Any]:
-    """``judgment.extra`` plus the usage of the stored judgment it replaces, if that used tokens."""
-    row = db.execute(
-        "SELECT prompt_tokens, completion_tokens, extra_json FROM judgments "
-        "WHERE judge_fingerprint=? AND case_id=? AND order_=?",
-        (judge_fingerprint, judgment.case_id, judgment.order.value),
-    ).fetchone()
+_StoredUsage = tuple[int | None, int | None, str | None]
+
+
+def _stored_usage(
+    db: sqlite3.Connection, judge_fingerprint: str, judgments: Sequence[StoredJudgment]
+) -> dict[tuple[str, str], _StoredUsage]:
+    """(case id, order) -> usage and extras of the stored judgments that ``judgments`` replace (one query a part)."""
+    found: dict[tuple[str, str], _StoredUsage] = {}
+    for part in _parts(list(dict.fromkeys(j.case_id for j in judgments))):
+        marks = ",".join("?" * len(part))
+        for case_id, order, prompt, completion, extra in db.execute(
+            "SELECT case_id, order_, prompt_tokens, completion_tokens, extra_json FROM judgments "
+            f"WHERE judge_fingerprint=? AND case_id IN ({marks})",
+            (judge_fingerprint, *part),
+        ):
+            found[(case_id, order)] = (prompt, completion, extra)
+    return found
+
+
+def _with_earlier_usage(row: _StoredUsage | None, judgment: StoredJudgment) -> dict[str, Any]:
+    """``judgment.extra`` plus the usage of the stored judgment it replaces (``row``), if that used tokens."""
     if row is None:
         return judgment.extra
     try:
@@ -612,6 +626,7 @@ class Store:
         now = time.time()
         rows = list(rows)
         with self._transaction() as db:
+            replaced = _stored_usage(db, judge_fingerprint, rows)
             values = [
                 (
                     judge_fingerprint,
@@ -628,7 +643,11 @@ class Store:
                     j.completion_tokens,
                     None if j.scores is None else json.dumps(j.scores, sort_keys=True),
                     _scrubbed_json(
-                        json.dumps(_with_earlier_usage(db, judge_fingerprint, j), sort_keys=True, default=str)
+                        json.dumps(
+                            _with_earlier_usage(replaced.get((j.case_id, j.order.value)), j),
+                            sort_keys=True,
+                            default=str,
+                        )
                     ),
                     now,
                     json.dumps(j.preferences, sort_keys=True) if j.preferences else None,

@@ -6,4 +6,5 @@
 * :mod:`~medrewardbench.utils.secrets`: the one API-key scrubber;
 * :mod:`~medrewardbench.utils.safe_text`: control characters escaped before anything reaches a terminal;
 * :mod:`~medrewardbench.utils.background_server`: the one in-process HTTP server (uvicorn in a thread).
+* :mod:`~medrewardbench.utils.gcpolicy`: fewer, cheaper garbage collections during a long run and at exit.
 """

@@ -31,10 +31,47 @@ LONG_URL = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 40).d
         _body(LONG_URL + "\x01"),  # not base64: encoded the usual way
         _body("data:image/png;base64,AAAA"),  # short: encoded the usual way
         {"model": "m", "messages": [{"role": "user", "content": "plain"}], "seed": 0, "temperature": 0.5},
+        {  # two images, the marker of the second one's text before them
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "\x00mrb-image-1\x00"},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": LONG_URL, "detail": "high"}},
+                        {"type": "image_url", "image_url": {"url": LONG_URL[:-4] + "AAAA"}},
+                        {"type": "text", "text": "both"},
+                    ],
+                },
+            ],
+        },
+        {  # two images, each spliced in its place
+            "model": "m",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": LONG_URL}},
+                        {"type": "text", "text": "between"},
+                        {"type": "image_url", "image_url": {"url": LONG_URL[:-4] + "AAAA"}},
+                    ],
+                },
+            ],
+        },
     ],
 )
 def test_the_body_is_byte_for_byte_what_json_dumps_gives(body: dict[str, Any]) -> None:
     assert encode_body(body) == _plain(body)
+    assert encode_body(body) == _plain(body)  # again, with the URLs' encodings remembered
+
+
+def test_a_remembered_url_is_told_apart_from_an_equal_or_a_changed_one() -> None:
+    url = LONG_URL
+    assert encode_body(_body(url)) == _plain(_body(url))
+    equal = "".join(["data:image/png;base64,", LONG_URL.partition(",")[2]])  # another object, same text
+    assert equal is not url and encode_body(_body(equal)) == _plain(_body(equal))
+    changed = url[:-4] + "\x01AAA"  # not base64: the encoder escapes it
+    assert encode_body(_body(changed)) == _plain(_body(changed))
 
 
 def test_an_error_message_is_read_as_the_openai_client_reads_it() -> None:

@@ -69,6 +69,8 @@ class ApiJudge(Judge):
         self.concurrency = self.chat.concurrency
         self.settings = options.api
         self.template: PromptTemplate = load_template(options.template)
+        # the same string objects for every request, so that the parser's cached index of them hits
+        self._static_chunks = self.template.static_chunks()
 
     # where requests go: the Batch API path of the sweep reads these
     @property
@@ -163,7 +165,7 @@ class ApiJudge(Judge):
         facts["finish_reason"] = outcome.finish_reason
         parsed = parse_verdicts(
             outcome.text,
-            quoted=[request.response_a, request.response_b, request.case.question, *self.template.static_chunks()],
+            quoted=[request.response_a, request.response_b, request.case.question, *self._static_chunks],
         )
         facts["parse_method"] = parsed.method
         if parsed.reason:

@@ -133,21 +133,28 @@ def _encode(value: Any) -> str:
 _BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
 
-_CHECKED: dict[str, bool] = {}
-"""URLs checked lately (both orders of a case send the same URL object: its check is a dict lookup)."""
-_CHECKED_MAX = 256
+_SPLICED: dict[int, tuple[str, bytes | None]] = {}
+"""id(url) -> (the URL, its JSON form as bytes or None when the encoder must take it), for URLs seen lately.
+
+Both orders of a case send the same URL object (the client's image cache hands it out), so its
+check and its encoding happen once, found by identity without hashing tens of kilobytes; the entry
+holds the URL, so that its id cannot be reused while the entry lives.
+"""
+_SPLICED_MAX = 256
 
 
-def _splices(url: str) -> bool:
-    """Whether a URL is a long base64 ``data:`` URL whose JSON form is itself in quotes (nothing to escape)."""
+def _spliced(url: str) -> bytes | None:
+    """The JSON form of a long base64 ``data:`` URL as bytes (nothing to escape), or None for the encoder."""
     if len(url) < SPLICE_MIN_CHARS:
-        return False
-    known = _CHECKED.get(url)
-    if known is None:
-        if len(_CHECKED) >= _CHECKED_MAX:
-            _CHECKED.clear()
-        known = _CHECKED[url] = _check_splice(url)
-    return known
+        return None
+    entry = _SPLICED.get(id(url))
+    if entry is not None and entry[0] is url:
+        return entry[1]
+    encoded = f'"{url}"'.encode("ascii") if _check_splice(url) else None
+    if len(_SPLICED) >= _SPLICED_MAX:
+        _SPLICED.clear()
+    _SPLICED[id(url)] = (url, encoded)
+    return encoded
 
 
 def _check_splice(url: str) -> bool:
@@ -169,7 +176,7 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
 
     A data URL of an image is most of a request's bytes, and the JSON encoder scans every one of
     them for characters to escape, though base64 has none. The URLs are set aside, the rest is
-    encoded, and each URL goes back in its place as it is.
+    encoded, and each URL's bytes (made once per URL) go back in its place as they are.
 
     Args:
         body: the request body (``messages`` with ``image_url`` parts).
@@ -178,7 +185,7 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
         The UTF-8 JSON bytes.
     """
     messages = body.get("messages")
-    urls: list[str] = []
+    urls: list[bytes] = []
     if isinstance(messages, list):
         shown = []
         for message in messages:
@@ -188,9 +195,10 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
                 for part in content:
                     image = part.get("image_url") if isinstance(part, dict) else None
                     url = image.get("url") if isinstance(image, dict) else None
-                    if isinstance(image, dict) and isinstance(url, str) and _splices(url):
+                    spliced = _spliced(url) if isinstance(url, str) else None
+                    if spliced is not None and isinstance(image, dict):
                         parts.append({**part, "image_url": {**image, "url": f"\x00mrb-image-{len(urls)}\x00"}})
-                        urls.append(url)
+                        urls.append(spliced)
                     else:
                         parts.append(part)
                 message = {**message, "content": parts}
@@ -198,12 +206,14 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
     if not urls:
         return _encode(body).encode("utf-8")
     text = _encode({**body, "messages": shown})
-    for index, url in enumerate(urls):
-        marker = _encode(f"\x00mrb-image-{index}\x00")
-        if text.count(marker) != 1:  # the marker's text occurs elsewhere: encode it all the usual way
+    pieces: list[bytes] = []
+    for index, spliced in enumerate(urls):
+        before, marker, text = text.partition(_encode(f"\x00mrb-image-{index}\x00"))
+        if not marker or marker in text:  # the marker's text occurs elsewhere: encode it all the usual way
             return _encode(body).encode("utf-8")
-        text = text.replace(marker, f'"{url}"')
-    return text.encode("utf-8")
+        pieces += (before.encode("utf-8"), spliced)
+    pieces.append(text.encode("utf-8"))
+    return b"".join(pieces)
 
 
 def status_message(status: int, text: str) -> str:
