@@ -369,6 +369,7 @@ def probe_context(section: ProbeSection) -> dict[str, Any]:
     return {
         "intro": probe_intro(section),
         "columns": probe_columns(section),
-        "lines": probe_lines(section),
+        # an interval's bounds stay on one line: "[23.8,\u00a047.7]"
+        "lines": [{k: v.replace(", ", ",\u00a0") for k, v in line.items()} for line in probe_lines(section)],
         "links": [(PROBE_TITLES[p], href) for p, href in section.pages.items()],
     }
