@@ -68,6 +68,10 @@ def _parent_report(results: Path) -> Path:
     return folder
 
 
+def _parent_hash(results: Path) -> str:
+    return str(_json(results, "grounding")["data"]["data_hash"])[:12]
+
+
 def _json(results: Path, probe: str) -> dict[str, Any]:
     document: dict[str, Any] = json.loads((results / f"probe-{probe}.json").read_text("utf-8"))
     return document
@@ -131,7 +135,8 @@ def test_a_results_folder_without_probe_files_has_no_section(results: Path, tmp_
 
     (tmp_path / "results").mkdir()
     shutil.copy(results / "medrewardbench.sqlite", tmp_path / "results" / "medrewardbench.sqlite")
-    _cli("report", str(tmp_path / "results"), "--format", "md,html", "--bootstrap", "100", "--data", "ffcb8ed2")
+    folder = str(tmp_path / "results")
+    _cli("report", folder, "--format", "md,html", "--bootstrap", "100", "--data", _parent_hash(results))
     assert "## Probes" not in (tmp_path / "results" / "report.md").read_text("utf-8")
     assert 'id="probes"' not in (tmp_path / "results" / "report.html").read_text("utf-8")
     assert find_probe_files([tmp_path / "results"]) == {}
@@ -208,3 +213,16 @@ def test_the_section_reads_on_a_phone_and_a_desktop(served: str, results: Path, 
         assert page.url.endswith("/probe-bias.html")
         page.context.close()
     assert browser.errors == [], browser.errors
+
+
+def test_report_stops_on_a_bad_probe_file_with_status_2_naming_it(results: Path, tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copy(results / "medrewardbench.sqlite", tmp_path / "medrewardbench.sqlite")
+    document = _json(results, "bias")
+    del document["cards"][0]["rows"][0]["bias"]
+    (tmp_path / "probe-bias.json").write_text(json.dumps(document), "utf-8")
+    args = ["report", str(tmp_path), "--format", "md", "--bootstrap", "100", "--data", _parent_hash(results)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "probe-bias.json, field 'cards[0].rows[0].bias': expected a field 'bias'" in " ".join(result.output.split())

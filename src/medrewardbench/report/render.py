@@ -367,6 +367,8 @@ def render_reports(
 
     With runs on one data set (or ``settings.data`` naming one) the files go into ``out_dir``; with
     several, each data set's files go into ``out_dir/NAME-FINGERPRINT8/`` (:func:`dataset_folder`).
+    Probe files (``probe-*.json``) beside the runs add a Probes section to the Markdown and HTML
+    of the data they were run on (:mod:`medrewardbench.report.probes`).
 
     Args:
         paths: run directories (searched for stores), store files, or ``cv`` output folders.
@@ -380,6 +382,7 @@ def render_reports(
     Raises:
         ValueError: an unknown format, or a ``group_fields`` entry no case has a value for.
         StoreError: no runs, unknown judges, or ``data`` names no data set.
+        ProbeFileError: a probe file beside the runs that lacks a field the report shows.
     """
     _check_formats(formats)
     datasets = find_datasets(paths, judges=settings.judges, data=settings.data)
