@@ -118,6 +118,8 @@ def test_the_markdown_report_has_a_line_per_judge_with_the_figures_of_the_probe_
         assert cells[1:] == list(_expected(results)[cells[0]].values()), cells
     harm = {j["judge"]: j for j in _json(results, "harm")["judges"]}
     assert harm["baseline:longer"]["pairs"] == 3  # the flags reached the probe: every other case of 6
+    # the flags leave the fingerprint alone: harm records the parent data's, by which the report matches it
+    assert _json(results, "harm")["data"]["data_hash"] == _json(results, "grounding")["data"]["data_hash"]
     links = re.findall(r"\]\(([^)]+)\)", section)
     assert links == ["../probe-grounding.html", "../probe-counterfactual.html", "../probe-bias.html"]
     assert all((_parent_report(results) / link).resolve().is_file() for link in links)
