@@ -244,6 +244,12 @@ def harm_command(
             document = doctor_harm_document(
                 store, runs, benchmark.cases, n_resamples=bootstrap, seed=seed, confidence=ci
             )
+        document["data"] = {
+            "name": benchmark.name,
+            "source": benchmark.source,
+            "data_hash": benchmark.data_hash(),
+            "n_cases": len(benchmark),
+        }
         json_path = out / "probe-harm.json"
         json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if not quiet:

@@ -46,6 +46,7 @@ from medrewardbench.report.format import (
 )
 from medrewardbench.report.gallery import CaseGallery, gallery_context
 from medrewardbench.report.human import HumanTables
+from medrewardbench.report.probes import ProbeSection, probe_context
 from medrewardbench.report.selective import selective_context
 from medrewardbench.report.tables import answering, report_tables, report_title
 from medrewardbench.report.viewer import viewer_payload
@@ -519,6 +520,7 @@ def render_html(
     title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
     viewer: Mapping[str, Any] | None = None,
+    probes: ProbeSection | None = None,
 ) -> str:
     """The report page as one string.
 
@@ -530,6 +532,7 @@ def render_html(
         run_dates: run id -> the date the run was last evaluated (the configuration table's date).
         viewer: every case's data for the per-case viewer
             (:func:`~medrewardbench.report.viewer.viewer_data`), or None to leave it out.
+        probes: the probe files' figures (:mod:`medrewardbench.report.probes`), or None to leave the section out.
 
     Returns:
         A complete HTML document that loads nothing from the network.
@@ -556,6 +559,7 @@ def render_html(
         context["human"]["plot"] = markup(context["human"]["plot"])
     for row in context["selective"]["rows"] if context["selective"] else ():
         row["reliability"], row["curve"] = markup(row["reliability"]), markup(row["curve"])
+    context["probes"] = None if probes is None else probe_context(probes)
     context["css"] = markup((TEMPLATES / "report.css").read_text("utf-8"))
     context["script"] = markup((TEMPLATES / "report.js").read_text("utf-8"))
     payload = viewer_payload(viewer) if viewer is not None else ("json", "")
@@ -582,9 +586,11 @@ def write_html(
     title: str | None = None,
     run_dates: Mapping[str, str] | None = None,
     viewer: Mapping[str, Any] | None = None,
+    probes: ProbeSection | None = None,
 ) -> Path:
     """Render the report and write it (UTF-8). Returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(analysis, gallery, title=title, run_dates=run_dates, viewer=viewer), encoding="utf-8")
+    page = render_html(analysis, gallery, title=title, run_dates=run_dates, viewer=viewer, probes=probes)
+    out.write_text(page, encoding="utf-8")
     return out

@@ -32,6 +32,7 @@ from medrewardbench.report.format import (
     small_sample_banner,
 )
 from medrewardbench.report.human import HumanTables
+from medrewardbench.report.probes import PROBE_TITLES, ProbeSection, probe_columns, probe_intro, probe_lines
 from medrewardbench.report.tables import ANSWERED_HEADER, ReportTables, answering, report_tables, report_title
 
 MAX_PAIRS_LISTED = 60
@@ -110,12 +111,13 @@ def _note(sentence: str) -> list[str]:
     return ["", sentence] if sentence else []
 
 
-def render_markdown(analysis: Analysis, *, title: str | None = None) -> str:
+def render_markdown(analysis: Analysis, *, title: str | None = None, probes: ProbeSection | None = None) -> str:
     """The report as Markdown.
 
     Args:
         analysis: the output of :func:`medrewardbench.metrics.analysis.analyze`.
         title: the top heading; None: :func:`~medrewardbench.report.tables.report_title` of the data set's name.
+        probes: the probe files' figures (:mod:`medrewardbench.report.probes`), or None to leave the section out.
 
     Returns:
         The document (ends with a newline).
@@ -177,6 +179,9 @@ def render_markdown(analysis: Analysis, *, title: str | None = None) -> str:
     out += _write(tables.length)
 
     significant = tables.pairwise.rows
+    if probes is not None:
+        out += _probes_section(probes)
+
     out += [
         "",
         "## Pairwise differences",
@@ -207,6 +212,21 @@ def render_markdown(analysis: Analysis, *, title: str | None = None) -> str:
         out += _write(tables.failures)
     out.append("")
     return "\n".join(out)
+
+
+def _probes_section(section: ProbeSection) -> list[str]:
+    columns = probe_columns(section)
+    lines = probe_lines(section)
+    out = ["", "## Probes", "", probe_intro(section), ""]
+    out += _table(
+        ["Judge", *(header for _, header in columns)],
+        [[_esc(line["judge"]), *(line[key] for key, _ in columns)] for line in lines],
+        [False] * (len(columns) + 1),
+    )
+    if section.pages:
+        links = ", ".join(f"[{PROBE_TITLES[p]}]({href})" for p, href in section.pages.items())
+        out += ["", f"Each probe's own page: {links}."]
+    return out
 
 
 def _never(analysis: Analysis) -> str:

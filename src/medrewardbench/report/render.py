@@ -39,6 +39,7 @@ from medrewardbench.metrics.results import (
 from medrewardbench.metrics.selective_section import SelectiveSettings
 from medrewardbench.report.gallery import build_case_gallery
 from medrewardbench.report.human import human_long_rows
+from medrewardbench.report.probes import find_probe_files, load_probe_section
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +287,13 @@ class ReportSettings:
     """calibration and abstention settings (None: risk 0.10, delta 0.10, no recalibration)"""
 
 
-def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings: ReportSettings) -> RenderedReport:
+def _write_report(
+    dataset: DataSet,
+    out: Path,
+    formats: Sequence[str],
+    settings: ReportSettings,
+    probe_files: Mapping[str, Path] | None = None,
+) -> RenderedReport:
     fields = resolve_group_fields(dataset, settings.group_fields)
     analysis = analyze_dataset(
         dataset,
@@ -299,6 +306,8 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
         selective=settings.selective,
     )
     title = settings.title
+    specs = list(dict.fromkeys(run.judge for run in analysis.runs))
+    probes = load_probe_section(probe_files, dataset.data_hash, specs, out) if probe_files else None
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     if "json" in formats:
@@ -310,7 +319,7 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
         from medrewardbench.report.markdown import render_markdown
 
         path = out / FILE_NAMES["md"]
-        path.write_text(render_markdown(analysis, title=title), encoding="utf-8")
+        path.write_text(render_markdown(analysis, title=title, probes=probes), encoding="utf-8")
         written["md"] = path
     if "xlsx" in formats:
         from medrewardbench.report.xlsx import write_xlsx
@@ -337,6 +346,7 @@ def _write_report(dataset: DataSet, out: Path, formats: Sequence[str], settings:
             title=title,
             run_dates=run_dates(dataset.runs),
             viewer=viewer_data(dataset.runs) if with_viewer else None,
+            probes=probes,
         )
     return RenderedReport(dataset.name, dataset.data_hash, out, written, analysis)
 
@@ -357,6 +367,8 @@ def render_reports(
 
     With runs on one data set (or ``settings.data`` naming one) the files go into ``out_dir``; with
     several, each data set's files go into ``out_dir/NAME-FINGERPRINT8/`` (:func:`dataset_folder`).
+    Probe files (``probe-*.json``) beside the runs add a Probes section to the Markdown and HTML
+    of the data they were run on (:mod:`medrewardbench.report.probes`).
 
     Args:
         paths: run directories (searched for stores), store files, or ``cv`` output folders.
@@ -370,12 +382,16 @@ def render_reports(
     Raises:
         ValueError: an unknown format, or a ``group_fields`` entry no case has a value for.
         StoreError: no runs, unknown judges, or ``data`` names no data set.
+        ProbeFileError: a probe file beside the runs that lacks a field the report shows.
     """
     _check_formats(formats)
     datasets = find_datasets(paths, judges=settings.judges, data=settings.data)
     out = Path(out_dir)
+    probe_files = find_probe_files(paths)
     return [
-        _write_report(dataset, out if len(datasets) == 1 else out / dataset_folder(dataset), formats, settings)
+        _write_report(
+            dataset, out if len(datasets) == 1 else out / dataset_folder(dataset), formats, settings, probe_files
+        )
         for dataset in datasets
     ]
 
@@ -399,4 +415,4 @@ def render_report(
     datasets = find_datasets(paths, judges=settings.judges, data=settings.data)
     if len(datasets) > 1:
         raise different_data_error(datasets)
-    return _write_report(datasets[0], Path(out_dir), formats, settings).files
+    return _write_report(datasets[0], Path(out_dir), formats, settings, find_probe_files(paths)).files
