@@ -167,6 +167,20 @@ def _entry_point_shim(root: Path) -> Path:
     return root
 
 
+def _source_path() -> list[str]:
+    """This checkout's src/ for the child's path, unless the installed package already is it.
+
+    Put first on the path while installed editable, src/ makes importlib.metadata find the
+    build's ``src/medrewardbench.egg-info`` before the installed distribution; that has no
+    ``direct_url.json``, so inspect takes the package for an uninstalled source tree and names the
+    task plain ``pairwise`` (what a fresh CI clone does).
+    """
+    import medrewardbench
+
+    installed_here = Path(medrewardbench.__file__).resolve().is_relative_to((ROOT / "src").resolve())
+    return [] if installed_here else [str(ROOT / "src")]
+
+
 @pytest.mark.slow
 def test_inspect_eval_finds_the_task_and_runs_it_through_an_openai_compatible_provider(
     api_server_session: OpenAIServer, tmp_path: Path
@@ -180,7 +194,7 @@ def test_inspect_eval_finds_the_task_and_runs_it_through_an_openai_compatible_pr
         pytest.skip("the inspect command is not installed beside this interpreter")
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(shim), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([*_source_path(), str(shim), os.environ.get("PYTHONPATH", "")]),
         "LOCAL_BASE_URL": server.base_url,
         "LOCAL_API_KEY": "sk-local",
         "INSPECT_LOG_DIR": str(tmp_path / "logs"),
