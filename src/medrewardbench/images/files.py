@@ -165,6 +165,12 @@ def open_regular_file(path: str | Path, max_bytes: int | None = None, size_hint:
     Raises:
         FileRefused: as for :func:`check_regular_file`.
     """
+    fd, _ = _open_checked(path, max_bytes, size_hint)
+    return os.fdopen(fd, "rb")
+
+
+def _open_checked(path: str | Path, max_bytes: int | None, size_hint: str) -> tuple[int, int]:
+    """The checked, opened descriptor of a regular file and its size (see :func:`open_regular_file`)."""
     check_regular_file(path, max_bytes, size_hint)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
@@ -172,8 +178,9 @@ def open_regular_file(path: str | Path, max_bytes: int | None = None, size_hint:
     except OSError as exc:
         raise _refusal(path, exc) from exc
     try:
-        check_stat(os.fstat(fd), max_bytes, size_hint)
-        return os.fdopen(fd, "rb")
+        result = os.fstat(fd)
+        check_stat(result, max_bytes, size_hint)
+        return fd, result.st_size
     except BaseException:
         os.close(fd)
         raise
@@ -181,6 +188,12 @@ def open_regular_file(path: str | Path, max_bytes: int | None = None, size_hint:
 
 def read_regular_file(path: str | Path, max_bytes: int | None = None, size_hint: str = "") -> bytes:
     """Read a whole regular file, never more than ``max_bytes``.
+
+    The file is read straight from its descriptor in a buffer of the size ``fstat`` gives (plus one
+    byte, to see a file that grew), not in one of ``max_bytes``: asking for the limit makes Python
+    allocate the whole limit (512 MiB for images) for every small file. A file that is longer than
+    ``fstat`` said (one that grows, or one in ``/proc`` whose size is 0) is read on in chunks, and
+    still never past the limit.
 
     Args:
         path: the file.
@@ -194,15 +207,39 @@ def read_regular_file(path: str | Path, max_bytes: int | None = None, size_hint:
     Raises:
         FileRefused: as for :func:`check_regular_file`, or an I/O error while reading.
     """
-    with open_regular_file(path, max_bytes, size_hint) as handle:
-        try:
-            data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
-        except OSError as exc:
-            raise _refusal(path, exc) from exc
+    fd, size = _open_checked(path, max_bytes, size_hint)
+    limit = None if max_bytes is None else max_bytes + 1
+    parts: list[bytes] = []
+    total = 0
+    want = size + 1 if limit is None else min(size + 1, limit)
+    try:
+        while True:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+            if limit is not None and total >= limit:
+                break
+            # a read that filled the request means more may follow; a short one that the end is
+            # reached, which a small read confirms (a large one would allocate its whole size)
+            step = _READ_CHUNK if len(chunk) == want else _PROBE
+            want = step if limit is None else min(step, limit - total)
+    except OSError as exc:
+        raise _refusal(path, exc) from exc
+    finally:
+        os.close(fd)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if max_bytes is not None and len(data) > max_bytes:
         hint = f"; raise it with {size_hint}" if size_hint else ""
         raise FileRefused(f"file holds more than the limit of {_size_text(max_bytes)}{hint}")
     return data
+
+
+_READ_CHUNK = 1 << 20
+"""Bytes a read asks for beyond the size ``fstat`` gave."""
+_PROBE = 4096
+"""Bytes asked for to confirm the end of a file after a short read."""
 
 
 def describe_oserror(exc: OSError) -> str:
