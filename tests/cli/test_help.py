@@ -95,3 +95,28 @@ def test_the_libraries_future_warnings_are_hidden_from_command_line_users() -> N
         warnings.warn_explicit("ours", FutureWarning, "ours.py", 1, module="medrewardbench.metrics")
         warnings.warn_explicit("other", UserWarning, "lib.py", 2, module="transformers.modeling_utils")
     assert [str(w.message) for w in caught] == ["ours", "other"]
+
+
+@pytest.mark.parametrize("argv", [["eval", "--help"], ["build", "responses", "--help"], ["cv", "--help"]])
+def test_a_named_command_is_built_alone_with_the_same_help_as_in_the_whole_app(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    from medrewardbench.cli.main import COMMANDS, build_app
+
+    runner = CliRunner()
+    alone = runner.invoke(build_app([argv[0]]), argv)
+    whole = runner.invoke(app, argv)
+    assert alone.exit_code == whole.exit_code == 0
+    assert alone.output == whole.output
+    # the console entry imports the named command's module, not the others'
+    probe = (
+        "import sys; sys.argv = ['medrewardbench', *sys.argv[1:]]\n"
+        "from medrewardbench.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('MODULES', sorted(m for m in sys.modules if m.startswith('medrewardbench.cli.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.rpartition("MODULES ")[2].strip(" []\n").replace("'", "").split(", "))
+    command_modules = {module for _, module, _ in COMMANDS.values()}
+    assert loaded & command_modules == {COMMANDS[argv[0]][1]}

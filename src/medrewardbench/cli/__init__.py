@@ -3,6 +3,17 @@
 Nothing outside this package imports it; it alone knows every other part of the package.
 """
 
-from medrewardbench.cli.main import app, main
+from typing import Any
+
+from medrewardbench.cli.main import main
 
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    """``app``, built on first use (see :func:`medrewardbench.cli.main.build_app`)."""
+    if name == "app":
+        from importlib import import_module
+
+        return import_module("medrewardbench.cli.main").app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
