@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -407,6 +407,14 @@ def test_adversarial_outputs(case: Case) -> None:
         assert fragment in result.dimension_failures[dim]
     if case.reason is not None:
         assert result.reason == case.reason
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_leaving_out_the_letter_positions_changes_nothing_else(case: Case) -> None:
+    located = parse_verdicts(case.text, quoted=case.quoted)
+    plain = parse_verdicts(case.text, quoted=case.quoted, positions=False)
+    assert plain.method != "json" or plain.positions == {}
+    assert replace(plain, positions={}) == replace(located, positions={})
 
 
 def test_template_example_fails_even_without_quoted() -> None:

@@ -166,6 +166,7 @@ class ApiJudge(Judge):
         parsed = parse_verdicts(
             outcome.text,
             quoted=[request.response_a, request.response_b, request.case.question, *self._static_chunks],
+            positions=bool(self.settings.logprobs),
         )
         facts["parse_method"] = parsed.method
         if parsed.reason:
