@@ -16,23 +16,26 @@ from typing import Annotated, Any
 import typer
 
 from medrewardbench.cli.errors import command_errors
-from medrewardbench.cli.options import BootstrapOpt, CiOpt, DataOpt, ExternalImagesOpt, QuietOpt
+from medrewardbench.cli.options import (
+    DEFAULT_JUDGE_FLAGS,
+    BootstrapOpt,
+    CiOpt,
+    DataOpt,
+    ExternalImagesOpt,
+    JudgeFlags,
+    JudgeSpecsOpt,
+    QuietOpt,
+    with_judge_flags,
+)
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.judges.registry import BASELINE_SPECS
-from medrewardbench.models.options import ApiSettings, JudgeOptions
 
 __all__ = ["bias_command", "counterfactual_command"]
 
-_JudgeOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--judge", "-j", metavar="SPEC", help="judge spec, repeatable (as for eval)", show_default="every baseline:"
-    ),
-]
 _OutOpt = Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="output directory (store, JSON and page)")]
 _SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="seed of every edit, placement and resample")]
 _DimensionOpt = Annotated[str, typer.Option("--dimension", metavar="DIM", help="the dimension whose verdicts are read")]
@@ -62,34 +65,7 @@ _RewriterOpt = Annotated[
         "--rewriter", metavar="api:MODEL", help="add paraphrases written by this API model", show_default="none"
     ),
 ]
-_BaseUrlOpt = Annotated[
-    str | None, typer.Option("--base-url", metavar="URL", help="OpenAI-compatible endpoint (api: judges and rewriter)")
-]
-_ApiKeyEnvOpt = Annotated[
-    str | None, typer.Option("--api-key-env", metavar="NAME", help="environment variable holding the API key")
-]
-_TemplateOpt = Annotated[
-    str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
-]
-_ConcurrencyOpt = Annotated[
-    int | None, typer.Option("--concurrency", min=1, metavar="N", help="requests in flight (API judges)")
-]
-_TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API)")]
-_MaxRetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", help="retries of a failed API request")]
 _VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="log what the library does (INFO)")]
-
-
-def _options(
-    seed: int,
-    template: str,
-    concurrency: int | None,
-    base_url: str | None,
-    api_key_env: str | None,
-    timeout: float,
-    max_retries: int,
-) -> JudgeOptions:
-    api = ApiSettings(base_url=base_url, api_key_env=api_key_env, timeout_s=timeout, max_retries=max_retries)
-    return JudgeOptions(seed=seed, template=template, concurrency=concurrency, api=api)
 
 
 def _load(data: str, limit: int | None, allow_external_images: bool, quiet: bool) -> Any:
@@ -118,9 +94,10 @@ def _say(lines: list[str], out: Path, files: list[Path], quiet: bool) -> None:
     )
 
 
+@with_judge_flags
 def counterfactual_command(
     data: DataOpt = "demo",
-    judge: _JudgeOpt = None,
+    judge: JudgeSpecsOpt = None,
     out: _OutOpt = Path("results"),
     types: _TypesOpt = None,
     severities: _SeveritiesOpt = None,
@@ -131,12 +108,7 @@ def counterfactual_command(
     seed: _SeedOpt = 0,
     ci: CiOpt = 0.95,
     bootstrap: BootstrapOpt = 2000,
-    template: _TemplateOpt = "pairwise",
-    concurrency: _ConcurrencyOpt = None,
-    base_url: _BaseUrlOpt = None,
-    api_key_env: _ApiKeyEnvOpt = None,
-    timeout: _TimeoutOpt = 120.0,
-    max_retries: _MaxRetriesOpt = 6,
+    judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: _VerboseOpt = False,
     allow_external_images: ExternalImagesOpt = False,
@@ -144,7 +116,9 @@ def counterfactual_command(
     """Counterfactual pairs: does the judge catch one injected clinical error, and leave a harmless rewording alone?
 
     Writes probe-counterfactual.json and probe-counterfactual.html into --out (the judgments go to
-    its store). Exit status: 0 when done; 2 for bad input; 130 on Ctrl-C.
+    its store). The --rewriter reaches its server with the judges' API options (--base-url,
+    --api-key-env, --timeout, --max-retries, ...). Exit status: 0 when done; 2 for bad input; 130 on
+    Ctrl-C.
     """
     from medrewardbench.data.canonical import write_canonical
     from medrewardbench.evaluation.store import Store
@@ -158,7 +132,7 @@ def counterfactual_command(
         dimension_index(dimension)
         chosen = _split_option(types, "--types") or list(ALL_TYPES)
         levels = [_severity(s) for s in _split_option(severities, "--severities") or []]
-        options = _options(seed, template, concurrency, base_url, api_key_env, timeout, max_retries)
+        options = judge_flags.options(seed)
         parent = _load(data, limit, allow_external_images, quiet)
         rewrite = None
         if rewriter is not None:
@@ -211,21 +185,17 @@ def counterfactual_command(
     _say(lines, out, files, quiet)
 
 
+@with_judge_flags
 def bias_command(
     data: DataOpt = "demo",
-    judge: _JudgeOpt = None,
+    judge: JudgeSpecsOpt = None,
     out: _OutOpt = Path("results"),
     dimension: _DimensionOpt = "overall",
     limit: _LimitOpt = None,
     seed: _SeedOpt = 0,
     ci: CiOpt = 0.95,
     bootstrap: BootstrapOpt = 2000,
-    template: _TemplateOpt = "pairwise",
-    concurrency: _ConcurrencyOpt = None,
-    base_url: _BaseUrlOpt = None,
-    api_key_env: _ApiKeyEnvOpt = None,
-    timeout: _TimeoutOpt = 120.0,
-    max_retries: _MaxRetriesOpt = 6,
+    judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: _VerboseOpt = False,
     allow_external_images: ExternalImagesOpt = False,
@@ -244,7 +214,7 @@ def bias_command(
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     with command_errors():
         dimension_index(dimension)
-        options = _options(seed, template, concurrency, base_url, api_key_env, timeout, max_retries)
+        options = judge_flags.options(seed)
         parent = _load(data, limit, allow_external_images, quiet)
         cases, tally = make_bias_pairs(parent, seed=seed)
         derived = derived_benchmark(PROBE, parent, cases)
