@@ -10,8 +10,9 @@ one handler of :mod:`medrewardbench.cli.errors`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -33,6 +34,11 @@ from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.judges.registry import BASELINE_SPECS
+
+if TYPE_CHECKING:
+    from medrewardbench.data.benchmark import Benchmark
+    from medrewardbench.models.options import JudgeOptions
+    from medrewardbench.probes.pairs import ProbeData, ProbeFigures
 
 __all__ = ["bias_command", "counterfactual_command"]
 
@@ -79,6 +85,30 @@ def _load(data: str, limit: int | None, allow_external_images: bool, quiet: bool
     return parent
 
 
+_Figures = TypeVar("_Figures", bound="ProbeFigures")
+
+
+def _judge_and_measure(
+    derived: Benchmark,
+    specs: list[str],
+    out: Path,
+    options: JudgeOptions,
+    quiet: bool,
+    measure: Callable[[ProbeData], _Figures],
+) -> _Figures:
+    """Judge the derived pairs into --out's store, read them back and measure them."""
+    from medrewardbench.evaluation.store import Store
+    from medrewardbench.probes.pairs import load_probe_data, run_probe
+
+    sink = RichProgress(enabled=not quiet)
+    with command_errors(sink=sink):
+        run_probe(derived, specs, out, options=options, progress=sink)
+    with command_errors(None, write_errors=True, out=out):
+        with Store.in_dir(out) as store:
+            probe_data = load_probe_data(store, derived.data_hash(), specs)
+        return measure(probe_data)
+
+
 def _write_json(path: Path, document: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
@@ -121,9 +151,8 @@ def counterfactual_command(
     Ctrl-C.
     """
     from medrewardbench.data.canonical import write_canonical
-    from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.counterfactual import ALL_TYPES, PROBE, counterfactual_figures, make_pairs
-    from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
+    from medrewardbench.probes.pairs import derived_benchmark, dimension_index
     from medrewardbench.probes.pairs_page import render_counterfactual_page
 
     _setup_logging(verbose)
@@ -144,28 +173,17 @@ def counterfactual_command(
         if not cases:
             raise _fail(f"{data}: no pair could be made with types {', '.join(chosen)} (every answer was skipped)")
         derived = derived_benchmark(PROBE, parent, cases)
-    sink = RichProgress(enabled=not quiet)
-    with command_errors(sink=sink):
-        run_probe(derived, specs, out, options=options, progress=sink)
+    figures = _judge_and_measure(
+        derived,
+        specs,
+        out,
+        options,
+        quiet,
+        lambda data: counterfactual_figures(data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed),
+    )
     with command_errors(None, write_errors=True, out=out):
-        with Store.in_dir(out) as store:
-            probe_data = load_probe_data(store, derived.data_hash(), specs)
-        figures = counterfactual_figures(
-            probe_data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed
-        )
-        document = {
-            "probe": PROBE,
-            "data": {
-                "name": derived.name,
-                "source": derived.source,
-                "data_hash": derived.data_hash(),
-                "parent": parent.source,
-            },
-            "pairs": tally.as_dict(),
-            **figures.as_dict(),
-        }
         json_path = out / "probe-counterfactual.json"
-        _write_json(json_path, document)
+        _write_json(json_path, figures.document(derived, parent, tally))
         page = render_counterfactual_page(
             figures,
             out / "probe-counterfactual.html",
@@ -205,9 +223,8 @@ def bias_command(
     Writes probe-bias.json and probe-bias.html into --out (the judgments go to its store). Exit
     status: 0 when done; 2 for bad input; 130 on Ctrl-C.
     """
-    from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.bias import PROBE, bias_figures, make_bias_pairs
-    from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
+    from medrewardbench.probes.pairs import derived_benchmark, dimension_index
     from medrewardbench.probes.pairs_page import render_bias_page
 
     _setup_logging(verbose)
@@ -218,26 +235,17 @@ def bias_command(
         parent = _load(data, limit, allow_external_images, quiet)
         cases, tally = make_bias_pairs(parent, seed=seed)
         derived = derived_benchmark(PROBE, parent, cases)
-    sink = RichProgress(enabled=not quiet)
-    with command_errors(sink=sink):
-        run_probe(derived, specs, out, options=options, progress=sink)
+    figures = _judge_and_measure(
+        derived,
+        specs,
+        out,
+        options,
+        quiet,
+        lambda data: bias_figures(data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed),
+    )
     with command_errors(None, write_errors=True, out=out):
-        with Store.in_dir(out) as store:
-            probe_data = load_probe_data(store, derived.data_hash(), specs)
-        figures = bias_figures(probe_data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed)
-        document = {
-            "probe": PROBE,
-            "data": {
-                "name": derived.name,
-                "source": derived.source,
-                "data_hash": derived.data_hash(),
-                "parent": parent.source,
-            },
-            "pairs": tally.as_dict(),
-            **figures.as_dict(),
-        }
         json_path = out / "probe-bias.json"
-        _write_json(json_path, document)
+        _write_json(json_path, figures.document(derived, parent, tally))
         page = render_bias_page(
             figures, out / "probe-bias.html", data_name=derived.name, source=derived.source, tally=tally.as_dict()
         )
