@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -38,7 +39,7 @@ from medrewardbench.judges.registry import BASELINE_SPECS
 if TYPE_CHECKING:
     from medrewardbench.data.benchmark import Benchmark
     from medrewardbench.models.options import JudgeOptions
-    from medrewardbench.probes.pairs import ProbeData, ProbeFigures
+    from medrewardbench.probes.pairs import ProbeData, ProbeFigures, SkipTally
 
 __all__ = ["bias_command", "counterfactual_command"]
 
@@ -88,15 +89,21 @@ def _load(data: str, limit: int | None, allow_external_images: bool, quiet: bool
 _Figures = TypeVar("_Figures", bound="ProbeFigures")
 
 
-def _judge_and_measure(
+def _judge_measure_write(
     derived: Benchmark,
+    parent: Benchmark,
+    tally: SkipTally,
     specs: list[str],
     out: Path,
     options: JudgeOptions,
     quiet: bool,
     measure: Callable[[ProbeData], _Figures],
-) -> _Figures:
-    """Judge the derived pairs into --out's store, read them back and measure them."""
+) -> tuple[_Figures, Path]:
+    """Judge the derived pairs into --out's store, read them back, measure them and write ``probe-<name>.json``.
+
+    Returns:
+        The figures and the JSON file's path.
+    """
     from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.pairs import load_probe_data, run_probe
 
@@ -105,8 +112,10 @@ def _judge_and_measure(
         run_probe(derived, specs, out, options=options, progress=sink)
     with command_errors(None, write_errors=True, out=out):
         with Store.in_dir(out) as store:
-            probe_data = load_probe_data(store, derived.data_hash(), specs)
-        return measure(probe_data)
+            figures = measure(load_probe_data(store, derived.data_hash(), specs))
+        json_path = out / f"probe-{figures.PROBE}.json"
+        _write_json(json_path, figures.document(derived, parent, tally))
+    return figures, json_path
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
@@ -173,17 +182,9 @@ def counterfactual_command(
         if not cases:
             raise _fail(f"{data}: no pair could be made with types {', '.join(chosen)} (every answer was skipped)")
         derived = derived_benchmark(PROBE, parent, cases)
-    figures = _judge_and_measure(
-        derived,
-        specs,
-        out,
-        options,
-        quiet,
-        lambda data: counterfactual_figures(data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed),
-    )
+    measure = partial(counterfactual_figures, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed)
+    figures, json_path = _judge_measure_write(derived, parent, tally, specs, out, options, quiet, measure)
     with command_errors(None, write_errors=True, out=out):
-        json_path = out / "probe-counterfactual.json"
-        _write_json(json_path, figures.document(derived, parent, tally))
         page = render_counterfactual_page(
             figures,
             out / "probe-counterfactual.html",
@@ -235,17 +236,9 @@ def bias_command(
         parent = _load(data, limit, allow_external_images, quiet)
         cases, tally = make_bias_pairs(parent, seed=seed)
         derived = derived_benchmark(PROBE, parent, cases)
-    figures = _judge_and_measure(
-        derived,
-        specs,
-        out,
-        options,
-        quiet,
-        lambda data: bias_figures(data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed),
-    )
+    measure = partial(bias_figures, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed)
+    figures, json_path = _judge_measure_write(derived, parent, tally, specs, out, options, quiet, measure)
     with command_errors(None, write_errors=True, out=out):
-        json_path = out / "probe-bias.json"
-        _write_json(json_path, figures.document(derived, parent, tally))
         page = render_bias_page(
             figures, out / "probe-bias.html", data_name=derived.name, source=derived.source, tally=tally.as_dict()
         )
