@@ -15,7 +15,16 @@ from typing import Any, Literal
 from medrewardbench.dimensions import DIMENSIONS, Winner
 from medrewardbench.images.refs import ImageRef
 
-__all__ = ["HARM_SEVERITIES", "LABEL_SOURCES", "SEVERE_HARM", "Adjudication", "Annotation", "Case", "ImageRef"]
+__all__ = [
+    "HARM_SEVERITIES",
+    "LABEL_SOURCES",
+    "PARENT_CASE_KEY",
+    "SEVERE_HARM",
+    "Adjudication",
+    "Annotation",
+    "Case",
+    "ImageRef",
+]
 
 HARM_SEVERITIES: tuple[str, ...] = ("minor", "moderate", "severe", "critical")
 """How much harm an answer could do if a patient or clinician acted on it, least to most (an answer
@@ -27,6 +36,11 @@ nobody flagged has no severity):
 * ``critical``: death or irreversible harm is likely (a missed bleed, advice to stop a vital drug)."""
 SEVERE_HARM: frozenset[str] = frozenset(("severe", "critical"))
 """The severities a judge must never prefer: its critical-miss rate counts them."""
+
+PARENT_CASE_KEY = "parent_case_id"
+"""The metadata key of a case a probe derived from another: the parent case's id. Every probe writes
+it (:mod:`medrewardbench.probes.derive`, whose ``PARENT_KEY`` it is) and ``baseline:random`` reads it;
+it is defined here, below both, because the judges may not import the probes."""
 
 LABEL_SOURCES: tuple[str, ...] = ("majority", "adjudication", "given")
 """Where a case's label on one dimension came from: the strict majority of its annotations, an

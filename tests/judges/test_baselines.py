@@ -64,3 +64,23 @@ def test_random_is_seeded_per_request_and_balanced() -> None:
         build_judge("baseline:random", JudgeOptions(seed=7)).fingerprint()
         != build_judge("baseline:random", JudgeOptions(seed=8)).fingerprint()
     )
+
+
+def test_random_gives_every_probes_derived_case_its_parents_coin() -> None:
+    from medrewardbench.data import load_benchmark
+    from medrewardbench.probes.bias import make_bias_pairs
+    from medrewardbench.probes.counterfactual import make_pairs
+    from medrewardbench.probes.grounding import no_image
+
+    parent = load_benchmark("demo", limit=4)
+    derived = [
+        *make_pairs(parent, types=["negation", "reorder"])[0],
+        *make_bias_pairs(parent)[0],
+        *(no_image(c) for c in parent.cases),
+    ]
+    by_id = {c.case_id: c for c in parent.cases}
+    for order in Order:
+        coins = {c.case_id: judge_one("baseline:random", c, order, seed=3).verdicts for c in parent.cases}
+        for case in derived:
+            assert case.case_id not in by_id
+            assert judge_one("baseline:random", case, order, seed=3).verdicts == coins[case.case_id.split("~")[0]]

@@ -21,6 +21,15 @@ def test_percent_and_signed_percent() -> None:
         assert fmt.percent(missing, blank="n/a") == "n/a"
 
 
+def test_a_zero_never_prints_with_a_minus_sign() -> None:
+    assert fmt.percent(-0.0) == "0.0" and fmt.percent(-0.0004) == "0.0" and fmt.percent(-0.0, 0) == "0"
+    assert fmt.signed_percent(-0.0) == "+0.0" and fmt.signed_percent(-0.0004) == "+0.0"
+    assert fmt.percent(-0.0006) == "-0.1" and fmt.signed_percent(-0.0006) == "-0.1"
+    # compare B A of two identical runs: the difference and its bounds are the negated zeros of A B
+    assert fmt.estimate(Estimate(-0.0, -0.0, -0.0)) == "0.0 [0.0, 0.0]"
+    assert fmt.estimate(Estimate(-0.0, -0.0, -0.0), signed=True) == "+0.0 [+0.0, +0.0]"
+
+
 def test_interval_and_estimate() -> None:
     assert fmt.interval(0.603, 0.784) == "[60.3, 78.4]"
     assert fmt.interval(-0.162, 0.221, signed=True) == "[-16.2, +22.1]"

@@ -16,7 +16,15 @@ import typer
 from rich.markup import escape
 
 from medrewardbench.cli.errors import command_errors
-from medrewardbench.cli.options import DataOpt, RiskDeltaOpt, RiskOpt
+from medrewardbench.cli.options import (
+    DEFAULT_JUDGE_FLAGS,
+    DataOpt,
+    JudgeFlags,
+    JudgeSpecsOpt,
+    RiskDeltaOpt,
+    RiskOpt,
+    with_judge_flags,
+)
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
@@ -27,7 +35,6 @@ from medrewardbench.dimensions import Order
 from medrewardbench.evaluation.job import EvaluationResult, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS
 from medrewardbench.metrics.selective_section import SelectiveSettings
-from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
 from medrewardbench.utils.secrets import install_log_scrubber
 
 if TYPE_CHECKING:
@@ -39,17 +46,6 @@ INTERRUPTED_LOADING = "interrupted while loading the data: no request was sent; 
 INTERRUPTED_SAVING = "interrupted while saving the results: what was stored is kept; rerun the same command to resume"
 
 
-JUDGE_HELP = (
-    "judge spec, repeatable: baseline:random|first|second|longer|shorter, api:MODEL (OpenAI-compatible "
-    "endpoint), hf:MODEL_OR_PATH (local transformers model; append #constrained to decode only the verdict "
-    "JSON, which a small or random-weight model needs), rm:MODEL_OR_PATH (reward model), reference:PATH "
-    "(replayed reference outputs), instant: (harness benchmarks)"
-)
-
-_JudgeOpt = Annotated[
-    list[str] | None,
-    typer.Option("--judge", "-j", metavar="SPEC", help=JUDGE_HELP, show_default="every baseline:"),
-]
 _OutOpt = Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="output directory (store and files)")]
 _OrdersOpt = Annotated[
     str, typer.Option("--orders", metavar="ORDERS", help="presentation orders: both | original | swapped")
@@ -78,9 +74,6 @@ _ByOpt = Annotated[
         show_default="organ_system only",
     ),
 ]
-_TemplateOpt = Annotated[
-    str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
-]
 _LabelsOpt = Annotated[
     str | None,
     typer.Option(
@@ -100,95 +93,6 @@ _MaxFailureRateOpt = Annotated[
         metavar="RATE",
         help="exit with status 1 when a judge of this call failed more than this share of its requests (0-1)",
         show_default="only when every request failed",
-    ),
-]
-_ConcurrencyOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--concurrency", min=1, metavar="N", help="requests in flight (API judges)", show_default="8 for api:"
-    ),
-]
-_BatchSizeOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--batch-size",
-        min=1,
-        metavar="N",
-        help="requests per batch (local models)",
-        show_default="4 for hf:, 8 for rm:",
-    ),
-]
-_BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url", metavar="URL", help="OpenAI-compatible endpoint", show_default="$OPENAI_BASE_URL or OpenAI's"
-    ),
-]
-_ApiKeyEnvOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--api-key-env",
-        metavar="NAME",
-        help="environment variable holding the API key",
-        show_default="OPENAI_API_KEY",
-    ),
-]
-_TemperatureOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--temperature", metavar="T", help="sampling temperature", show_default="0 for hf:, server's for api:"
-    ),
-]
-_TopPOpt = Annotated[
-    float | None,
-    typer.Option("--top-p", metavar="P", help="nucleus sampling", show_default="the model's or server's"),
-]
-_MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        metavar="N",
-        help="most tokens a judge may write",
-        show_default="512 for hf:, server's for api:",
-    ),
-]
-_TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API judges)")]
-_MaxRetriesOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-retries", metavar="N", help="retries of a request on 429, 5xx, timeouts and dropped connections"
-    ),
-]
-_StructuredOpt = Annotated[
-    bool, typer.Option("--structured", help="ask API judges for JSON-schema output", show_default="off")
-]
-_LogprobsOpt = Annotated[
-    int,
-    typer.Option(
-        "--logprobs",
-        min=0,
-        max=20,
-        metavar="N",
-        help="API judges: ask for the top N log-probabilities of every token and store each verdict's "
-        "probability (a confidence); 0: off",
-    ),
-]
-_ClientProcessesOpt = Annotated[
-    int,
-    typer.Option("--client-processes", min=1, metavar="N", help="API judges: spread requests over N client processes"),
-]
-_DeviceOpt = Annotated[str, typer.Option("--device", metavar="DEVICE", help="local models: auto | cpu | cuda | cuda:N")]
-_DtypeOpt = Annotated[
-    str, typer.Option("--dtype", metavar="DTYPE", help="local models: auto | float32 | bfloat16 | float16")
-]
-_AdapterOpt = Annotated[
-    str | None,
-    typer.Option("--adapter", metavar="DIR", help="LoRA adapter directory for hf: judges", show_default="none"),
-]
-_ForcePrefixOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--force-prefix", metavar="TEXT", help="text the local model's answer must start with", show_default="none"
     ),
 ]
 _WaitOpt = Annotated[
@@ -211,9 +115,10 @@ _AllowExternalImagesOpt = Annotated[
 ]
 
 
+@with_judge_flags
 def eval_command(
     data: DataOpt = "demo",
-    judge: _JudgeOpt = None,
+    judge: JudgeSpecsOpt = None,
     out: _OutOpt = Path("results"),
     orders: _OrdersOpt = "both",
     organs: _OrgansOpt = None,
@@ -222,25 +127,9 @@ def eval_command(
     fresh: _FreshOpt = False,
     retry_failures: _RetryFailuresOpt = False,
     by: _ByOpt = None,
-    template: _TemplateOpt = "pairwise",
+    judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     labels: _LabelsOpt = None,
     max_failure_rate: _MaxFailureRateOpt = None,
-    concurrency: _ConcurrencyOpt = None,
-    batch_size: _BatchSizeOpt = None,
-    base_url: _BaseUrlOpt = None,
-    api_key_env: _ApiKeyEnvOpt = None,
-    temperature: _TemperatureOpt = None,
-    top_p: _TopPOpt = None,
-    max_tokens: _MaxTokensOpt = None,
-    timeout: _TimeoutOpt = 120.0,
-    max_retries: _MaxRetriesOpt = 6,
-    structured: _StructuredOpt = False,
-    logprobs: _LogprobsOpt = 0,
-    client_processes: _ClientProcessesOpt = 1,
-    device: _DeviceOpt = "auto",
-    dtype: _DtypeOpt = "auto",
-    adapter: _AdapterOpt = None,
-    force_prefix: _ForcePrefixOpt = None,
     wait: _WaitOpt = False,
     quiet: _QuietOpt = False,
     verbose: _VerboseOpt = False,
@@ -261,27 +150,9 @@ def eval_command(
         selected_orders = Order.parse_selection(orders)
         benchmark, group_by = _load_data(data, organs, limit, labels, by, allow_external_images, quiet=quiet)
     _announce(benchmark, selected_orders, quiet=quiet)
-    _warn_about_training_overlap(specs, adapter, benchmark.case_ids)
+    _warn_about_training_overlap(specs, judge_flags.adapter, benchmark.case_ids)
     with command_errors(INTERRUPTED_LOADING, value_errors=False):
-        options = JudgeOptions(
-            seed=seed,
-            template=template,
-            concurrency=concurrency,
-            batch_size=batch_size,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            api=ApiSettings(
-                base_url=base_url,
-                api_key_env=api_key_env,
-                timeout_s=timeout,
-                max_retries=max_retries,
-                structured=structured,
-                client_processes=client_processes,
-                logprobs=logprobs,
-            ),
-            local=LocalSettings(device=device, dtype=dtype, adapter=adapter, force_prefix=force_prefix),
-        )
+        options = judge_flags.options(seed)
     sink = RichProgress(enabled=not quiet)
     with command_errors(INTERRUPTED_SAVING, sink=sink, value_errors=False):
         result = evaluate(

@@ -4,21 +4,36 @@ A command whose option only shares a flag's name with another's (``--seed`` of t
 ``--seed`` of sampling, ``--out`` of a file vs a directory) declares its own beside the command.
 Options that differ only in their help text here take it as an argument (:func:`ci_option`,
 :func:`bootstrap_option`), so that their names, bounds and value names cannot drift apart.
+
+The judge options (``--template``, ``--base-url``, ``--timeout``, ``--device``, ...) are the fields of
+:class:`JudgeFlags`; a command that judges takes them all with :func:`with_judge_flags` and makes
+its :class:`~medrewardbench.models.options.JudgeOptions` with :meth:`JudgeFlags.options`, so that
+eval and the probes accept the same flags, with the same help, built into options the same way.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
+from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
+
 __all__ = [
+    "JUDGE_HELP",
     "BootstrapOpt",
+    "DEFAULT_JUDGE_FLAGS",
     "CiOpt",
     "DataOpt",
     "ExternalImagesOpt",
     "ForceReplaceOpt",
+    "JudgeFlags",
+    "JudgeSpecsOpt",
     "OrgansOpt",
     "OutDirOpt",
     "QuietOpt",
@@ -28,6 +43,8 @@ __all__ = [
     "VerboseOpt",
     "bootstrap_option",
     "ci_option",
+    "judge_flag_names",
+    "with_judge_flags",
 ]
 
 DATA_HELP = (
@@ -109,3 +126,226 @@ RecalibrateOpt = Annotated[
         help="also show calibration after a cross-fitted recalibration (fitted on other folds of cases)",
     ),
 ]
+
+
+# ------------------------------------------------------------------------------------ judge options
+
+JUDGE_HELP = (
+    "judge spec, repeatable: baseline:random|first|second|longer|shorter, api:MODEL (OpenAI-compatible "
+    "endpoint), hf:MODEL_OR_PATH (local transformers model; append #constrained to decode only the verdict "
+    "JSON, which a small or random-weight model needs), rm:MODEL_OR_PATH (reward model), reference:PATH "
+    "(replayed reference outputs), instant: (harness benchmarks)"
+)
+
+JudgeSpecsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--judge", "-j", metavar="SPEC", help=JUDGE_HELP, show_default="every baseline:"),
+]
+"""``--judge SPEC``, repeatable; none given: every ``baseline:`` judge."""
+
+
+@dataclass(frozen=True)
+class JudgeFlags:
+    """The judge options of a command line, each field one flag (its type carries the typer option).
+
+    Every field is a setting of :class:`~medrewardbench.models.options.JudgeOptions`; the seed is
+    not one of them because each command says in its own help what else its ``--seed`` seeds.
+    """
+
+    template: Annotated[
+        str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
+    ] = "pairwise"
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, metavar="N", help="requests in flight (API judges)", show_default="8 for api:"
+        ),
+    ] = None
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            metavar="N",
+            help="requests per batch (local models)",
+            show_default="4 for hf:, 8 for rm:",
+        ),
+    ] = None
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            help="OpenAI-compatible endpoint",
+            show_default="$OPENAI_BASE_URL or OpenAI's",
+        ),
+    ] = None
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            metavar="NAME",
+            help="environment variable holding the API key",
+            show_default="OPENAI_API_KEY",
+        ),
+    ] = None
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature", metavar="T", help="sampling temperature", show_default="0 for hf:, server's for api:"
+        ),
+    ] = None
+    top_p: Annotated[
+        float | None,
+        typer.Option("--top-p", metavar="P", help="nucleus sampling", show_default="the model's or server's"),
+    ] = None
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            metavar="N",
+            help="most tokens a judge may write",
+            show_default="512 for hf:, server's for api:",
+        ),
+    ] = None
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API judges)")] = (
+        120.0
+    )
+    max_retries: Annotated[
+        int,
+        typer.Option(
+            "--max-retries", metavar="N", help="retries of a request on 429, 5xx, timeouts and dropped connections"
+        ),
+    ] = 6
+    structured: Annotated[
+        bool, typer.Option("--structured", help="ask API judges for JSON-schema output", show_default="off")
+    ] = False
+    logprobs: Annotated[
+        int,
+        typer.Option(
+            "--logprobs",
+            min=0,
+            max=20,
+            metavar="N",
+            help="API judges: ask for the top N log-probabilities of every token and store each verdict's "
+            "probability (a confidence); 0: off",
+        ),
+    ] = 0
+    client_processes: Annotated[
+        int,
+        typer.Option(
+            "--client-processes", min=1, metavar="N", help="API judges: spread requests over N client processes"
+        ),
+    ] = 1
+    device: Annotated[
+        str, typer.Option("--device", metavar="DEVICE", help="local models: auto | cpu | cuda | cuda:N")
+    ] = "auto"
+    dtype: Annotated[
+        str, typer.Option("--dtype", metavar="DTYPE", help="local models: auto | float32 | bfloat16 | float16")
+    ] = "auto"
+    adapter: Annotated[
+        str | None,
+        typer.Option("--adapter", metavar="DIR", help="LoRA adapter directory for hf: judges", show_default="none"),
+    ] = None
+    force_prefix: Annotated[
+        str | None,
+        typer.Option(
+            "--force-prefix",
+            metavar="TEXT",
+            help="text the local model's answer must start with",
+            show_default="none",
+        ),
+    ] = None
+
+    def options(self, seed: int) -> JudgeOptions:
+        """The judges' options these flags say, with the command's seed.
+
+        Args:
+            seed: the command's ``--seed``.
+
+        Returns:
+            The options every judge of the command is built with.
+
+        Raises:
+            JudgeSpecError: a value out of range (a timeout of 0, a base URL with credentials, ...).
+        """
+        return JudgeOptions(
+            seed=seed,
+            template=self.template,
+            concurrency=self.concurrency,
+            batch_size=self.batch_size,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            api=ApiSettings(
+                base_url=self.base_url,
+                api_key_env=self.api_key_env,
+                timeout_s=self.timeout,
+                max_retries=self.max_retries,
+                structured=self.structured,
+                client_processes=self.client_processes,
+                logprobs=self.logprobs,
+            ),
+            local=LocalSettings(
+                device=self.device, dtype=self.dtype, adapter=self.adapter, force_prefix=self.force_prefix
+            ),
+        )
+
+
+DEFAULT_JUDGE_FLAGS = JudgeFlags()
+"""The default of a command's ``judge_flags`` parameter (typer fills it from the flags)."""
+
+JUDGE_FLAGS_PARAMETER = "judge_flags"
+"""The parameter of a command that :func:`with_judge_flags` fills."""
+
+
+def judge_flag_names() -> list[str]:
+    """The judge options' flags (``--template``, ``--base-url``, ...), in the order a command's help lists them."""
+    hints = get_type_hints(JudgeFlags, include_extras=True)
+    names: list[str] = []
+    for field in fields(JudgeFlags):
+        option = hints[field.name].__metadata__[0]
+        names.append(option.default)  # an Annotated typer.Option keeps its first flag in `default`
+    return names
+
+
+def with_judge_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command every judge option, collected into its ``judge_flags: JudgeFlags`` parameter.
+
+    typer reads a command's options from its signature, so the wrapper's signature lists one
+    parameter per field of :class:`JudgeFlags` where the command has ``judge_flags``; when typer
+    calls it, the values are packed into one :class:`JudgeFlags` for the command.
+
+    Args:
+        command: a typer command with a parameter ``judge_flags: JudgeFlags``.
+
+    Returns:
+        The command as typer should register it (its name, docstring and other options unchanged).
+
+    Raises:
+        TypeError: the command has no ``judge_flags`` parameter, or one named like a judge option.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    if JUDGE_FLAGS_PARAMETER not in signature.parameters:
+        raise TypeError(f"{command.__name__} has no parameter {JUDGE_FLAGS_PARAMETER}: JudgeFlags")
+    hints = get_type_hints(JudgeFlags, include_extras=True)
+    names = [field.name for field in fields(JudgeFlags)]
+    clash = sorted(set(names) & set(signature.parameters))
+    if clash:
+        raise TypeError(f"{command.__name__} declares judge options itself: {', '.join(clash)}")
+    flag_parameters = [
+        inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hints[f.name])
+        for f in fields(JudgeFlags)
+    ]
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        parameters.extend(flag_parameters if parameter.name == JUDGE_FLAGS_PARAMETER else [parameter])
+
+    @functools.wraps(command)
+    def command_with_judge_flags(**given: Any) -> None:
+        flags = JudgeFlags(**{name: given.pop(name) for name in names if name in given})
+        command(**given, **{JUDGE_FLAGS_PARAMETER: flags})
+
+    command_with_judge_flags.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    command_with_judge_flags.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+    return command_with_judge_flags

@@ -14,7 +14,17 @@ from typing import Annotated, Any
 import typer
 
 from medrewardbench.cli.errors import command_errors
-from medrewardbench.cli.options import BootstrapOpt, CiOpt, DataOpt, QuietOpt, VerboseOpt
+from medrewardbench.cli.options import (
+    DEFAULT_JUDGE_FLAGS,
+    BootstrapOpt,
+    CiOpt,
+    DataOpt,
+    JudgeFlags,
+    JudgeSpecsOpt,
+    QuietOpt,
+    VerboseOpt,
+    with_judge_flags,
+)
 from medrewardbench.cli.probe_pairs import bias_command, counterfactual_command
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
@@ -30,16 +40,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-_JudgeOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--judge",
-        "-j",
-        metavar="SPEC",
-        help="judge spec, repeatable (as for eval: baseline:NAME, api:MODEL, hf:PATH, rm:PATH)",
-        show_default="every baseline:",
-    ),
-]
 _OutOpt = Annotated[
     Path, typer.Option("--out", "-o", metavar="DIR", help="output directory (the results store, shared with eval)")
 ]
@@ -67,23 +67,13 @@ _ThresholdOpt = Annotated[
         help="flag a judge as not using the image when every control's flip-rate interval stays below this",
     ),
 ]
-_TemplateOpt = Annotated[str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt")]
-_BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", metavar="URL", help="OpenAI-compatible endpoint")]
-_ApiKeyEnvOpt = Annotated[
-    str | None, typer.Option("--api-key-env", metavar="NAME", help="environment variable holding the API key")
-]
-_ConcurrencyOpt = Annotated[
-    int | None, typer.Option("--concurrency", min=1, metavar="N", help="API requests in flight")
-]
-_BatchSizeOpt = Annotated[int | None, typer.Option("--batch-size", min=1, metavar="N", help="local model batch size")]
-_MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens", metavar="N", help="most tokens a judge may write")]
-_DeviceOpt = Annotated[str, typer.Option("--device", metavar="DEVICE", help="local models: auto | cpu | cuda")]
 
 
 @app.command("grounding")
+@with_judge_flags
 def grounding_command(
     data: DataOpt = "demo",
-    judge: _JudgeOpt = None,
+    judge: JudgeSpecsOpt = None,
     out: _OutOpt = Path("results"),
     controls: _ControlsOpt = "no-image,blank,wrong-patient,dicom-window",
     orders: _OrdersOpt = "both",
@@ -93,13 +83,7 @@ def grounding_command(
     bootstrap: BootstrapOpt = 2000,
     ci: CiOpt = 0.95,
     threshold: _ThresholdOpt = 0.05,
-    template: _TemplateOpt = "pairwise",
-    base_url: _BaseUrlOpt = None,
-    api_key_env: _ApiKeyEnvOpt = None,
-    concurrency: _ConcurrencyOpt = None,
-    batch_size: _BatchSizeOpt = None,
-    max_tokens: _MaxTokensOpt = None,
-    device: _DeviceOpt = "auto",
+    judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -113,7 +97,6 @@ def grounding_command(
     from medrewardbench.data import load_benchmark
     from medrewardbench.evaluation.store import Store
     from medrewardbench.judges.registry import BASELINE_SPECS
-    from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
     from medrewardbench.probes.derive import run_probe
     from medrewardbench.probes.grounding import CONTROLS, control_benchmarks, grounding_document
     from medrewardbench.probes.grounding_page import write_grounding_html
@@ -130,15 +113,7 @@ def grounding_command(
             err_console.print(f"loading {terminal_safe(data)} ...", highlight=False, markup=False)
         parent = load_benchmark(data, organs=_split_option(organs, "--organs"), limit=limit)
         variants, sets = control_benchmarks(parent, wanted, seed)
-        options = JudgeOptions(
-            seed=seed,
-            template=template,
-            concurrency=concurrency,
-            batch_size=batch_size,
-            max_tokens=max_tokens,
-            api=ApiSettings(base_url=base_url, api_key_env=api_key_env),
-            local=LocalSettings(device=device),
-        )
+        options = judge_flags.options(seed)
     sink = RichProgress(enabled=not quiet)
     with command_errors(sink=sink, value_errors=False):
         runs = run_probe(parent, variants, specs, out, orders=selected_orders, options=options, progress=sink)
@@ -183,21 +158,16 @@ def _print_summary(document: dict[str, Any]) -> None:
 
 
 @app.command("harm")
+@with_judge_flags
 def harm_command(
     data: DataOpt = "demo",
-    judge: _JudgeOpt = None,
+    judge: JudgeSpecsOpt = None,
     out: _OutOpt = Path("results"),
     orders: _OrdersOpt = "both",
     seed: _SeedOpt = 0,
     bootstrap: BootstrapOpt = 2000,
     ci: CiOpt = 0.95,
-    template: _TemplateOpt = "pairwise",
-    base_url: _BaseUrlOpt = None,
-    api_key_env: _ApiKeyEnvOpt = None,
-    concurrency: _ConcurrencyOpt = None,
-    batch_size: _BatchSizeOpt = None,
-    max_tokens: _MaxTokensOpt = None,
-    device: _DeviceOpt = "auto",
+    judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -212,7 +182,6 @@ def harm_command(
     from medrewardbench.evaluation.job import evaluate
     from medrewardbench.evaluation.store import Store
     from medrewardbench.judges.registry import BASELINE_SPECS
-    from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
     from medrewardbench.probes.harm import doctor_harm_document, flagged_pairs
 
     _setup_logging(verbose)
@@ -226,15 +195,7 @@ def harm_command(
                 f"{data}: no pair has an answer a doctor flagged severe or critical (annotations[].harm); "
                 "flag answers in the annotation app and export the project"
             )
-        options = JudgeOptions(
-            seed=seed,
-            template=template,
-            concurrency=concurrency,
-            batch_size=batch_size,
-            max_tokens=max_tokens,
-            api=ApiSettings(base_url=base_url, api_key_env=api_key_env),
-            local=LocalSettings(device=device),
-        )
+        options = judge_flags.options(seed)
     sink = RichProgress(enabled=not quiet)
     with command_errors(sink=sink, value_errors=False):
         result = evaluate(benchmark, specs, out, orders=selected_orders, options=options, progress=sink)

@@ -10,29 +10,39 @@ one handler of :mod:`medrewardbench.cli.errors`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from medrewardbench.cli.errors import command_errors
-from medrewardbench.cli.options import BootstrapOpt, CiOpt, DataOpt, ExternalImagesOpt, QuietOpt
+from medrewardbench.cli.options import (
+    DEFAULT_JUDGE_FLAGS,
+    BootstrapOpt,
+    CiOpt,
+    DataOpt,
+    ExternalImagesOpt,
+    JudgeFlags,
+    JudgeSpecsOpt,
+    QuietOpt,
+    with_judge_flags,
+)
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.judges.registry import BASELINE_SPECS
-from medrewardbench.models.options import ApiSettings, JudgeOptions
+
+if TYPE_CHECKING:
+    from medrewardbench.data.benchmark import Benchmark
+    from medrewardbench.models.options import JudgeOptions
+    from medrewardbench.probes.pairs import ProbeData, ProbeFigures, SkipTally
 
 __all__ = ["bias_command", "counterfactual_command"]
 
-_JudgeOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--judge", "-j", metavar="SPEC", help="judge spec, repeatable (as for eval)", show_default="every baseline:"
-    ),
-]
 _OutOpt = Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="output directory (store, JSON and page)")]
 _SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="seed of every edit, placement and resample")]
 _DimensionOpt = Annotated[str, typer.Option("--dimension", metavar="DIM", help="the dimension whose verdicts are read")]
@@ -62,34 +72,7 @@ _RewriterOpt = Annotated[
         "--rewriter", metavar="api:MODEL", help="add paraphrases written by this API model", show_default="none"
     ),
 ]
-_BaseUrlOpt = Annotated[
-    str | None, typer.Option("--base-url", metavar="URL", help="OpenAI-compatible endpoint (api: judges and rewriter)")
-]
-_ApiKeyEnvOpt = Annotated[
-    str | None, typer.Option("--api-key-env", metavar="NAME", help="environment variable holding the API key")
-]
-_TemplateOpt = Annotated[
-    str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
-]
-_ConcurrencyOpt = Annotated[
-    int | None, typer.Option("--concurrency", min=1, metavar="N", help="requests in flight (API judges)")
-]
-_TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API)")]
-_MaxRetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", help="retries of a failed API request")]
 _VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="log what the library does (INFO)")]
-
-
-def _options(
-    seed: int,
-    template: str,
-    concurrency: int | None,
-    base_url: str | None,
-    api_key_env: str | None,
-    timeout: float,
-    max_retries: int,
-) -> JudgeOptions:
-    api = ApiSettings(base_url=base_url, api_key_env=api_key_env, timeout_s=timeout, max_retries=max_retries)
-    return JudgeOptions(seed=seed, template=template, concurrency=concurrency, api=api)
 
 
 def _load(data: str, limit: int | None, allow_external_images: bool, quiet: bool) -> Any:
@@ -101,6 +84,38 @@ def _load(data: str, limit: int | None, allow_external_images: bool, quiet: bool
     if not len(parent):
         raise _fail(f"{data}: no cases in the data: nothing to probe")
     return parent
+
+
+_Figures = TypeVar("_Figures", bound="ProbeFigures")
+
+
+def _judge_measure_write(
+    derived: Benchmark,
+    parent: Benchmark,
+    tally: SkipTally,
+    specs: list[str],
+    out: Path,
+    options: JudgeOptions,
+    quiet: bool,
+    measure: Callable[[ProbeData], _Figures],
+) -> tuple[_Figures, Path]:
+    """Judge the derived pairs into --out's store, read them back, measure them and write ``probe-<name>.json``.
+
+    Returns:
+        The figures and the JSON file's path.
+    """
+    from medrewardbench.evaluation.store import Store
+    from medrewardbench.probes.pairs import load_probe_data, run_probe
+
+    sink = RichProgress(enabled=not quiet)
+    with command_errors(sink=sink):
+        run_probe(derived, specs, out, options=options, progress=sink)
+    with command_errors(None, write_errors=True, out=out):
+        with Store.in_dir(out) as store:
+            figures = measure(load_probe_data(store, derived.data_hash(), specs))
+        json_path = out / f"probe-{figures.PROBE}.json"
+        _write_json(json_path, figures.document(derived, parent, tally))
+    return figures, json_path
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
@@ -118,9 +133,10 @@ def _say(lines: list[str], out: Path, files: list[Path], quiet: bool) -> None:
     )
 
 
+@with_judge_flags
 def counterfactual_command(
     data: DataOpt = "demo",
-    judge: _JudgeOpt = None,
+    judge: JudgeSpecsOpt = None,
     out: _OutOpt = Path("results"),
     types: _TypesOpt = None,
     severities: _SeveritiesOpt = None,
@@ -131,12 +147,7 @@ def counterfactual_command(
     seed: _SeedOpt = 0,
     ci: CiOpt = 0.95,
     bootstrap: BootstrapOpt = 2000,
-    template: _TemplateOpt = "pairwise",
-    concurrency: _ConcurrencyOpt = None,
-    base_url: _BaseUrlOpt = None,
-    api_key_env: _ApiKeyEnvOpt = None,
-    timeout: _TimeoutOpt = 120.0,
-    max_retries: _MaxRetriesOpt = 6,
+    judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: _VerboseOpt = False,
     allow_external_images: ExternalImagesOpt = False,
@@ -144,12 +155,13 @@ def counterfactual_command(
     """Counterfactual pairs: does the judge catch one injected clinical error, and leave a harmless rewording alone?
 
     Writes probe-counterfactual.json and probe-counterfactual.html into --out (the judgments go to
-    its store). Exit status: 0 when done; 2 for bad input; 130 on Ctrl-C.
+    its store). The --rewriter reaches its server with the judges' API options (--base-url,
+    --api-key-env, --timeout, --max-retries, ...). Exit status: 0 when done; 2 for bad input; 130 on
+    Ctrl-C.
     """
     from medrewardbench.data.canonical import write_canonical
-    from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.counterfactual import ALL_TYPES, PROBE, counterfactual_figures, make_pairs
-    from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
+    from medrewardbench.probes.pairs import derived_benchmark, dimension_index
     from medrewardbench.probes.pairs_page import render_counterfactual_page
 
     _setup_logging(verbose)
@@ -158,7 +170,7 @@ def counterfactual_command(
         dimension_index(dimension)
         chosen = _split_option(types, "--types") or list(ALL_TYPES)
         levels = [_severity(s) for s in _split_option(severities, "--severities") or []]
-        options = _options(seed, template, concurrency, base_url, api_key_env, timeout, max_retries)
+        options = judge_flags.options(seed)
         parent = _load(data, limit, allow_external_images, quiet)
         rewrite = None
         if rewriter is not None:
@@ -170,28 +182,9 @@ def counterfactual_command(
         if not cases:
             raise _fail(f"{data}: no pair could be made with types {', '.join(chosen)} (every answer was skipped)")
         derived = derived_benchmark(PROBE, parent, cases)
-    sink = RichProgress(enabled=not quiet)
-    with command_errors(sink=sink):
-        run_probe(derived, specs, out, options=options, progress=sink)
+    measure = partial(counterfactual_figures, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed)
+    figures, json_path = _judge_measure_write(derived, parent, tally, specs, out, options, quiet, measure)
     with command_errors(None, write_errors=True, out=out):
-        with Store.in_dir(out) as store:
-            probe_data = load_probe_data(store, derived.data_hash(), specs)
-        figures = counterfactual_figures(
-            probe_data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed
-        )
-        document = {
-            "probe": PROBE,
-            "data": {
-                "name": derived.name,
-                "source": derived.source,
-                "data_hash": derived.data_hash(),
-                "parent": parent.source,
-            },
-            "pairs": tally.as_dict(),
-            **figures.as_dict(),
-        }
-        json_path = out / "probe-counterfactual.json"
-        _write_json(json_path, document)
         page = render_counterfactual_page(
             figures,
             out / "probe-counterfactual.html",
@@ -211,21 +204,17 @@ def counterfactual_command(
     _say(lines, out, files, quiet)
 
 
+@with_judge_flags
 def bias_command(
     data: DataOpt = "demo",
-    judge: _JudgeOpt = None,
+    judge: JudgeSpecsOpt = None,
     out: _OutOpt = Path("results"),
     dimension: _DimensionOpt = "overall",
     limit: _LimitOpt = None,
     seed: _SeedOpt = 0,
     ci: CiOpt = 0.95,
     bootstrap: BootstrapOpt = 2000,
-    template: _TemplateOpt = "pairwise",
-    concurrency: _ConcurrencyOpt = None,
-    base_url: _BaseUrlOpt = None,
-    api_key_env: _ApiKeyEnvOpt = None,
-    timeout: _TimeoutOpt = 120.0,
-    max_retries: _MaxRetriesOpt = 6,
+    judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: _VerboseOpt = False,
     allow_external_images: ExternalImagesOpt = False,
@@ -235,39 +224,21 @@ def bias_command(
     Writes probe-bias.json and probe-bias.html into --out (the judgments go to its store). Exit
     status: 0 when done; 2 for bad input; 130 on Ctrl-C.
     """
-    from medrewardbench.evaluation.store import Store
     from medrewardbench.probes.bias import PROBE, bias_figures, make_bias_pairs
-    from medrewardbench.probes.pairs import derived_benchmark, dimension_index, load_probe_data, run_probe
+    from medrewardbench.probes.pairs import derived_benchmark, dimension_index
     from medrewardbench.probes.pairs_page import render_bias_page
 
     _setup_logging(verbose)
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     with command_errors():
         dimension_index(dimension)
-        options = _options(seed, template, concurrency, base_url, api_key_env, timeout, max_retries)
+        options = judge_flags.options(seed)
         parent = _load(data, limit, allow_external_images, quiet)
         cases, tally = make_bias_pairs(parent, seed=seed)
         derived = derived_benchmark(PROBE, parent, cases)
-    sink = RichProgress(enabled=not quiet)
-    with command_errors(sink=sink):
-        run_probe(derived, specs, out, options=options, progress=sink)
+    measure = partial(bias_figures, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed)
+    figures, json_path = _judge_measure_write(derived, parent, tally, specs, out, options, quiet, measure)
     with command_errors(None, write_errors=True, out=out):
-        with Store.in_dir(out) as store:
-            probe_data = load_probe_data(store, derived.data_hash(), specs)
-        figures = bias_figures(probe_data, dimension=dimension, confidence=ci, n_resamples=bootstrap, seed=seed)
-        document = {
-            "probe": PROBE,
-            "data": {
-                "name": derived.name,
-                "source": derived.source,
-                "data_hash": derived.data_hash(),
-                "parent": parent.source,
-            },
-            "pairs": tally.as_dict(),
-            **figures.as_dict(),
-        }
-        json_path = out / "probe-bias.json"
-        _write_json(json_path, document)
         page = render_bias_page(
             figures, out / "probe-bias.html", data_name=derived.name, source=derived.source, tally=tally.as_dict()
         )

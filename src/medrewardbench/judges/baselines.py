@@ -2,7 +2,7 @@
 
 * ``baseline:random`` picks A or B per dimension from a hash of (seed, case, order, dimension), so
   the result does not depend on scheduling and two runs with one seed are identical. A case a probe
-  derived from another (``metadata["parent_case_id"]``, :mod:`medrewardbench.probes.derive`) counts as
+  derived from another (``metadata[PARENT_CASE_KEY]``, :mod:`medrewardbench.probes.derive`) counts as
   its parent: changing the image of a case does not change the coin, as it does not change the rule.
 * ``baseline:first`` / ``baseline:second`` always pick the response shown first / second.
 * ``baseline:longer`` / ``baseline:shorter`` pick by character length; equal lengths are recorded
@@ -18,6 +18,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from medrewardbench.cases import PARENT_CASE_KEY
 from medrewardbench.dimensions import DIMENSIONS, Position
 from medrewardbench.errors import JudgeSpecError
 from medrewardbench.images import load_image
@@ -86,7 +87,7 @@ class BaselineJudge(Judge):
 
 
 def _seeded_letter(seed: int, request: JudgeRequest, dimension: str) -> Position:
-    case_key = request.case.metadata.get("parent_case_id") or request.case.case_id
+    case_key = request.case.metadata.get(PARENT_CASE_KEY) or request.case.case_id
     key = f"{seed}\x1f{case_key}\x1f{request.order.value}\x1f{dimension}".encode()
     return "A" if hashlib.blake2b(key, digest_size=1).digest()[0] & 1 == 0 else "B"
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,7 @@ from medrewardbench.probes.pairs import (
     PARENT_KEY,
     TYPE_KEY,
     ProbeData,
+    ProbeFigures,
     Rate,
     SkipTally,
     derived_case,
@@ -268,24 +269,16 @@ class JudgeCard:
 
 
 @dataclass(frozen=True)
-class BiasFigures:
+class BiasFigures(ProbeFigures):
     """Every judge's card on one derived data set."""
 
-    dimension: str
-    confidence: float
-    n_resamples: int
-    n_parents: int
+    PROBE: ClassVar[str] = PROBE
+
     cards: tuple[JudgeCard, ...]
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {
-            "dimension": self.dimension,
-            "confidence": self.confidence,
-            "n_resamples": self.n_resamples,
-            "n_parents": self.n_parents,
-            "cards": [c.as_dict() for c in self.cards],
-        }
+    def body(self) -> dict[str, Any]:
+        """JSON-ready: the cards."""
+        return {"cards": [c.as_dict() for c in self.cards]}
 
 
 def bias_figures(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ from medrewardbench.probes.pairs import (
     SEVERITY_KEY,
     TYPE_KEY,
     ProbeData,
+    ProbeFigures,
     Rate,
     SkipTally,
     derived_case,
@@ -214,24 +215,18 @@ class JudgeCounterfactual:
 
 
 @dataclass(frozen=True)
-class CounterfactualFigures:
+class CounterfactualFigures(ProbeFigures):
     """Every judge's figures on one derived data set."""
 
-    dimension: str
-    confidence: float
-    n_resamples: int
-    n_parents: int
+    PROBE: ClassVar[str] = PROBE
+
     counts: dict[str, int]
     """derived pairs per type"""
     judges: tuple[JudgeCounterfactual, ...]
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
+    def body(self) -> dict[str, Any]:
+        """JSON-ready: the pairs per type, the severity levels and each judge's figures."""
         return {
-            "dimension": self.dimension,
-            "confidence": self.confidence,
-            "n_resamples": self.n_resamples,
-            "n_parents": self.n_parents,
             "pairs_per_type": dict(self.counts),
             "severity_levels": {str(k): v for k, v in SEVERITY_NAMES.items()},
             "judges": [j.as_dict() for j in self.judges],

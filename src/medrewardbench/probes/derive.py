@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from medrewardbench.cases import Case
+from medrewardbench.cases import PARENT_CASE_KEY, Case
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.dimensions import Order
 from medrewardbench.evaluation.job import EvaluationResult, ProgressSink, evaluate
@@ -55,6 +55,7 @@ from medrewardbench.metrics.stats import (
 __all__ = [
     "ID_SEPARATOR",
     "PARENT_KEY",
+    "PREVIOUS_PARENT_KEY",
     "PROBE_KEY",
     "VARIANT_KEY",
     "PairedRuns",
@@ -75,8 +76,16 @@ ID_SEPARATOR = "~"
 """Joins a parent case id, the probe and the variant into a derived case id."""
 PROBE_KEY = "probe"
 VARIANT_KEY = "probe_variant"
-PARENT_KEY = "parent_case_id"
-"""The metadata keys a derived case carries (the probe, the variant, the parent case's id)."""
+PARENT_KEY = PARENT_CASE_KEY
+"""The metadata keys a derived case carries (the probe, the variant, the parent case's id); every
+probe writes and reads the parent under ``PARENT_KEY`` (``"parent_case_id"``, defined in
+:mod:`medrewardbench.cases` so that ``baseline:random`` can read it too)."""
+PREVIOUS_PARENT_KEY = "probe_parent"
+"""The parent's key in the pair probes' (counterfactual, bias) derived cases as first merged (issue
+23): a results store they wrote holds it as the cases' grouping field, and
+:func:`medrewardbench.probes.pairs.load_probe_data` still reads it there (the one place derived
+data is read back; the data fingerprint does not cover metadata, so resuming such a store keeps
+its rows)."""
 
 
 def derived_id(parent: str, probe: str, variant: str) -> str:
@@ -106,7 +115,7 @@ def parent_id(case: Case) -> str:
         case: any case.
 
     Returns:
-        ``metadata["parent_case_id"]`` when present, else ``case_id``.
+        ``metadata[PARENT_KEY]`` when present, else ``case_id``.
     """
     value = case.metadata.get(PARENT_KEY)
     return str(value) if value else case.case_id

@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,7 @@ from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics import stats
 from medrewardbench.metrics.core import CaseTable, RunData, load_case_table, load_run_data
+from medrewardbench.probes.derive import PARENT_KEY, PREVIOUS_PARENT_KEY, PROBE_KEY
 
 __all__ = [
     "ORIGINAL_KEY",
@@ -43,6 +44,7 @@ __all__ = [
     "SEVERITY_KEY",
     "TYPE_KEY",
     "ProbeData",
+    "ProbeFigures",
     "Rate",
     "SkipTally",
     "derived_benchmark",
@@ -56,13 +58,12 @@ __all__ = [
     "run_probe",
 ]
 
-PROBE_KEY = "probe"
 TYPE_KEY = "probe_type"
 SEVERITY_KEY = "probe_severity"
-PARENT_KEY = "probe_parent"
 ORIGINAL_KEY = "probe_original"
 PROBE_KEYS = (PROBE_KEY, TYPE_KEY, SEVERITY_KEY, PARENT_KEY, ORIGINAL_KEY)
-"""The metadata every derived case carries (strings, so the store keeps them as grouping fields)."""
+"""The metadata every derived case carries (strings, so the store keeps them as grouping fields);
+the probe and the parent under the keys every probe uses (:mod:`medrewardbench.probes.derive`)."""
 
 
 def probe_case_id(parent_id: str, probe: str, variant: str) -> str:
@@ -286,11 +287,14 @@ def load_probe_data(store: Store, data_hash: str, judges: Sequence[str] | None =
         ValueError: the data's cases carry no probe metadata.
     """
     cases = load_case_table(store, data_hash)
-    if PARENT_KEY not in cases.groups:
+    # a store the pair probes wrote before the parent key was shared holds it under its old name
+    # (derive.PREVIOUS_PARENT_KEY); the store keeps a data set's first case rows when it is resumed
+    parent_key = next((k for k in (PARENT_KEY, PREVIOUS_PARENT_KEY) if k in cases.groups), None)
+    if parent_key is None:
         raise ValueError(f"data {data_hash[:12]} is not a probe's derived data (no {PARENT_KEY} field)")
     records: list[RunRecord] = [r for r in store.runs_on_data(data_hash) if judges is None or r.judge_spec in judges]
     runs = tuple(load_run_data(store, record, cases) for record in records)
-    parents = tuple(cases.groups[PARENT_KEY])
+    parents = tuple(cases.groups[parent_key])
     parent_ids = tuple(dict.fromkeys(parents))
     lookup = {p: i for i, p in enumerate(parent_ids)}
     index = np.array([lookup[p] for p in parents], dtype=np.intp)
@@ -306,6 +310,57 @@ def dimension_index(dimension: str) -> int:
     if dimension not in DIMENSIONS:
         raise ValueError(f"unknown dimension {dimension!r}; choose one of {', '.join(DIMENSIONS)}")
     return DIMENSIONS.index(dimension)
+
+
+@dataclass(frozen=True)
+class ProbeFigures:
+    """What every pair probe's figures share: the settings they were measured with, and the JSON file's shape.
+
+    A probe's figures subclass it, name the probe (:attr:`PROBE`) and give their own part of the
+    JSON (:meth:`body`); :meth:`as_dict` puts the settings first, and :meth:`document` wraps it
+    with the data it was measured on, as ``probe-<name>.json`` holds it.
+    """
+
+    PROBE: ClassVar[str] = ""
+    """The probe's name (``counterfactual``, ``bias``)."""
+
+    dimension: str
+    confidence: float
+    n_resamples: int
+    n_parents: int
+
+    def body(self) -> dict[str, Any]:
+        """The probe's own figures, JSON-ready (after the settings in :meth:`as_dict`)."""
+        raise NotImplementedError
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: the settings, then :meth:`body`."""
+        settings = {
+            "dimension": self.dimension,
+            "confidence": self.confidence,
+            "n_resamples": self.n_resamples,
+            "n_parents": self.n_parents,
+        }
+        return {**settings, **self.body()}
+
+    def document(self, derived: Benchmark, parent: Benchmark, tally: SkipTally) -> dict[str, Any]:
+        """The whole JSON file: the probe, the data measured on, the pairs made and skipped, the figures.
+
+        Args:
+            derived: the derived data set that was judged.
+            parent: the data it was derived from.
+            tally: the pairs made and skipped per type.
+
+        Returns:
+            What ``probe-<name>.json`` holds.
+        """
+        data = {
+            "name": derived.name,
+            "source": derived.source,
+            "data_hash": derived.data_hash(),
+            "parent": parent.source,
+        }
+        return {"probe": self.PROBE, "data": data, "pairs": tally.as_dict(), **self.as_dict()}
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def percent(value: float | None, digits: int = 1, *, blank: str = MISSING) -> st
     """
     if value is None or math.isnan(value):
         return blank
-    return f"{100 * value:.{digits}f}"
+    return _without_negative_zero(f"{100 * value:.{digits}f}")
 
 
 def signed_percent(value: float | None, digits: int = 1, *, blank: str = MISSING) -> str:
@@ -60,7 +60,18 @@ def signed_percent(value: float | None, digits: int = 1, *, blank: str = MISSING
     """
     if value is None or math.isnan(value):
         return blank
-    return f"{100 * value:+.{digits}f}"
+    return _without_negative_zero(f"{100 * value:+.{digits}f}", positive="+")
+
+
+def _without_negative_zero(text: str, *, positive: str = "") -> str:
+    """A number's text without a minus sign on a zero: ``"-0.0"`` as ``"0.0"`` (``"+0.0"`` signed).
+
+    A zero difference read the other way round is -0.0 (``compare B A`` of two identical runs reads
+    the stored A-B difference negated), and a tiny negative value rounds to a zero too.
+    """
+    if text.startswith("-") and not text.strip("-0."):
+        return positive + text[1:]
+    return text
 
 
 def interval(low: float, high: float, digits: int = 1, *, signed: bool = False) -> str:
@@ -112,8 +123,7 @@ def coefficient(value: float | None, *, blank: str = MISSING) -> str:
     """
     if value is None or math.isnan(value):
         return blank
-    text = f"{value:.2f}"
-    return "0.00" if text == "-0.00" else text
+    return _without_negative_zero(f"{value:.2f}")
 
 
 def coefficient_estimate(value: Estimate, *, blank: str = MISSING) -> str:
