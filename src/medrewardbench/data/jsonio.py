@@ -40,6 +40,10 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+"""One decoder for every row: ``json.loads`` with a hook builds a new one per call."""
+
+
 def parse_json(text: str) -> Any:
     """Parse JSON text, refusing duplicate keys and accepting a leading byte-order mark.
 
@@ -56,7 +60,7 @@ def parse_json(text: str) -> Any:
     if text.startswith(BOM):
         text = text[len(BOM) :]
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
+        return _DECODER.decode(text)
     except _DuplicateKey as exc:
         raise JSONTextError(f"duplicate key {exc.key!r} in one object") from None
     except json.JSONDecodeError as exc:

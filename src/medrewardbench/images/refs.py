@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -163,7 +162,8 @@ def image_content_hash(ref: ImageRef) -> str:
     if ref.kind == "path":
         what = ref.describe()
         stat = check_image_file(ref.location, what)
-        return _hash_file(os.path.realpath(ref.location), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev)
+        # the device and inode name the file whatever the path (no realpath: a stat of every component)
+        return _hash_file(ref.location, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev)
     if ref.kind == "bytes":
         return hashlib.sha256(embedded_bytes(ref)).hexdigest()
     if ref.kind == "builtin":
@@ -225,13 +225,15 @@ def _hash_file(path: str, size: int, mtime_ns: int, inode: int, device: int) -> 
     what = f"path image {path!r}"
     digest = hashlib.sha256()
     read = 0
+    # one buffer about the file's size (a read of 1 MiB would allocate 1 MiB however small the file)
+    view = memoryview(bytearray(min(max(size + 1, 1 << 16), 1 << 20)))
     with open_image_file(path, what) as handle:
         try:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                read += len(block)
+            while count := handle.readinto(view):
+                read += count
                 if read > files.MAX_IMAGE_BYTES:  # a file that grew, or one whose stat size is 0 (/proc)
                     raise ImageError(f"{what}: file holds more than the limit of {files.MAX_IMAGE_BYTES} bytes")
-                digest.update(block)
+                digest.update(view[:count])
         except OSError as exc:
             raise ImageError(f"{what}: cannot read file ({exc.strerror or exc})") from exc
     return digest.hexdigest()
