@@ -23,7 +23,7 @@ from helpers.images import png_bytes
 
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data import demo as demo_module
-from medrewardbench.data import load_benchmark, read_canonical, write_canonical
+from medrewardbench.data import load_benchmark, read_canonical, sources, write_canonical
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.data.canonical import cases_from_records
 from medrewardbench.data.hub import DEFAULT_REPO, parse_hf_source
@@ -508,6 +508,43 @@ def test_fingerprinted_hashes_in_one_reading_and_keeps_a_small_set_in_memory(
 
     # the source changed since it was loaded: an error, as when hashing it
     changed = load_benchmark(str(canonical_file))
+    canonical_file.write_text(canonical_file.read_text() + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="changed since it was loaded"):
+        changed.fingerprinted()
+
+
+def test_a_kept_small_set_is_hashed_without_reading_the_source_again(
+    canonical_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from medrewardbench.data import canonical
+
+    expected = load_benchmark(str(canonical_file)).fingerprinted()
+    rows = 0
+    real = canonical.case_from_record
+
+    def counted(*args: object, **kwargs: object) -> object:
+        nonlocal rows
+        rows += 1
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(canonical, "case_from_record", counted)
+    loaded = load_benchmark(str(canonical_file), keep=True)
+    read_when_loading = rows
+    held = loaded.fingerprinted()
+    assert rows == read_when_loading > 0  # hashing read no row again
+    assert held.in_memory and not loaded.in_memory
+    assert held.data_hash() == expected.data_hash()
+    assert [c.case_id for c in held] == [c.case_id for c in expected]
+    # the kept cases serve one hashing: afterwards the benchmark streams from its source as before
+    assert list(loaded) and rows > read_when_loading
+
+    # too many to keep: hashed by reading the source again, to the same fingerprint
+    monkeypatch.setattr(sources, "KEEP_CASES", 2)
+    big = load_benchmark(str(canonical_file), keep=True)
+    assert big._prefetched is None and big.fingerprinted().data_hash() == expected.data_hash()
+
+    # the source changed after loading: the kept cases are not used, and the change is an error
+    changed = load_benchmark(str(canonical_file), keep=True)
     canonical_file.write_text(canonical_file.read_text() + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="changed since it was loaded"):
         changed.fingerprinted()

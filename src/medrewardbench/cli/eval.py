@@ -199,6 +199,7 @@ def _load_data(
         organs=_split_option(organs, "--organs"),
         limit=limit,
         allow_external_images=allow_external_images,
+        keep=True,  # hashed at once by the job: a small set is not read and checked again
     )
     if declared is not None:
         benchmark = benchmark.with_labels(declared)

@@ -246,6 +246,7 @@ class Benchmark:
         self._hash: str | None = None
         self._contents: bytes | None = None
         self._group_fields: tuple[str, ...] | None = None
+        self._prefetched: tuple[list[Case], Callable[[], bool]] | None = None
 
     @classmethod
     def streaming(
@@ -260,6 +261,8 @@ class Benchmark:
         warnings: Sequence[DataProblem] = (),
         warning_counts: Mapping[str, int] | None = None,
         labels: LabelProvenance = UNKNOWN_LABELS,
+        prefetched: Sequence[Case] | None = None,
+        still_current: Callable[[], bool] | None = None,
     ) -> Benchmark:
         """A benchmark read from its source each time its cases are needed.
 
@@ -273,11 +276,17 @@ class Benchmark:
             warnings: the warnings kept from loading.
             warning_counts: every warning counted by kind.
             labels: where the labels come from.
+            prefetched: the cases ``read`` gives, as the loading kept them (a small set): the first
+                :meth:`fingerprinted` takes them instead of reading the source again, then drops them.
+            still_current: whether the source is as it was when ``prefetched`` was read (else they
+                are not used, and reading the source again says what changed).
 
         Returns:
             The benchmark.
         """
         benchmark = cls(name, source, (), warnings, labels, warning_counts=warning_counts)
+        if prefetched is not None:
+            benchmark._prefetched = (list(prefetched), still_current or (lambda: True))
         benchmark._cases = None
         benchmark._read = read
         benchmark._n_cases = n_cases
@@ -361,7 +370,8 @@ class Benchmark:
     def fingerprinted(self, keep_cases: int = KEEP_CASES, keep_bytes: int = KEEP_BYTES) -> Benchmark:
         """This benchmark with its fingerprint known, in memory when it is small.
 
-        One reading of the source does what :meth:`data_hash` does and keeps the cases while there
+        One reading of the source (none when the loading kept the cases: ``load_benchmark(...,
+        keep=True)``) does what :meth:`data_hash` does and keeps the cases while there
         are at most ``keep_cases`` of them and their texts and embedded images take at most
         ``keep_bytes``. A benchmark that fits comes back in memory (same name, source, cases,
         warnings and labels, fingerprint known), so that planning and judging do not read the
@@ -385,11 +395,13 @@ class Benchmark:
         contents = bytearray()
         kept: list[Case] | None = [] if self._n_cases <= keep_cases else None
         size = 0
-        for case in self._read():
+        prefetched, self._prefetched = self._prefetched, None
+        reading = iter(prefetched[0]) if prefetched is not None and prefetched[1]() else self._read()
+        for case in reading:
             digest.add(case)
             contents += bytes.fromhex(case.content_hash())
             if kept is not None:
-                size += _held_bytes(case)
+                size += held_bytes(case)
                 if size <= keep_bytes and len(kept) < keep_cases:
                     kept.append(case)
                 else:
@@ -610,7 +622,7 @@ class Benchmark:
         return other
 
 
-def _held_bytes(case: Case) -> int:
+def held_bytes(case: Case) -> int:
     """Roughly what holding a case costs beyond its objects: its texts and its embedded image."""
     image = case.image
     embedded = len(image.data) if image is not None and image.data is not None else 0

@@ -29,12 +29,15 @@ from pathlib import Path
 
 from medrewardbench.cases import Case
 from medrewardbench.data.benchmark import (
+    KEEP_BYTES,
+    KEEP_CASES,
     WARNINGS_KEPT_PER_KIND,
     Benchmark,
     CaseLocation,
     IdTracker,
     LoadResult,
     WarningLog,
+    held_bytes,
     normalize_organ,
     unknown_organs_problem,
 )
@@ -294,6 +297,23 @@ class _Scan:
     warnings: WarningLog = field(default_factory=WarningLog)
 
 
+class _Keeper:
+    """Keeps the cases a scan reads while they are few and small (else none)."""
+
+    def __init__(self) -> None:
+        self.cases: list[Case] | None = []
+        self._size = 0
+
+    def __call__(self, case: Case, _location: CaseLocation) -> None:
+        if self.cases is None:
+            return
+        self._size += held_bytes(case)
+        if len(self.cases) >= KEEP_CASES or self._size > KEEP_BYTES:
+            self.cases = None
+        else:
+            self.cases.append(case)
+
+
 def _wanted(organs: Sequence[str] | None) -> set[str] | None:
     return {normalize_organ(name) for name in organs} if organs else None
 
@@ -416,6 +436,7 @@ def load_benchmark(
     strict: bool = True,
     allow_external_images: bool = False,
     image_roots: Sequence[str | Path] | None = None,
+    keep: bool = False,
 ) -> Benchmark:
     """Load a benchmark from any supported source.
 
@@ -437,6 +458,9 @@ def load_benchmark(
             such a row is a problem: an API judge would upload whatever file it names).
         image_roots: further directories image paths may point into (``MEDREWARDBENCH_IMAGE_ROOTS``
             is added to them).
+        keep: keep the cases this reading checks when they are few (the bounds of
+            :meth:`~medrewardbench.data.benchmark.Benchmark.fingerprinted`), so that hashing the
+            data (``eval`` does, at once) does not read and check the source a second time.
 
     Returns:
         The benchmark. Cases without expert labels, dimensions labelled null and labels without
@@ -450,10 +474,12 @@ def load_benchmark(
         raise ValueError(f"limit must be >= 0, got {limit}")
     reader = open_source(source, allow_external_images=allow_external_images, image_roots=image_roots)
     stamp = reader.stamp()
-    scan = _scan(reader, organs, limit, IdTracker.hashing())
+    keeper = _Keeper() if keep else None
+    scan = _scan(reader, organs, limit, IdTracker.hashing(), keeper)
     repeated = scan.ids.repeated()
     if repeated:  # some id may be given twice: read again, tracking those ids exactly
-        scan = _scan(reader, organs, limit, IdTracker.exact_for(repeated))
+        keeper = _Keeper() if keep else None
+        scan = _scan(reader, organs, limit, IdTracker.exact_for(repeated), keeper)
     unknown = _unknown_organs(reader, organs, scan.organs_seen)
     if unknown is not None:
         raise unknown
@@ -484,4 +510,6 @@ def load_benchmark(
         warnings=log.kept,
         warning_counts=log.counts,
         labels=scan.sink.labels,
+        prefetched=keeper.cases if keeper is not None else None,
+        still_current=lambda: reader.stamp() == stamp,
     )

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from PIL import Image
@@ -229,7 +230,7 @@ def _hash_file(path: str, size: int, mtime_ns: int, inode: int, device: int) -> 
     view = memoryview(bytearray(min(max(size + 1, 1 << 16), 1 << 20)))
     with open_image_file(path, what) as handle:
         try:
-            while count := handle.readinto(view):
+            while count := cast(io.BufferedReader, handle).readinto(view):
                 read += count
                 if read > files.MAX_IMAGE_BYTES:  # a file that grew, or one whose stat size is 0 (/proc)
                     raise ImageError(f"{what}: file holds more than the limit of {files.MAX_IMAGE_BYTES} bytes")
