@@ -14,6 +14,7 @@ from medrewardbench.errors import ImageError
 from medrewardbench.images import files as image_files
 from medrewardbench.images.decode import load_image
 from medrewardbench.images.dicom import looks_like_dicom
+from medrewardbench.images.headers import plain_jpeg, plain_png
 from medrewardbench.images.pixels import encode_png, to_rgb
 from medrewardbench.images.refs import ImageRef, raw_image_bytes
 
@@ -97,6 +98,29 @@ def passthrough_data_url(ref: ImageRef) -> str | None:
     fmt = _passthrough_format(payload)
     if fmt is None:
         return None
+    if fmt == "PNG" and b"eXIf" in payload:
+        # PIL reads a PNG's EXIF only by decoding it (the chunk may follow the pixels): a file that
+        # may carry one (a rotation, which load_image applies) takes the usual path
+        return None
+    if not _plain_by_header(payload, fmt) and not _plain_by_pil(payload, fmt):
+        return None
+    return f"data:{_MIME_TYPES[fmt]};base64,{base64.b64encode(payload).decode('ascii')}"
+
+
+def _plain_by_header(payload: bytes, fmt: str) -> bool:
+    """The quick check (:mod:`medrewardbench.images.headers`): True only where PIL would say so too."""
+    limit = image_files.MAX_IMAGE_PIXELS
+    if Image.MAX_IMAGE_PIXELS is not None:  # past it PIL warns, past twice it refuses: PIL decides
+        limit = min(limit, Image.MAX_IMAGE_PIXELS)
+    if fmt == "PNG":
+        return plain_png(payload, limit)
+    if fmt == "JPEG":
+        return plain_jpeg(payload, limit)
+    return False
+
+
+def _plain_by_pil(payload: bytes, fmt: str) -> bool:
+    """Whether PIL, reading the header (no pixel decoded), finds one plain 8-bit L or RGB frame."""
     try:
         with Image.open(io.BytesIO(payload), formats=[fmt]) as image:
             if (
@@ -105,18 +129,14 @@ def passthrough_data_url(ref: ImageRef) -> str | None:
                 or getattr(image, "is_animated", False)
                 or image.width * image.height > image_files.MAX_IMAGE_PIXELS
             ):
-                return None
+                return False
             if fmt == "PNG":
-                # PIL reads a PNG's EXIF only by decoding it (the chunk may follow the pixels): a
-                # file that may carry one (a rotation, which load_image applies) takes the usual path
-                if b"eXIf" in payload:
-                    return None
                 image.verify()  # every chunk's CRC, up to IEND; no pixel decoding
             elif image.getexif().get(_EXIF_ORIENTATION, 1) not in (0, 1):
-                return None
+                return False
     except Exception:
-        return None
-    return f"data:{_MIME_TYPES[fmt]};base64,{base64.b64encode(payload).decode('ascii')}"
+        return False
+    return True
 
 
 def _passthrough_format(payload: bytes) -> str | None:
