@@ -294,7 +294,7 @@ def open_image_file(path: str | Path, what: str) -> BinaryIO:
         raise ImageError(f"{what}: {exc}") from exc
 
 
-def read_image_file(path: Path, what: str) -> bytes:
+def read_image_file(path: str | Path, what: str) -> bytes:
     """Read a whole image file, never more than :data:`MAX_IMAGE_BYTES`.
 
     Args:

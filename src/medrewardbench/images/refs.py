@@ -134,7 +134,7 @@ def raw_image_bytes(ref: ImageRef) -> bytes:
     if ref.kind == "none":
         raise ImageError("case has no image")
     if ref.kind == "path":
-        return read_image_file(Path(ref.location), ref.describe())
+        return read_image_file(ref.location, ref.describe())
     if ref.kind == "bytes":
         return embedded_bytes(ref)
     if ref.kind == "builtin":
