@@ -197,6 +197,7 @@ class ChatClient:
                 "%s: %s is not set; sending a placeholder key to %s", spec, self.api_key_env, public_url(self.base_url)
             )
         self._api_key = key
+        self._direct: tuple[str | None, str, dict[str, str]] | None = None
         self._secrets = (key,) if key != PLACEHOLDER_API_KEY else ()
         # whatever stores or reports text in this process (the store, log handlers) removes it too
         register_secret(None if self.uses_placeholder_key else key)
@@ -489,8 +490,11 @@ class ChatClient:
         if self.http_backend == "aiohttp":
             from medrewardbench.models.api.direct import post, request_headers
 
-            url = (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-            return await post(resources.client, url, request_headers(self._api_key), body, self.settings.timeout_s)
+            if self._direct is None or self._direct[0] != self.base_url:  # made once per endpoint
+                url = (self.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+                self._direct = (self.base_url, url, request_headers(self._api_key))
+            _, url, headers = self._direct
+            return await post(resources.client, url, headers, body, self.settings.timeout_s)
         openai = self._openai
         try:
             # the client's generic POST: same auth, errors and timeouts as chat.completions.create,

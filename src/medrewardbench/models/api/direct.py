@@ -19,6 +19,7 @@ decision on either backend:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import ssl
@@ -94,12 +95,10 @@ async def post(
     Returns:
         How the attempt ended.
     """
-    timeout = aiohttp.ClientTimeout(sock_connect=timeout_s, sock_read=timeout_s, connect=timeout_s)
+    timeout = _timeout(timeout_s)
     data = encode_body(body)
     try:
-        async with session.post(
-            url, data=data, headers={**headers, "Content-Type": "application/json"}, timeout=timeout
-        ) as response:
+        async with session.post(url, data=data, headers=_json_headers(headers), timeout=timeout) as response:
             raw = await response.read()
             status = response.status
             charset = response.charset or "utf-8"
@@ -120,6 +119,27 @@ async def post(
         return Attempt(payload=json.loads(raw))
     except Exception as exc:  # invalid JSON, a body cut short: the answer is unusable
         return Attempt(malformed=f"{type(exc).__name__}: {exc}")
+
+
+@functools.lru_cache(maxsize=16)
+def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
+    """The connect and read timeouts of a request (one object per value: it is immutable)."""
+    return aiohttp.ClientTimeout(sock_connect=timeout_s, sock_read=timeout_s, connect=timeout_s)
+
+
+_JSON_HEADERS: dict[int, tuple[Mapping[str, str], dict[str, str]]] = {}
+"""id(headers) -> (those headers, a copy with the JSON content type): a client's headers are merged once."""
+
+
+def _json_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    entry = _JSON_HEADERS.get(id(headers))
+    if entry is not None and entry[0] is headers:
+        return entry[1]
+    merged = {**headers, "Content-Type": "application/json"}
+    if len(_JSON_HEADERS) >= 64:
+        _JSON_HEADERS.clear()
+    _JSON_HEADERS[id(headers)] = (headers, merged)  # holding the headers keeps their id unique
+    return merged
 
 
 SPLICE_MIN_CHARS = 4096
