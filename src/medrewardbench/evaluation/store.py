@@ -55,6 +55,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_SORTED_JSON = json.JSONEncoder(sort_keys=True).encode
+"""``json.dumps(value, sort_keys=True)``, without making an encoder per call (four a judgment)."""
+_SORTED_JSON_STR = json.JSONEncoder(sort_keys=True, default=str).encode
+"""``json.dumps(value, sort_keys=True, default=str)``, likewise."""
+
+
 SCHEMA_VERSION = 1
 """The base layout (``_SCHEMA``). Later changes are named migrations (:data:`MIGRATIONS`)."""
 
@@ -634,23 +640,17 @@ class Store:
                     j.order.value,
                     j.case_hash,
                     j.fingerprint,
-                    json.dumps(j.verdicts, sort_keys=True),
+                    _SORTED_JSON(j.verdicts),
                     None if j.raw_output is None else scrub(j.raw_output),
                     None if j.failure is None else scrub(j.failure),
-                    _scrubbed_json(json.dumps(j.dimension_failures, sort_keys=True)),
+                    _scrubbed_json(_SORTED_JSON(j.dimension_failures)),
                     j.latency_s,
                     j.prompt_tokens,
                     j.completion_tokens,
-                    None if j.scores is None else json.dumps(j.scores, sort_keys=True),
-                    _scrubbed_json(
-                        json.dumps(
-                            _with_earlier_usage(replaced.get((j.case_id, j.order.value)), j),
-                            sort_keys=True,
-                            default=str,
-                        )
-                    ),
+                    None if j.scores is None else _SORTED_JSON(j.scores),
+                    _scrubbed_json(_SORTED_JSON_STR(_with_earlier_usage(replaced.get((j.case_id, j.order.value)), j))),
                     now,
-                    json.dumps(j.preferences, sort_keys=True) if j.preferences else None,
+                    _SORTED_JSON(j.preferences) if j.preferences else None,
                 )
                 for j in rows
             ]
