@@ -30,6 +30,12 @@ LONG_URL = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 40).d
         _body(LONG_URL, "quotes \" and \\ backslashes, é, \x00mrb-image-0\x00 and a marker's text"),
         _body(LONG_URL + "\x01"),  # not base64: encoded the usual way
         _body("data:image/png;base64,AAAA"),  # short: encoded the usual way
+        _body(LONG_URL + '"'),  # a quote: escaped by the encoder
+        _body(LONG_URL + "\\"),  # a backslash: escaped
+        _body(LONG_URL + "\x7f"),  # DEL: not printable, left to the encoder (which keeps it)
+        _body(LONG_URL + "\n"),  # a newline: escaped
+        _body(LONG_URL + " not base64 but nothing to escape!"),  # spliced as it is, as json.dumps gives it
+        _body(LONG_URL + "é"),  # not ASCII: left to the encoder
         {"model": "m", "messages": [{"role": "user", "content": "plain"}], "seed": 0, "temperature": 0.5},
         {  # two images, the marker of the second one's text before them
             "model": "m",
