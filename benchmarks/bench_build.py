@@ -17,7 +17,9 @@ client and a bare-client process, as ``bench_api_concurrency.py`` does for judge
   imports), opening (the project's lock and store), planning (the generator, its registration and
   the store's counts before and after the requests), generating (the requests, with the question
   reads and the store writes they include, printed beside it), other (options, template, printing)
-  and exit (``--profile-command FILE`` adds a cProfile of it).
+  and exit (``--profile-command FILE`` adds a cProfile of it). The question reads run in the
+  read-ahead thread (:class:`~medrewardbench.curation.generation.ReadAhead`): their wall time is
+  that thread's, beside the requests rather than in their way, and their CPU time the thread's own.
 * bare: a bare client (aiohttp alone: no openai library, no prompt, no store) sending bodies of the
   same size to the same server. Its ratio is the most this machine and server allow.
 * process: the bare client as a whole process, the floor of the command row: a new interpreter

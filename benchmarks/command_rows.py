@@ -11,6 +11,7 @@ Not a benchmark itself: ``bench_api_concurrency.py`` (the ``eval`` command) and 
   start-up (interpreter and imports), the benchmark's own phases, ``other`` (what no phase covers)
   and ``exit`` (after the command until the process ended); they add up to the command's wall
   and CPU time. Phases reported "in" another (store writes during the requests) are not summed.
+  A function called on another thread than the main one counts that thread's own CPU time.
 * :func:`run_child`: any child process timed from its launch to its exit (its CPU included), for
   the bare-client process that is the floor of the command row.
 * :func:`print_level`, :func:`print_breakdown`, :func:`print_cpu`: the printed rows.
@@ -59,11 +60,17 @@ class Figures(Protocol):
 
 
 _CHILD_PRELUDE = r"""
-import inspect, json, os, sys, time
+import inspect, json, os, sys, threading, time
 
 started = float(os.environ["MRB_BENCH_T0"])
 phases = {}  # phase -> [wall s, cpu s]
 marks = {"entered": time.time()}
+
+
+def cpu_clock():
+    # the process's CPU on the main thread; a thread's own CPU in another (a read-ahead thread, say),
+    # so that the main thread's work meanwhile is not counted twice
+    return time.process_time if threading.current_thread() is threading.main_thread() else time.thread_time
 
 
 def timed(owner, name, phase, first_only=False):
@@ -72,7 +79,7 @@ def timed(owner, name, phase, first_only=False):
     def add(t, c):
         spent = phases.setdefault(phase, [0.0, 0.0])
         spent[0] += time.perf_counter() - t
-        spent[1] += time.process_time() - c
+        spent[1] += cpu_clock()() - c
 
     async def awaited(coroutine, t, c):
         try:
@@ -83,7 +90,7 @@ def timed(owner, name, phase, first_only=False):
     def stepped(generator):
         # a generator function's work happens as it is iterated: each step counts
         while True:
-            t, c = time.perf_counter(), time.process_time()
+            t, c = time.perf_counter(), cpu_clock()()
             try:
                 item = next(generator)
             except StopIteration:
@@ -95,7 +102,7 @@ def timed(owner, name, phase, first_only=False):
     def wrapper(*args, **kwargs):
         if first_only and phase in phases:
             return original(*args, **kwargs)
-        t, c = time.perf_counter(), time.process_time()
+        t, c = time.perf_counter(), cpu_clock()()
         result = original(*args, **kwargs)
         if inspect.iscoroutine(result):
             return awaited(result, t, c)
