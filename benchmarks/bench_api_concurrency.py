@@ -50,7 +50,9 @@ included) is then the figure to compare between versions, and the breakdown give
 time beside its wall time.
 
 Why one module of this size: a benchmark is one script its users run by path; the two child
-programs (the timed command, the bare process) are strings in it, run with ``python -c``.
+programs (the timed command's hooks, the bare process) are strings in it, run with ``python -c``.
+What it shares with ``bench_build.py`` (the bare client, timing a whole command phase by phase,
+the printed rows) is in ``command_rows.py`` beside it.
 """
 
 from __future__ import annotations
@@ -68,6 +70,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from command_rows import (
+    child_env,
+    command_child,
+    percentile,
+    print_breakdown,
+    print_cpu,
+    print_level,
+    run_bare_client,
+    run_child,
+    run_command,
+)
 from PIL import Image
 
 from medrewardbench.cases import Case, ImageRef
@@ -217,48 +230,15 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
     )
 
 
-COMMAND_CHILD = r"""
-import inspect, json, os, sys, time
-
-started = float(os.environ["MRB_BENCH_T0"])
-phases = {}  # phase -> [wall s, cpu s]
-marks = {"entered": time.time()}
-
-
-def timed(owner, name, phase, first_only=False):
-    original = getattr(owner, name)
-
-    def add(t, c):
-        spent = phases.setdefault(phase, [0.0, 0.0])
-        spent[0] += time.perf_counter() - t
-        spent[1] += time.process_time() - c
-
-    async def awaited(coroutine, t, c):
-        try:
-            return await coroutine
-        finally:
-            add(t, c)
-
-    def wrapper(*args, **kwargs):
-        if first_only and phase in phases:
-            return original(*args, **kwargs)
-        t, c = time.perf_counter(), time.process_time()
-        result = original(*args, **kwargs)
-        if inspect.iscoroutine(result):
-            return awaited(result, t, c)
-        add(t, c)
-        return result
-
-    setattr(owner, name, wrapper)
-
-
+COMMAND_CHILD = command_child(
+    imports="""
 from medrewardbench.cli.main import main
 import medrewardbench.data as data
 import medrewardbench.evaluation.job as evaluation
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.evaluation.store import Store
-
-marks["imported"], marks["imported_cpu"] = time.time(), time.process_time()
+""",
+    hooks="""
 timed(data, "load_benchmark", "loading")
 if hasattr(Benchmark, "fingerprinted"):  # hashing, and holding a small data set in memory, in one reading
     timed(Benchmark, "fingerprinted", "hashing", first_only=True)
@@ -271,33 +251,8 @@ for name in ("load_run_data", "run_metrics", "analyze"):
     timed(evaluation, name, "analysis")
 for name in ("write_judgments_jsonl", "write_metrics_json", "write_metrics_csv"):
     timed(evaluation, name, "outputs")
-profile = os.environ.get("MRB_BENCH_PROFILE")
-if profile:
-    import cProfile
-
-    profiler = cProfile.Profile()
-    profiler.enable()
-sys.argv = ["medrewardbench", *sys.argv[1:]]
-try:
-    main()  # the console entry point, as the installed command runs it
-except SystemExit as exit_:
-    if exit_.code not in (None, 0):
-        raise
-finally:
-    marks["left"], marks["left_cpu"] = time.time(), time.process_time()
-    if profile:
-        profiler.disable()
-        profiler.dump_stats(profile)
-    found = {
-        "phases": phases,
-        "startup": marks["imported"] - started,
-        "startup_cpu": marks["imported_cpu"],
-        "left": marks["left"],
-        "left_cpu": marks["left_cpu"],
-    }
-    with open(os.environ["MRB_BENCH_PHASES"], "w") as handle:
-        json.dump(found, handle)
-"""
+""",
+)
 """Runs the ``medrewardbench eval`` command in a fresh interpreter and times its phases from inside."""
 
 COMMAND_PHASES = ("start-up", "loading", "hashing", "planning", "judging", "analysis", "outputs", "other", "exit")
@@ -328,18 +283,6 @@ def write_eval_data(directory: str, cases: Sequence[Case]) -> str:
     return str(path)
 
 
-def child_env(scratch: str) -> dict[str, str]:
-    """The environment of the command and bare-process children: offline, bytecode cached in ``scratch``.
-
-    An installed package has its bytecode compiled; with ``PYTHONDONTWRITEBYTECODE`` set (as some
-    machines set it) a child would compile every module it imports on every run instead. Both
-    children keep their bytecode under ``scratch/pycache`` (an untimed warm-up run writes it).
-    """
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPYCACHEPREFIX=os.path.join(scratch, "pycache"))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
-
-
 def run_command_level(
     base_url: str,
     concurrency: int,
@@ -358,18 +301,10 @@ def run_command_level(
     metrics.json, metrics.csv), other (the rest of the command) and exit (after the command until
     the process ended).
     """
-    import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="mrb-bench-cmd-") as out:
-        phases_file = os.path.join(out, "phases.json")
-        env = dict(env, MRB_BENCH_PHASES=phases_file)
-        if profile:
-            env["MRB_BENCH_PROFILE"] = profile
-        argv = [
-            sys.executable,
-            "-c",
-            COMMAND_CHILD,
+        args = [
             "eval",
             "--data",
             data_path,
@@ -385,46 +320,15 @@ def run_command_level(
             str(concurrency),
             "--quiet",
         ]
-        cpu_before = os.times()
-        env["MRB_BENCH_T0"] = repr(time.time())
-        started = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-        wall = time.perf_counter() - started
-        ended = time.time()
-        cpu_after = os.times()
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"eval command failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-            )
-        with open(phases_file, encoding="utf-8") as handle:
-            found = json.load(handle)
-    cpu = (cpu_after.children_user - cpu_before.children_user) + (
-        cpu_after.children_system - cpu_before.children_system
-    )
-    timed = found["phases"]
-    phases: dict[str, tuple[float, float]] = {"start-up": (found["startup"], found["startup_cpu"])}
-    for name in ("loading", "hashing", "planning", "judging", "analysis", "outputs"):
-        wall_s, cpu_s = timed.get(name, (0.0, 0.0))
-        phases[name] = (wall_s, cpu_s)
-    phases["exit"] = (ended - found["left"], max(0.0, cpu - found["left_cpu"]))
-    # options, output directory, lock, printing
-    phases["other"] = (
-        max(0.0, wall - sum(w for w, _ in phases.values())),
-        max(0.0, cpu - sum(c for _, c in phases.values())),
-    )
-    phases["store writes (in judging)"] = tuple(timed.get("store writes (in judging)", (0.0, 0.0)))  # type: ignore[assignment]
-    return RunFigures(concurrency, count, wall, cpu, count, 0, count, []), phases
-
-
-def print_breakdown(level: int, runs: list[tuple[RunFigures, dict[str, tuple[float, float]]]]) -> None:
-    """Where the median whole-command run's time went, phase by phase: wall time, then CPU time."""
-    figures, phases = sorted(runs, key=lambda r: r[0].rate)[len(runs) // 2]
-    writes = phases["store writes (in judging)"]
-    for index, what, total in ((0, "", figures.wall_s), (1, " cpu", figures.cpu_s)):
-        parts = ", ".join(f"{name} {phases[name][index]:.2f}" for name in COMMAND_PHASES if name in phases)
-        print(
-            f"      command{what} at {level}: {total:.2f} s = {parts} (store writes {writes[index]:.2f} s of judging)"
+        wall, cpu, phases = run_command(
+            COMMAND_CHILD,
+            args,
+            env,
+            summed=("loading", "hashing", "planning", "judging", "analysis", "outputs"),
+            inner=("store writes (in judging)",),
+            profile=profile,
         )
+    return RunFigures(concurrency, count, wall, cpu, count, 0, count, []), phases
 
 
 BARE_PROCESS_CHILD = r"""
@@ -495,27 +399,17 @@ def run_process_level(
     base_url: str, concurrency: int, count: int, data_path: str, template_path: str, env: dict[str, str]
 ) -> RunFigures:
     """The bare client as a whole process on the same data, from its launch to its exit."""
-    import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="mrb-bench-bare-") as out:
         answers = os.path.join(out, "answers.json")
         url = base_url.rstrip("/") + "/chat/completions"
         argv = [sys.executable, "-c", BARE_PROCESS_CHILD, data_path, template_path, url, str(concurrency), answers]
-        cpu_before = os.times()
-        started = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-        wall = time.perf_counter() - started
-        cpu_after = os.times()
-        if done.returncode != 0:
-            raise RuntimeError(f"bare process failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        wall, cpu, _ = run_child(argv, env, "bare process")
         with open(answers, encoding="utf-8") as handle:
             sent = len(json.load(handle))
     if sent != count:
         raise RuntimeError(f"bare process answered {sent} requests, expected {count}")
-    cpu = (cpu_after.children_user - cpu_before.children_user) + (
-        cpu_after.children_system - cpu_before.children_system
-    )
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, [])
 
 
@@ -538,84 +432,9 @@ def bare_bodies(cases: list[Case], count: int) -> list[bytes]:
 
 def run_bare_level(base_url: str, concurrency: int, bodies: list[bytes]) -> RunFigures:
     """The floor: aiohttp alone keeps ``concurrency`` POSTs in flight (after a warm-up wave)."""
-    import aiohttp
-
-    url = base_url.rstrip("/") + "/chat/completions"
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
-
-    async def main() -> tuple[list[float], float, float]:
-        connector = aiohttp.TCPConnector(limit=concurrency + 16)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            slots = asyncio.Semaphore(concurrency)
-            latencies: list[float] = []
-
-            async def one(body: bytes) -> None:
-                async with slots:
-                    started = time.perf_counter()
-                    async with session.post(url, data=body, headers=headers) as response:
-                        payload = await response.json()
-                    if response.status != 200 or "choices" not in payload:
-                        raise RuntimeError(f"bare client got HTTP {response.status}")
-                    latencies.append(time.perf_counter() - started)
-
-            await asyncio.gather(*(one(body) for body in bodies[:concurrency]))
-            latencies.clear()
-            cpu = time.process_time()
-            started = time.perf_counter()
-            await asyncio.gather(*(one(body) for body in bodies))
-            return latencies, time.perf_counter() - started, time.process_time() - cpu
-
-    latencies, wall, cpu = asyncio.run(main())
+    latencies, wall, cpu = run_bare_client(base_url, concurrency, bodies)
     count = len(bodies)
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, latencies)
-
-
-def median_run(runs: list[RunFigures]) -> RunFigures:
-    """The median run by rate."""
-    return sorted(runs, key=lambda f: f.rate)[len(runs) // 2]
-
-
-def print_level(
-    label: str,
-    level: int,
-    count: int,
-    runs: list[RunFigures],
-    latency_s: float,
-    bare: list[RunFigures],
-    process: list[RunFigures] | None = None,
-) -> None:
-    """One row: the median run of ``runs`` by rate, with the range of ratios over all of them.
-
-    ``vs bare`` is the median run's rate over the median bare run's in the same call ("-" without one);
-    ``vs proc`` the same over the median bare process's, for the rows given ``process``.
-    """
-    bound = level / latency_s
-    ordered = sorted(runs, key=lambda f: f.rate)
-    median = median_run(runs)
-    spread = f"{ordered[0].rate / bound:.1%}..{ordered[-1].rate / bound:.1%}" if len(runs) > 1 else "-"
-    versus = f"{median.rate / median_run(bare).rate:.3f}" if bare else "-"
-    versus_process = f"{median.rate / median_run(process).rate:.3f}" if process else "-"
-    print(
-        f"{level:>5} {label:>7} {count:>8} {len(runs):>4} {median.rate:>8.1f} {bound:>7.0f} "
-        f"{median.rate / bound:>6.1%} {spread:>13} {ms(median.latencies, 0.5):>7} {ms(median.latencies, 0.95):>7} "
-        f"{median.cpu_s / count * 1000:>10.2f} {versus:>7} {versus_process:>7}"
-    )
-
-
-def print_cpu(level: int, rows: dict[str, list[RunFigures]]) -> None:
-    """CPU time per 1,000 requests of each row's median run, beside its floor (the bare client or process)."""
-
-    def per_thousand(runs: list[RunFigures]) -> float:
-        median = median_run(runs)
-        return median.cpu_s / median.requests * 1000
-
-    parts = []
-    for label, floor in (("judge", "bare"), ("eval", "bare"), ("command", "process")):
-        if rows.get(label) and rows.get(floor):
-            mine, least = per_thousand(rows[label]), per_thousand(rows[floor])
-            parts.append(f"{label} {mine:.2f} s vs {floor} {least:.2f} s (x{mine / least:.2f})")
-    if parts:
-        print(f"      cpu per 1,000 requests at {level}: " + "; ".join(parts))
 
 
 @contextmanager
@@ -628,15 +447,6 @@ def serve(settings: ServerSettings, in_process: bool) -> Iterator[tuple[str, Any
     else:
         with ServerProcess(settings) as process:
             yield process.base_url, process.counters
-
-
-def ms(values: list[float], q: float) -> str:
-    return f"{percentile(values, q) * 1000:.1f}" if values else "-"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -752,7 +562,9 @@ def main(argv: list[str] | None = None) -> int:
             if process_runs:
                 print_level("process", level, count, process_runs, args.latency, bare_runs, process_runs)
             if command_runs:
-                print_breakdown(level, command_runs)
+                print_breakdown(
+                    level, command_runs, COMMAND_PHASES, [("store writes (in judging)", "store writes")], "judging"
+                )
             print_cpu(
                 level,
                 {
@@ -762,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
                     "command": commands,
                     "process": process_runs,
                 },
+                (("judge", "bare"), ("eval", "bare"), ("command", "process")),
             )
             failed = sum(f.failed for f in judge_runs + eval_runs)
             if failed:

@@ -2,27 +2,47 @@
 
 With a server latency L and C requests in flight, no client can exceed C / L requests per second;
 this prints how close the builder's generation comes at several concurrency levels, beside a bare
-client, as ``bench_api_concurrency.py`` does for judges. Rows per level:
+client and a bare-client process, as ``bench_api_concurrency.py`` does for judges. Rows per level:
 
-* build: the whole ``build responses`` step (:func:`medrewardbench.curation.pool.run_responses`):
-  questions streamed from the project store chunk by chunk, each with its own image, the answer
-  prompt, the API request machinery shared with the judge, every answer stored in SQLite as its
-  batch finishes. Timed from the generator's start to its end.
+* build: the generation phase of the ``build responses`` step
+  (:func:`medrewardbench.curation.pool.run_responses`): questions streamed from the project store
+  chunk by chunk, each with its own image, the answer prompt, the API request machinery shared with
+  the judge, every answer stored in SQLite as its batch finishes. Timed from the generator's start
+  to its end.
 * generator: the same generator (:class:`~medrewardbench.curation.generators.ApiTextGenerator`)
   driven directly with C requests in flight, nothing stored.
+* command: the whole ``medrewardbench build responses`` command in a new process on the same
+  project, a new generator each run (nothing reused), timed from its launch to its exit. Below the
+  rows, where its time went, phase by phase in wall and CPU time: start-up (interpreter and
+  imports), opening (the project's lock and store), planning (the generator, its registration and
+  the store's counts before and after the requests), generating (the requests, with the question
+  reads and the store writes they include, printed beside it), other (options, template, printing)
+  and exit (``--profile-command FILE`` adds a cProfile of it). The question reads run in the
+  read-ahead thread (:class:`~medrewardbench.curation.generation.ReadAhead`): their wall time is
+  that thread's, beside the requests rather than in their way, and their CPU time the thread's own.
 * bare: a bare client (aiohttp alone: no openai library, no prompt, no store) sending bodies of the
   same size to the same server. Its ratio is the most this machine and server allow.
+* process: the bare client as a whole process, the floor of the command row: a new interpreter
+  that imports aiohttp, reads the same questions and images from the project's SQLite file, sends
+  the same prompt and writes the answers to a JSON file, timed from its launch to its exit.
+
+Every row prints ``vs bare`` (its rate over the bare client's in the same call); the command and
+process rows also ``vs proc`` (over the bare process's). The goals at concurrency 64, 100 ms and
+about 3,000 requests (issue 20): the generation phase (``build``) >= 0.97 of the bare client; the
+whole command >= 0.90 of the bare process (``vs proc`` of the command row). Both children run with
+their bytecode compiled (``PYTHONPYCACHEPREFIX`` in the scratch directory, written by an untimed
+warm-up run of each), as an installed package has it.
 
 The server runs in a child process (``--answer-mode free-text``), so that its work does not compete
-with the client for the interpreter lock. Each level runs ``--repeat`` times; the median is the
-figure and the range shows the machine's noise.
+with the client for the interpreter lock. Each level runs ``--repeat`` times, the rows interleaved;
+the median is the figure and the range shows the machine's noise.
 
 Usage::
 
     python benchmarks/bench_build.py
     python benchmarks/bench_build.py --quick
     python benchmarks/bench_build.py --levels 8,64 --latency 0.1 --requests-per-slot 40 --repeat 3
-    python benchmarks/bench_build.py --levels 64 --requests-per-slot 47 --max-requests 3000 --repeat 1
+    python benchmarks/bench_build.py --levels 64 --requests-per-slot 47 --max-requests 3000 --repeat 3
 """
 
 from __future__ import annotations
@@ -36,17 +56,27 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from command_rows import (
+    Phases,
+    child_env,
+    command_child,
+    print_breakdown,
+    print_cpu,
+    print_level,
+    run_bare_client,
+    run_child,
+    run_command,
+)
 from PIL import Image
 
 from medrewardbench.curation.generation import GenerationProgress, GenerationSummary, answer_request
-from medrewardbench.curation.generators import ApiTextGenerator, load_answer_template
+from medrewardbench.curation.generators import ANSWER_FORMATS, ApiTextGenerator, load_answer_template
 from medrewardbench.curation.importer import import_questions
 from medrewardbench.curation.pool import run_responses
-from medrewardbench.curation.project import open_project
+from medrewardbench.curation.project import open_project, store_path
 from medrewardbench.models.options import ApiSettings, JudgeOptions
 from medrewardbench.testing.openai_server import ServerProcess, ServerSettings
 
@@ -92,6 +122,14 @@ def write_questions(directory: Path, count: int) -> Path:
     return path
 
 
+def make_project(scratch: Path, name: str, count: int) -> Path:
+    """A project with ``count`` imported questions."""
+    project = scratch / name
+    with open_project(project, create=True) as store:
+        import_questions(store, str(write_questions(scratch / f"questions-{name}", count)))
+    return project
+
+
 def options(base_url: str, concurrency: int) -> JudgeOptions:
     return JudgeOptions(concurrency=concurrency, api=ApiSettings(base_url=base_url, api_key_env=KEY_ENV))
 
@@ -112,7 +150,7 @@ class Timer(GenerationProgress):
 
 
 def run_build(project: Path, base_url: str, concurrency: int, model: str) -> Figures:
-    """The whole ``build responses`` step for one new generator configuration (nothing reused)."""
+    """The generation phase of ``build responses`` for one new generator configuration (nothing reused)."""
     timer = Timer()
     with open_project(project) as store:
         run_responses(
@@ -163,60 +201,158 @@ def run_generator(project: Path, base_url: str, concurrency: int, count: int) ->
     return asyncio.run(main())
 
 
-def run_bare(base_url: str, concurrency: int, bodies: Sequence[bytes]) -> Figures:
+def run_bare(base_url: str, concurrency: int, bodies: list[bytes]) -> Figures:
     """The floor: aiohttp alone keeps ``concurrency`` POSTs in flight (after a warm-up wave)."""
-    import aiohttp
-
-    url = base_url.rstrip("/") + "/chat/completions"
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
-
-    async def main() -> Figures:
-        connector = aiohttp.TCPConnector(limit=concurrency + 16)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            slots = asyncio.Semaphore(concurrency)
-            latencies: list[float] = []
-
-            async def one(body: bytes) -> None:
-                async with slots:
-                    started = time.perf_counter()
-                    async with session.post(url, data=body, headers=headers) as response:
-                        payload = await response.json()
-                    if response.status != 200 or "choices" not in payload:
-                        raise RuntimeError(f"bare client got HTTP {response.status}")
-                    latencies.append(time.perf_counter() - started)
-
-            await asyncio.gather(*(one(body) for body in bodies[:concurrency]))
-            latencies.clear()
-            cpu, started = time.process_time(), time.perf_counter()
-            await asyncio.gather(*(one(body) for body in bodies))
-            return Figures(len(bodies), time.perf_counter() - started, time.process_time() - cpu, 0, latencies)
-
-    return asyncio.run(main())
+    latencies, wall, cpu = run_bare_client(base_url, concurrency, bodies)
+    return Figures(len(bodies), wall, cpu, 0, latencies)
 
 
-def ms(values: list[float], q: float) -> str:
-    if not values:
-        return "-"
-    ordered = sorted(values)
-    return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000:.1f}"
+COMMAND_CHILD = command_child(
+    imports="""
+from medrewardbench.cli.main import main
+import medrewardbench.curation.generation as generation
+from medrewardbench.curation.generators import ApiTextGenerator
+from medrewardbench.curation.store import BuildStore
+from medrewardbench.utils.outdir import OutputLock
+""",
+    hooks="""
+timed(OutputLock, "acquire", "opening")
+timed(BuildStore, "__init__", "opening")
+timed(BuildStore, "close", "opening")
+timed(ApiTextGenerator, "__init__", "planning")
+for name in ("active_filter", "count_questions", "add_to_pool", "register_generator", "delete_generations",
+             "distinct_hashes", "generation_counts", "failure_reasons", "pool", "count_decisions"):
+    timed(BuildStore, name, "planning")
+timed(generation, "run_requests", "generating")
+for name in ("iter_questions", "generations", "images"):
+    timed(BuildStore, name, "question reads (in generating)")
+timed(BuildStore, "write_generations", "store writes (in generating)")
+""",
+)
+"""Runs ``medrewardbench build responses`` in a fresh interpreter and times its phases from inside."""
+
+COMMAND_PHASES = ("start-up", "opening", "planning", "generating", "other", "exit")
+INNER_PHASES = (("question reads (in generating)", "question reads"), ("store writes (in generating)", "store writes"))
 
 
-def median_run(runs: list[Figures]) -> Figures:
-    """The median run by rate."""
-    return sorted(runs, key=lambda f: f.rate)[len(runs) // 2]
-
-
-def print_row(label: str, level: int, runs: list[Figures], latency_s: float, bare: list[Figures]) -> None:
-    """One row: the median run, the range of ratios, and its rate over the median bare run's ("vs bare")."""
-    bound = level / latency_s
-    ordered = sorted(runs, key=lambda f: f.rate)
-    median = median_run(runs)
-    spread = f"{ordered[0].rate / bound:.1%}..{ordered[-1].rate / bound:.1%}" if len(runs) > 1 else "-"
-    print(
-        f"{level:>5} {label:>9} {median.requests:>8} {len(runs):>4} {median.rate:>8.1f} {bound:>7.0f} "
-        f"{median.rate / bound:>6.1%} {spread:>13} {ms(median.latencies, 0.5):>7} {ms(median.latencies, 0.95):>7} "
-        f"{median.cpu_s / median.requests * 1000:>10.2f} {median.rate / median_run(bare).rate:>7.3f}"
+def run_command_level(
+    project: Path, base_url: str, concurrency: int, count: int, model: str, env: dict[str, str], profile: str | None
+) -> tuple[Figures, Phases]:
+    """The whole ``medrewardbench build responses`` command for a new generator, from its launch to its exit."""
+    args = [
+        "build",
+        "responses",
+        str(project),
+        "--generator",
+        f"api:{model}",
+        "--base-url",
+        base_url,
+        "--api-key-env",
+        KEY_ENV,
+        "--concurrency",
+        str(concurrency),
+        "--quiet",
+    ]
+    wall, cpu, phases = run_command(
+        COMMAND_CHILD,
+        args,
+        env,
+        summed=COMMAND_PHASES[1:-2],
+        inner=[name for name, _ in INNER_PHASES],
+        profile=profile,
     )
+    with open_project(project, lock=False) as store:
+        fingerprint = next(fp for fp, spec in store.pool() if spec == f"api:{model}")
+        answered, failed = store.generation_counts(fingerprint, kept_only=False, with_reference=False)
+    if answered != count:
+        raise RuntimeError(f"build responses stored {answered} answers, expected {count}")
+    return Figures(count, wall, cpu, failed), phases
+
+
+BARE_PROCESS_CHILD = r"""
+import asyncio, base64, json, sqlite3, sys
+
+import aiohttp
+
+store_path, template_path, url, concurrency, out_path = sys.argv[1:6]
+concurrency = int(concurrency)
+with open(template_path, encoding="utf-8") as handle:
+    template = json.load(handle)
+
+
+def bodies():
+    db = sqlite3.connect(store_path)
+    rows = db.execute(
+        "SELECT q.qid, q.question, q.answer_type, i.data FROM questions q "
+        "LEFT JOIN images i ON i.sha256 = q.image_ref ORDER BY q.seq"
+    )
+    for qid, question, answer_type, data in rows:
+        mime = "image/png" if data[:4] == b"\x89PNG" else "image/jpeg"
+        image_url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+        text = template["user"].replace("{{question}}", question)
+        text = text.replace("{{answer_format}}", template["formats"][answer_type])
+        user = [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": text}]
+        messages = [{"role": "system", "content": template["system"]}, {"role": "user", "content": user}]
+        yield qid, json.dumps({"model": "bench-bare", "messages": messages, "seed": 0}).encode()
+    db.close()
+
+
+async def main():
+    answers = []
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 16)) as session:
+        work = bodies()
+
+        async def worker():
+            for qid, body in work:
+                async with session.post(url, data=body, headers=headers) as response:
+                    payload = await response.json()
+                if response.status != 200:
+                    raise RuntimeError(f"bare process got HTTP {response.status}")
+                answers.append({"id": qid, "text": payload["choices"][0]["message"]["content"]})
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    with open(out_path, "w", encoding="utf-8") as handle:
+        json.dump(answers, handle)
+
+
+asyncio.run(main())
+"""
+"""The floor of the whole command: a bare aiohttp client as a process, doing the same job without the package."""
+
+
+def write_template(directory: str) -> str:
+    """The answer prompt as JSON (system and user text, answer formats), for the bare process to fill in."""
+    template = load_answer_template()
+    path = os.path.join(directory, "template.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"system": template.system, "user": template.user, "formats": ANSWER_FORMATS}, handle)
+    return path
+
+
+def run_process_level(
+    project: Path, base_url: str, concurrency: int, count: int, template_path: str, env: dict[str, str]
+) -> Figures:
+    """The bare client as a whole process on the same project file, from its launch to its exit."""
+    with tempfile.TemporaryDirectory(prefix="mrb-bench-bare-") as out:
+        answers = os.path.join(out, "answers.json")
+        url = base_url.rstrip("/") + "/chat/completions"
+        argv = [
+            sys.executable,
+            "-c",
+            BARE_PROCESS_CHILD,
+            str(store_path(project)),
+            template_path,
+            url,
+            str(concurrency),
+            answers,
+        ]
+        wall, cpu, _ = run_child(argv, env, "bare process")
+        with open(answers, encoding="utf-8") as handle:
+            sent = len(json.load(handle))
+    if sent != count:
+        raise RuntimeError(f"bare process answered {sent} requests, expected {count}")
+    return Figures(count, wall, cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +364,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requests", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3, help="runs per level; the median is reported")
     parser.add_argument("--quick", action="store_true", help="levels 1,8, latency 50 ms, one run each (seconds)")
+    parser.add_argument(
+        "--no-command", action="store_true", help="skip the whole-command rows (build responses in a new process)"
+    )
+    parser.add_argument(
+        "--no-process", action="store_true", help="skip the bare-process rows (the floor of the command rows)"
+    )
+    parser.add_argument(
+        "--profile-command",
+        metavar="FILE",
+        help="write a cProfile of the last whole-command run to FILE (pstats format) and print its top functions",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.levels, args.latency, args.requests_per_slot, args.repeat = "1,8", 0.05, 5, 1
@@ -240,41 +387,83 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'conc':>5} {'client':>9} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
-        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7}"
+        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7} {'vs proc':>7}"
     )
     with (
         tempfile.TemporaryDirectory(prefix="mrb-bench-build-") as scratch,
         ServerProcess(ServerSettings(latency_s=args.latency, answer_mode="free_text")) as server,
     ):
         base_url = server.base_url
-        projects: dict[int, Path] = {}
-        for count in sorted(set(counts.values())):
-            project = Path(scratch) / f"project-{count}"
-            with open_project(project, create=True) as store:
-                import_questions(store, str(write_questions(Path(scratch) / f"questions-{count}", count)))
-            projects[count] = project
+        env = child_env(scratch)
+        template_path = write_template(scratch)
+        projects = {
+            count: make_project(Path(scratch), f"project-{count}", count) for count in sorted(set(counts.values()))
+        }
+        # untimed: this process's lazy imports (the HTTP client's among them) happen once, before the rows;
+        # the command row pays its own in every run
+        warm = make_project(Path(scratch), "warm", 8)
+        run_build(warm, base_url, 4, "bench-warm")
+        if not (args.no_command and args.no_process):
+            # untimed: compiles both children's bytecode into the cache and warms the page cache
+            if not args.no_command:
+                run_command_level(warm, base_url, 4, 8, "bench-warm-command", env, None)
+            if not args.no_process:
+                run_process_level(warm, base_url, 4, 8, template_path, env)
         failed = 0
         for level in levels:
             count = counts[level]
-            build_runs, generator_runs, bare_runs = [], [], []
-            for repeat in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits all three
-                build_runs.append(run_build(projects[count], base_url, level, f"bench-c{level}-r{repeat}"))
-                direct, bodies = run_generator(projects[count], base_url, level, count)
+            project = projects[count]
+            build_runs: list[Figures] = []
+            generator_runs: list[Figures] = []
+            bare_runs: list[Figures] = []
+            process_runs: list[Figures] = []
+            command_runs: list[tuple[Figures, Phases]] = []
+            for repeat in range(max(1, args.repeat)):  # interleaved, so that drift in the machine hits all
+                build_runs.append(run_build(project, base_url, level, f"bench-c{level}-r{repeat}"))
+                direct, bodies = run_generator(project, base_url, level, count)
                 generator_runs.append(direct)
                 bare_runs.append(run_bare(base_url, level, bodies))
-            failed += sum(f.failed for f in build_runs + generator_runs)
-            print_row("build", level, build_runs, args.latency, bare_runs)
-            print_row("generator", level, generator_runs, args.latency, bare_runs)
-            print_row("bare", level, bare_runs, args.latency, bare_runs)
+                if not args.no_command:
+                    last = repeat == max(1, args.repeat) - 1
+                    profile = args.profile_command if last else None
+                    model = f"bench-command-c{level}-r{repeat}"
+                    command_runs.append(run_command_level(project, base_url, level, count, model, env, profile))
+                if not args.no_process:
+                    process_runs.append(run_process_level(project, base_url, level, count, template_path, env))
+            commands = [figures for figures, _ in command_runs]
+            failed += sum(f.failed for f in build_runs + generator_runs + commands)
+            print_level("build", level, count, build_runs, args.latency, bare_runs, width=9)
+            print_level("generator", level, count, generator_runs, args.latency, bare_runs, width=9)
+            if command_runs:
+                print_level("command", level, count, commands, args.latency, bare_runs, process_runs, width=9)
+            print_level("bare", level, count, bare_runs, args.latency, bare_runs, width=9)
+            if process_runs:
+                print_level("process", level, count, process_runs, args.latency, bare_runs, process_runs, width=9)
+            if command_runs:
+                print_breakdown(level, command_runs, COMMAND_PHASES, INNER_PHASES, "generating")
+            print_cpu(
+                level,
+                {"build": build_runs, "generator": generator_runs, "bare": bare_runs, "command": commands,
+                 "process": process_runs},
+                (("build", "bare"), ("generator", "bare"), ("command", "process")),
+            )  # fmt: skip
     if failed:
         print(f"! {failed} requests failed")
     print(
-        "bound = concurrency / latency; ratio = the median run's req/s over the bound; build = the whole 'build "
-        "responses' step (questions streamed from the project store, the answer prompt, the shared API request "
-        "machinery, every answer stored in SQLite); generator = ApiTextGenerator alone; bare = aiohttp alone with "
-        "bodies of the same size, the most this machine and server allow; vs bare = the median run's req/s over the "
-        "bare client's in the same call (goal for build: >= 0.97)"
+        "bound = concurrency / latency; ratio = the median run's req/s over the bound; build = the generation phase "
+        "of the 'build responses' step (questions streamed from the project store, the answer prompt, the shared "
+        "API request machinery, every answer stored in SQLite); generator = ApiTextGenerator alone; command = the "
+        "whole 'medrewardbench build responses' command in a new process, from its launch to its exit; bare = "
+        "aiohttp alone with bodies of the same size, the most this machine and server allow; process = the bare "
+        "client as a whole process on the same project file (start-up, reading, requests, writing the answers), "
+        "the floor of the command row; vs bare = the median run's req/s over the bare client's in the same call "
+        "(goal for build: >= 0.97); vs proc = the same over the bare process's (goal for command: >= 0.90)"
     )
+    if args.profile_command and not args.no_command:
+        import pstats
+
+        print(f"\nwhole command, top functions by cumulative time ({args.profile_command}):")
+        pstats.Stats(args.profile_command, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
     return 0
 
 

@@ -92,13 +92,13 @@ def test_api_concurrency_benchmark_prints_ratios_for_judge_eval_and_bare_client_
 
 
 @pytest.mark.slow
-def test_build_benchmark_prints_generation_ratios_for_the_build_step_the_generator_and_a_bare_client() -> None:
+def test_build_benchmark_prints_generation_ratios_beside_the_bare_client_and_the_whole_command_by_phase() -> None:
     out = run_script("bench_build.py", "--quick")
-    row = r"^\s+(\d+)\s+(build|generator|bare)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
+    clients = ("build", "generator", "command", "bare", "process")
+    row = r"^\s+(\d+)\s+(build|generator|command|bare|process)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%"
     rows = re.findall(row, out, re.MULTILINE)
-    assert re.findall(r"^\s+\d+\s+bare\s.*\s1\.000$", out, re.MULTILINE), out  # the vs-bare column
     assert {(level, client) for level, client, *_ in rows} == {
-        (level, client) for level in ("1", "8") for client in ("build", "generator", "bare")
+        (level, client) for level in ("1", "8") for client in clients
     }, out
     for level, _client, requests, runs, rate, bound, ratio in rows:
         assert int(runs) == 1 and int(requests) == max(int(level) * 5, 20)
@@ -106,6 +106,29 @@ def test_build_benchmark_prints_generation_ratios_for_the_build_step_the_generat
         # req/s and the ratio are printed rounded to 0.1: they agree within the rounding of both
         tolerance = 0.05 / int(bound) * 100 + 0.05 + 1e-9
         assert 0 < float(ratio) <= 100.0 + 1e-9 and abs(float(rate) / int(bound) * 100 - float(ratio)) <= tolerance
+    # every row against the bare client of the same call; the command and the bare process also against the
+    # bare process
+    versus = {
+        client: (float(bare), None if process == "-" else float(process))
+        for client, bare, process in re.findall(
+            r"^\s+8\s+(build|generator|command|bare|process)\s.*\s([\d.]+)\s+(-|[\d.]+)$", out, re.MULTILINE
+        )
+    }
+    assert set(versus) == set(clients), out
+    assert versus["bare"][0] == 1.0 and versus["process"][1] == 1.0, out
+    assert all(bare > 0 for bare, _ in versus.values()), out
+    assert versus["command"][1] is not None and versus["command"][1] > 0, out
+    assert versus["build"][1] is None and versus["generator"][1] is None, out
+    # the whole command's phases add up to its wall time and to its CPU time
+    for what in ("", " cpu"):
+        breakdown = re.search(rf"command{what} at 8: ([\d.]+) s = (.*) \(question reads ([\d.]+) s, store writes", out)
+        assert breakdown is not None, out
+        phases = dict((name, float(value)) for name, value in re.findall(r"([a-z-]+) ([\d.]+)", breakdown.group(2)))
+        assert set(phases) == {"start-up", "opening", "planning", "generating", "other", "exit"}, out
+        assert abs(sum(phases.values()) - float(breakdown.group(1))) < 0.1
+        assert phases["generating"] > 0 and float(breakdown.group(3)) <= phases["generating"]
+    cpu = re.search(r"cpu per 1,000 requests at 8: build ([\d.]+) s vs bare ([\d.]+) s .* command ([\d.]+) s vs", out)
+    assert cpu is not None and all(float(value) > 0 for value in cpu.groups()), out
     assert "requests failed" not in out
 
 

@@ -71,3 +71,27 @@ def test_a_file_that_is_not_a_build_store_is_refused_in_words(tmp_path: Path) ->
     junk.write_bytes(b"this is not a database at all" * 100)
     with pytest.raises(StoreError, match="not a usable build project store"):
         BuildStore(junk)
+
+
+def test_scrubbed_json_writes_what_the_full_scrub_would_for_flat_records_and_scrubs_everything_else() -> None:
+    import json
+
+    from medrewardbench.curation.store_schema import json_text, scrubbed_json
+    from medrewardbench.utils.secrets import REDACTED, register_secret, scrub_value
+
+    secret = "store-json-secret-0123456789"
+    register_secret(secret)
+    values: list[object] = [
+        {"attempts": 1, "retries": 0, "structured": False},
+        {"latency": 0.125, "tokens": None, "nan": float("nan"), "big": 10**30},
+        {},
+        {secret: 1, "sk-abcdefghijklmnopqrstuvwx": 2},  # credential-shaped keys
+        {"errors": ["HTTP 429", f"Bearer {secret}"], "attempts": 3},
+        {"nested": {"key": secret}},
+        {1: True, 2: 3},  # keys that are no strings become strings
+        [1, 2, secret],
+        f"plain {secret}",
+    ]
+    for value in values:
+        assert scrubbed_json(value) == json_text(scrub_value(json.loads(json_text(value)))), value
+    assert secret not in scrubbed_json({secret: 1}) and REDACTED in scrubbed_json({secret: 1})

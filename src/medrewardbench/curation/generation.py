@@ -6,14 +6,22 @@ with ``retry_failures``, what failed before), streams the questions from the sto
 and stores every batch as it finishes (:mod:`medrewardbench.curation.dispatch`). Ctrl-C stops it with
 :class:`~medrewardbench.errors.EvaluationInterrupted` after everything finished is stored; the same
 command resumes. ``fresh`` forgets a generator configuration's stored answers first.
+
+The next chunks of questions (their stored answers and images too) are read ahead in a thread of
+their own, on a second, read-only connection to the store (:class:`ReadAhead`), so that the event
+loop never stalls on a read while requests are in flight; answers are written on the loop, one
+transaction for the batches that finish in the same turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Sequence
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar, cast
 
 from medrewardbench.curation.dispatch import dispatch
 from medrewardbench.curation.generators import ANSWER_FORMATS, GenerationRequest, GenerationResult, TextGenerator
@@ -23,9 +31,13 @@ from medrewardbench.utils.gcpolicy import long_run
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 __all__ = [
+    "READ_AHEAD_CHUNKS",
     "GenerationProgress",
     "GenerationSummary",
+    "ReadAhead",
     "answer_request",
     "answer_requests",
     "run_answers",
@@ -120,6 +132,21 @@ def answer_requests(
         One request per question content missing from the store (a content shared by several
         questions is asked once per chunk).
     """
+    for chunk in answer_chunks(
+        store, generator_fp, kept_only=kept_only, with_reference=with_reference, retry_failures=retry_failures
+    ):
+        yield from chunk
+
+
+def answer_chunks(
+    store: BuildStore,
+    generator_fp: str,
+    *,
+    kept_only: bool,
+    with_reference: bool,
+    retry_failures: bool,
+) -> Iterator[list[GenerationRequest]]:
+    """:func:`answer_requests` a chunk of questions at a time (chunks with nothing to ask are skipped)."""
     for chunk in store.iter_questions(kept_only=kept_only, with_reference=with_reference):
         stored = store.generations(generator_fp, (q.content_hash for q in chunk))
         todo: dict[str, StoredQuestion] = {}
@@ -131,8 +158,101 @@ def answer_requests(
         if not todo:
             continue
         images = store.images(todo.values())
-        for question in todo.values():
-            yield answer_request(question, images[question.qid])
+        yield [answer_request(question, images[question.qid]) for question in todo.values()]
+
+
+READ_AHEAD_CHUNKS = 2
+"""Chunks of requests :class:`ReadAhead` holds ready at most (each at most a store chunk of questions)."""
+
+_END = object()
+
+
+class _Raised:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class ReadAhead(Generic[T]):
+    """The items of a stream of chunks, the chunks made in a thread of their own, a few ahead of the reader.
+
+    The thread runs ``produce()`` (which opens whatever it reads from, a store connection say, in
+    that thread, and closes it when it ends) and keeps at most ``depth`` chunks ready. Iterating
+    yields their items in order; an exception of ``produce`` is raised where its chunk would have
+    come. :meth:`close` (or leaving the ``with`` block) stops the thread, closes ``produce``'s
+    generator in its thread and waits for it.
+
+    Args:
+        produce: makes the chunks; called once, in the thread.
+        depth: chunks held ready at most.
+        name: the thread's name.
+    """
+
+    def __init__(
+        self, produce: Callable[[], Iterator[Sequence[T]]], depth: int = READ_AHEAD_CHUNKS, *, name: str
+    ) -> None:
+        self._chunks: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._produce = produce
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self._items = self._iterate()
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._chunks.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            chunks = self._produce()
+            try:
+                for chunk in chunks:
+                    if not self._put(chunk):
+                        return
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        except BaseException as exc:  # handed to the reader, raised where its chunk would have come
+            self._put(_Raised(exc))
+            return
+        self._put(_END)
+
+    def _iterate(self) -> Generator[T, None, None]:
+        while True:
+            chunk = self._chunks.get()
+            if chunk is _END:
+                return
+            if isinstance(chunk, _Raised):
+                raise chunk.error
+            yield from cast("Sequence[T]", chunk)
+
+    def __iter__(self) -> Iterator[T]:
+        return self._items
+
+    def __next__(self) -> T:
+        return next(self._items)
+
+    def close(self) -> None:
+        """Stop reading ahead and wait for the thread (it closes what it opened)."""
+        self._stop.set()
+        self._items.close()
+        while True:  # a thread waiting to hand over a chunk sees the stop at once
+            try:
+                self._chunks.get_nowait()
+            except queue.Empty:
+                break
+        self._thread.join()
+
+    def __enter__(self) -> ReadAhead[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _stored_generation(generator_fp: str, request: GenerationRequest, result: GenerationResult) -> StoredGeneration:
@@ -234,12 +354,17 @@ def run_answers(
     def count_stored() -> int:
         return store.generation_counts(fp, kept_only=kept_only, with_reference=with_reference)[0]
 
-    requests = answer_requests(
-        store, fp, kept_only=kept_only, with_reference=with_reference, retry_failures=retry_failures
-    )
-    generated, failed, wall = run_requests(
-        generator, requests, write, total=total, reused=reused, progress=progress, count_stored=count_stored
-    )
+    def read_chunks() -> Iterator[list[GenerationRequest]]:
+        # in the read-ahead thread: its own read-only connection, closed when the stream ends or stops
+        with store.reader() as reader:
+            yield from answer_chunks(
+                reader, fp, kept_only=kept_only, with_reference=with_reference, retry_failures=retry_failures
+            )
+
+    with ReadAhead(read_chunks, name=f"read-ahead {generator.spec}") as requests:
+        generated, failed, wall = run_requests(
+            generator, requests, write, total=total, reused=reused, progress=progress, count_stored=count_stored
+        )
     _, failures = store.generation_counts(fp, kept_only=kept_only, with_reference=with_reference)
     summary = GenerationSummary(
         spec=generator.spec,

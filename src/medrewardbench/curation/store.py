@@ -36,6 +36,7 @@ lives in one of them: callers use named methods, never SQL.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -61,7 +62,7 @@ from medrewardbench.curation.store_schema import (
     scrubbed_json,
 )
 from medrewardbench.errors import MedRewardBenchError, StoreError
-from medrewardbench.utils.sqlitedb import applied_migrations, open_database
+from medrewardbench.utils.sqlitedb import BUSY_TIMEOUT_S, applied_migrations, open_database
 
 __all__ = [
     "CHUNK",
@@ -96,6 +97,27 @@ class BuildStore(AnswerTables, PairTables):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._db = open_database(self.path, SCHEMA, SCHEMA_VERSION, MIGRATIONS, what="build project store")
+
+    def reader(self) -> BuildStore:
+        """A second, read-only handle on the same file, for reading in another thread while this one writes.
+
+        Open it in the thread that reads (a connection belongs to the thread that made it) and close
+        it there. It reads what this handle has committed (the file is in WAL mode, so reading
+        never waits for a write), and it cannot write.
+
+        Returns:
+            The handle (a context manager, like this one).
+
+        Raises:
+            StoreError: the file cannot be opened.
+        """
+        other = object.__new__(BuildStore)
+        other.path = self.path
+        try:
+            other._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the build project store for reading: {exc}") from exc
+        return other
 
     def close(self) -> None:
         """Close the database."""
