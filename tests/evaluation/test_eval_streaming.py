@@ -83,8 +83,8 @@ def test_an_instant_judge_results_are_written_as_they_finish(tmp_path: Path) -> 
     writes: list[int] = []
 
     class CountingStore(Store):
-        def write_judgments(self, judge_fingerprint: str, rows: object) -> int:
-            written = super().write_judgments(judge_fingerprint, rows)  # type: ignore[arg-type]
+        def write_judgments(self, judge_fingerprint: str, rows: object, *, replacing: bool = True) -> int:
+            written = super().write_judgments(judge_fingerprint, rows, replacing=replacing)  # type: ignore[arg-type]
             writes.append(written)
             return written
 

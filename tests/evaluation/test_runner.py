@@ -152,12 +152,12 @@ class CountingStore(Store):
     writes: list[int]
     fail_after: int | None = None
 
-    def write_judgments(self, judge_fingerprint, rows):  # type: ignore[no-untyped-def]
+    def write_judgments(self, judge_fingerprint, rows, *, replacing=True):  # type: ignore[no-untyped-def]
         rows = list(rows)
         if self.fail_after is not None and len(self.writes) >= self.fail_after:
             raise OSError("disk full (scripted)")
         self.writes.append(len(rows))
-        return super().write_judgments(judge_fingerprint, rows)
+        return super().write_judgments(judge_fingerprint, rows, replacing=replacing)
 
 
 def test_batches_that_finish_together_share_one_transaction(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -186,3 +186,16 @@ def test_a_store_that_fails_ends_the_run_with_its_error_and_keeps_what_was_writt
             asyncio.run(execute_plan(judge, plan, store))
         assert store.count_judgments(judge.fingerprint()) == sum(store.writes) == 6
         assert len(judge.calls) < 40  # the run stopped instead of judging on without storing
+
+
+def test_a_run_on_a_store_without_this_judge_skips_looking_for_replaced_usage(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bench = make_benchmark(3)
+    with Store.in_dir(tmp_path) as store:
+        judge = RecordingJudge("A", fail_on=["case-0001"])
+        first = plan_run(judge, bench, store, (Order.ORIGINAL, Order.SWAPPED))
+        assert not first.replacing
+        asyncio.run(execute_plan(judge, first, store))
+        # a retry may replace the stored failures: their usage must be looked up and kept
+        again = plan_run(RecordingJudge("A"), bench, store, (Order.ORIGINAL, Order.SWAPPED), retry_failures=True)
+        assert again.replacing and again.n_pending == 2
+        assert not plan_run(RecordingJudge("A"), bench, store, (Order.ORIGINAL,), fresh=True).replacing

@@ -51,6 +51,9 @@ class RunPlan:
     """Per case, in order: bit ``i`` is set when ``orders[i]`` is still to judge."""
     n_pending: int
     """Requests still to judge (the store has the rest)."""
+    replacing: bool = True
+    """Whether a judgment written may replace a stored one: False when the store held no judgment
+    of this judge when the run was planned (its writes then skip looking for earlier usage)."""
 
     @property
     def requests(self) -> tuple[JudgeRequest, ...]:
@@ -154,6 +157,7 @@ def plan_run(
     if fresh:
         removed = store.delete_judgments(judge_fp)
         log.info("fresh run: removed %d stored judgments of %s", removed, judge.spec)
+    replacing = store.has_judgments(judge_fp)
     registered = store.count_cases(data_hash) == len(benchmark)
     mask = bytearray(len(benchmark))
     reused = pending = position = 0
@@ -187,6 +191,7 @@ def plan_run(
         orders=orders,
         pending_mask=bytes(mask),
         n_pending=pending,
+        replacing=replacing,
     )
 
 
@@ -243,15 +248,18 @@ def source_preferences(preferences: Mapping[str, float], order: Order) -> dict[s
 class _JudgmentCounter:
     """Stores finished judgments for :class:`~medrewardbench.utils.batching.TurnWriter`, counting them."""
 
-    def __init__(self, store: Store, judge_fp: str, progress: ProgressCallback | None) -> None:
+    def __init__(
+        self, store: Store, judge_fp: str, progress: ProgressCallback | None, *, replacing: bool = True
+    ) -> None:
         self.store = store
+        self.replacing = replacing
         self.judge_fp = judge_fp
         self.progress = progress
         self.judged = 0
         self.failed = 0
 
     def __call__(self, rows: list[StoredJudgment]) -> None:
-        self.store.write_judgments(self.judge_fp, rows)
+        self.store.write_judgments(self.judge_fp, rows, replacing=self.replacing)
         self.judged += len(rows)
         self.failed += sum(1 for r in rows if r.failure is not None)
         if self.progress is not None:
@@ -274,7 +282,7 @@ async def execute_plan(
     started = time.perf_counter()
     judge_fp = plan.run.judge_fingerprint
     batches = batched(plan.iter_requests(store), judge.batch_size)
-    counter = _JudgmentCounter(store, judge_fp, progress)
+    counter = _JudgmentCounter(store, judge_fp, progress, replacing=plan.replacing)
     writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
 
     async def worker() -> None:

@@ -596,6 +596,18 @@ class Store:
                     orders.add(order)
         return found
 
+    def has_judgments(self, judge_fingerprint: str) -> bool:
+        """Whether any judgment of a judge configuration is stored (on any data).
+
+        Args:
+            judge_fingerprint: the judge's fingerprint.
+
+        Returns:
+            True when at least one is.
+        """
+        row = self._db.execute("SELECT 1 FROM judgments WHERE judge_fingerprint=? LIMIT 1", (judge_fingerprint,))
+        return row.fetchone() is not None
+
     def count_done(
         self, judge_fingerprint: str, data_hash: str, orders: Sequence[Order], *, include_failures: bool = True
     ) -> int:
@@ -620,7 +632,7 @@ class Store:
         ).fetchone()
         return int(row[0])
 
-    def write_judgments(self, judge_fingerprint: str, rows: Iterable[StoredJudgment]) -> int:
+    def write_judgments(self, judge_fingerprint: str, rows: Iterable[StoredJudgment], *, replacing: bool = True) -> int:
         """Insert (or replace) judgments and commit at once. Returns how many were written.
 
         Every text (raw output, failure reasons, extras) passes through
@@ -628,11 +640,13 @@ class Store:
         by an endpoint never reaches the file. A judgment that replaces one asked before (a failure
         asked again with ``--retry-failures``) keeps the token usage of the one it replaces under
         ``extra["earlier_usage"]``: that request was paid for too (:mod:`medrewardbench.metrics.cost`).
+        A writer that knows no stored judgment of this judge exists (``replacing=False``: a run
+        planned on a store without any, in a locked directory) skips looking for them.
         """
         now = time.time()
         rows = list(rows)
         with self._transaction() as db:
-            replaced = _stored_usage(db, judge_fingerprint, rows)
+            replaced = _stored_usage(db, judge_fingerprint, rows) if replacing else {}
             values = [
                 (
                     judge_fingerprint,
