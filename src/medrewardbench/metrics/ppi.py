@@ -32,34 +32,35 @@ Intervals are CLT-based (normal quantile), clipped to the range the labels can t
 each, the **labels-only** interval of the same design (``lambda = 0``) shows the gain.
 
 **Small samples** (``small_sample=True``, the default). The plain CLT variance of a sampled
-stratum is the sample variance of its residuals; with few labels and an extreme rate (20 labels,
-agreement 0.95: all 20 agree about a third of the time) every label is the same, the variance
-estimate is 0 and the interval has width 0 although the stratum's mean is not known. The Wald
-interval of a proportion fails alike near 0 and 1 (Brown, Cai and DasGupta, *Statistical Science*
-2001). The remedy taken is Agresti and Coull's (*The American Statistician* 1998): add
-``z^2 / 2`` pseudo-labels at each end of the labels' range to the sample before its variance is
-taken. Here the pseudo-labels enter **the variance only** (the estimate stays the unbiased PPI
-one; moving it toward the middle, as Agresti-Coull does, would bias the pooled and PPI estimates
-by about as much as their standard error at 200 labels), each with the column's mean labelled
-proxy so that ``lambda`` is unchanged, centred on the column's labelled mean. Over several
-columns each pseudo-label is one column's: their weighted squares add ``w_d^2`` each, as if a
-pseudo-case's columns were independent, so a mean over six dimensions gets a sixth of a single
-column's addition rather than the whole. Per sampled stratum::
+stratum is the sample variance of its residuals. With few labels and an extreme rate (20 labels,
+agreement 0.95: all 20 agree a third of the time) every label is the same, the variance estimate
+is 0 and the interval has width 0 although the stratum's mean is not known; the Wald interval of
+a proportion fails alike near 0 and 1 (Brown, Cai and DasGupta, *Statistical Science* 2001).
+The remedy is Agresti and Coull's (*The American Statistician* 1998): ``z^2 / 2`` pseudo-labels
+at each end of the labels' range join the sample before its variance is taken. Here they enter
+**the variance only**: the estimate stays the unbiased PPI one (moving it toward the middle, as
+Agresti-Coull does, would shift a pooled PPI estimate by about half its standard error at 200
+labels). Each pseudo-label carries its column's mean labelled proxy, so ``lambda`` is
+unchanged, and is centred on its column's labelled mean. Over several columns each pseudo-label
+belongs to one column and adds ``w_d^2`` times its square, as if a pseudo-case's columns were
+independent: a mean over six dimensions gets a sixth of a single column's addition. Per sampled
+stratum, with ``g_d = n / n_d`` the scaling of a column some labelled cases lack::
 
-    S^2 = (SS_residuals + (z^2 / 2) sum_d w_d^2 g_d^2 ((hi - ybar_d)^2 + (lo - ybar_d)^2)) / (n - 1 + z^2)
+    S^2_aug = (SS_residuals + (z^2 / 2) sum_d w_d^2 g_d^2 ((hi - ybar_d)^2 + (lo - ybar_d)^2)) / (n - 1 + z^2)
+    S^2     = max(S^2_plain, S^2_aug)
 
-(``g_d = n / n_d`` the scaling of a column some labelled cases lack), used as a floor under the
-plain sample variance (near a rate of 0.5 the pseudo-labels' spread is below the sample's, and
-the interval is then never narrower than the CLT one). A census stratum still
-adds nothing (its finite-population correction is 0), so the interval has width 0 only when
-every stratum is a census. For a single 0/1 column this is the Agresti-Coull variance (centred on
-the sample mean, slightly larger). Its exact coverage at 95 %, over rates 0.5-0.998 (by
-symmetry 0.002-0.5), is at least 89.1 / 91.3 / 93.0 / 93.4 % with 10 / 20 / 60 / 200 labels
-(the binomial's usual saw-tooth, as Agresti-Coull's) and 95.4-97.6 % on average; the Wald
-interval's minimum there is 2 / 4 / 11 / 33 %. The addition is ``O(z^2 / n)``: at the design's 200 random labels a pooled agreement
-interval widens by about 2 %. Checked by simulation in ``benchmarks/bench_ppi.py`` (cells with 20
-labels and agreement 0.95 / 0.99, old vs new) and ``tests/metrics/test_ppi_small_samples.py``.
-``small_sample=False`` gives the plain CLT interval, for that comparison.
+(a floor: near a rate of 0.5 the pseudo-labels spread less than the sample, and the interval is
+never narrower than the CLT one). A census stratum still adds nothing (its finite-population
+correction is 0), so the interval has width 0 only when every stratum is a census.
+
+For one 0/1 column this is the Agresti-Coull variance, centred on the sample mean. Its exact
+coverage at 95 % over rates 0.5-0.998 (by symmetry 0.002-0.5) is at least 89.1 / 91.3 / 93.0 /
+93.4 % with 10 / 20 / 60 / 200 labels (the binomial's saw-tooth, as for Agresti-Coull) and
+95.4-97.7 % on average, where the Wald interval's minimum is 2 / 4 / 11 / 33 %. The addition is
+``O(z^2 / n)``: at the design's 200 random labels the pooled intervals widen by 1-2.5 %.
+Checked by simulation in ``benchmarks/bench_ppi.py`` (cells with 20 labels and agreement
+0.95 / 0.99, old vs new) and ``tests/metrics/test_ppi_small_samples.py``; ``small_sample=False``
+gives the plain CLT interval for that comparison.
 
 :func:`labels_needed` is the budget planner: how many random labels give a half-width, from a
 variance per label (before any labels, the judge's confidences taken as calibrated; after, the
@@ -221,7 +222,10 @@ def _power_lambdas(y: FloatArray, f: FloatArray, labelled: npt.NDArray[np.bool_]
 def _pseudo_squares(
     y: FloatArray, labelled: npt.NDArray[np.bool_], counts: FloatArray, weights: FloatArray, bounds: tuple[float, float]
 ) -> float:
-    """The pseudo-labels' weighted squares per pseudo-label pair: ``sum_d w_d^2 g_d^2 ((hi - ybar_d)^2 + (lo - ybar_d)^2)``."""
+    """The pseudo-labels' weighted squares per pair of them (one at each bound).
+
+    ``sum_d w_d^2 g_d^2 ((hi - ybar_d)^2 + (lo - ybar_d)^2)`` over the labelled columns.
+    """
     n = float(labelled.any(axis=1).sum())
     safe = np.maximum(counts, 1.0)
     mean_y = np.where(labelled, y, 0.0).sum(axis=0) / safe
