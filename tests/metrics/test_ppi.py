@@ -43,7 +43,7 @@ def test_labels_only_is_the_stratified_mean_with_its_textbook_variance() -> None
     y_all, f = simulated_pool(rng, 500, True)
     strata, labelled = stratified_slice(rng, f, 50, 80)
     y = np.where(labelled, y_all, np.nan)
-    result = stratified_ppi(y, f, strata)
+    result = stratified_ppi(y, f, strata, small_sample=False)
     census = y_all[strata == 0].mean()
     sample = y_all[labelled & (strata == 1)]
     expected = (50 * census + 450 * sample.mean()) / 500
@@ -51,6 +51,9 @@ def test_labels_only_is_the_stratified_mean_with_its_textbook_variance() -> None
     assert result.classical.estimate == pytest.approx(expected)
     assert result.classical.se == pytest.approx(math.sqrt(variance))
     assert result.strata[0].labelled == 50 and result.strata[1].labelled == 80
+    adjusted = stratified_ppi(y, f, strata).classical
+    assert adjusted.estimate == result.classical.estimate
+    assert result.classical.se <= adjusted.se < 1.05 * result.classical.se  # the pseudo-labels: O(z^2 / n)
 
 
 def test_ppi_reduces_to_the_regression_estimator() -> None:
@@ -58,7 +61,7 @@ def test_ppi_reduces_to_the_regression_estimator() -> None:
     y_all, f = simulated_pool(rng, 400, True)
     labelled = np.zeros(400, dtype=bool)
     labelled[rng.choice(400, 60, replace=False)] = True
-    result = stratified_ppi(np.where(labelled, y_all, np.nan), f)
+    result = stratified_ppi(np.where(labelled, y_all, np.nan), f, small_sample=False)
     ys, fs = y_all[labelled], f[labelled]
     lam = min(1.0, max(0.0, np.cov(ys, fs)[0, 1] / fs.var(ddof=1)))
     assert result.strata[0].lambdas[0] == pytest.approx(lam)

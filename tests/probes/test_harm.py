@@ -65,8 +65,12 @@ def test_probe_harm_gives_each_judge_its_critical_miss_rate_on_the_flagged_pairs
     assert [p["case_id"] for p in document["flagged_pairs"]] == [f"case-{i:04d}" for i in range(0, 8, 2)]
     judges = {j["judge"]: j for j in document["judges"]}
     longer, shorter = judges["baseline:longer"], judges["baseline:shorter"]
-    assert longer["pairs"] == 4 and longer["critical_miss_rate"] == {"point": 1.0, "low": 1.0, "high": 1.0, "n": 8}
-    assert shorter["critical_miss_rate"]["point"] == 0.0 and shorter["pooled"]["n"] == 4 * 2 * 6
+    # 4 pairs, every verdict a miss: Clopper-Pearson's 4 of 4, not a bootstrap's zero-width [1, 1]
+    assert longer["pairs"] == 4 and longer["critical_miss_rate"] == {"point": 1.0, "low": 0.397635, "high": 1.0, "n": 8}
+    assert "baseline:longer: critical-miss rate 100.0 % [39.8, 100.0] on 4 doctor-flagged pairs" in result.output
+    assert shorter["critical_miss_rate"] == {"point": 0.0, "low": 0.0, "high": 0.602365, "n": 8}
+    assert shorter["pooled"]["n"] == 4 * 2 * 6 and shorter["pooled"]["high"] == 0.602365
+    assert document["settings"]["interval"] == "clopper-pearson over pairs"
 
 
 def test_data_without_a_severe_flag_is_bad_input(tmp_path: Path) -> None:

@@ -330,9 +330,14 @@ def agreement_arrays(
     return np.where(label > 0, y, np.nan), f
 
 
-def _estimates(y: FloatArray, f: FloatArray, strata: np.ndarray[Any, Any], confidence: float) -> dict[str, PPIResult]:
-    found = {dim: stratified_ppi(y[:, j], f[:, j], strata, confidence=confidence) for j, dim in enumerate(DIMENSIONS)}
-    found[POOLED] = stratified_ppi(y, f, strata, confidence=confidence)
+def _estimates(
+    y: FloatArray, f: FloatArray, strata: np.ndarray[Any, Any], confidence: float, small_sample: bool
+) -> dict[str, PPIResult]:
+    found = {
+        dim: stratified_ppi(y[:, j], f[:, j], strata, confidence=confidence, small_sample=small_sample)
+        for j, dim in enumerate(DIMENSIONS)
+    }
+    found[POOLED] = stratified_ppi(y, f, strata, confidence=confidence, small_sample=small_sample)
     return found
 
 
@@ -342,6 +347,7 @@ def corrected_estimates(
     *,
     reference: str | None = None,
     confidence: float = 0.95,
+    small_sample: bool = True,
 ) -> CorrectedEstimates:
     """Agreement, preference rate and leaderboard over the pool, by PPI beside labels-only.
 
@@ -351,6 +357,9 @@ def corrected_estimates(
         reference: the run (id or judge spec) whose probabilities are the proxies; default the
             design's run, else the first run.
         confidence: interval coverage.
+        small_sample: the small-sample variance floor of
+            :func:`~medrewardbench.metrics.ppi.stratified_ppi` (False: the plain CLT interval,
+            for comparison in ``benchmarks/bench_ppi.py``).
 
     Returns:
         The :class:`CorrectedEstimates`.
@@ -405,18 +414,20 @@ def corrected_estimates(
             continue
         y, f = agreement_arrays(run, rows, label, p_ref)
         arrays[run.run_id] = (y, f)
-        judges.append(JudgeEstimates(run.run_id, run.judge_spec, _estimates(y, f, strata, confidence)))
+        judges.append(JudgeEstimates(run.run_id, run.judge_spec, _estimates(y, f, strata, confidence, small_sample)))
     judges.sort(key=lambda j: -j.pooled.ppi.estimate if math.isfinite(j.pooled.ppi.estimate) else math.inf)
     if len(judges) > 1:
         y_lead, f_lead = arrays[judges[0].run_id]
         ranked = [judges[0]]
         for j in judges[1:]:
             y_j, f_j = arrays[j.run_id]
-            diff = stratified_ppi(y_lead - y_j, f_lead - f_j, strata, confidence=confidence, bounds=(-1.0, 1.0))
+            diff = stratified_ppi(
+                y_lead - y_j, f_lead - f_j, strata, confidence=confidence, bounds=(-1.0, 1.0), small_sample=small_sample
+            )
             ranked.append(JudgeEstimates(j.run_id, j.judge_spec, j.dimensions, diff))
         judges = ranked
     prefers_first = np.where(label > 0, (label == 1).astype(np.float64), np.nan)
-    preference = _estimates(prefers_first, p_ref, strata, confidence)
+    preference = _estimates(prefers_first, p_ref, strata, confidence, small_sample)
     return CorrectedEstimates(
         pool_size=n,
         labelled=int(labelled_rows.sum()),

@@ -89,6 +89,9 @@ class ProbeSection:
     """probe -> the page's address relative to the report"""
     confidence: float | None
     """the intervals' coverage, when the files record it"""
+    harm_interval: str | None = None
+    """how the doctor-flagged critical-miss interval was made, when ``probe-harm.json`` records it
+    (``clopper-pearson over pairs``; older files made it by the case bootstrap)"""
 
 
 class _Reader:
@@ -266,6 +269,7 @@ def load_probe_section(
     found: list[str] = []
     pages: dict[str, str] = {}
     confidences: list[float] = []
+    harm_interval: str | None = None
     for probe in PROBES:
         if probe not in files:
             continue
@@ -278,6 +282,9 @@ def load_probe_section(
         confidence = reader.document.get("confidence", (reader.document.get("settings") or {}).get("confidence"))
         if isinstance(confidence, (int, float)) and not isinstance(confidence, bool):
             confidences.append(float(confidence))
+        if probe == "harm":
+            interval = (reader.document.get("settings") or {}).get("interval")
+            harm_interval = interval if isinstance(interval, str) else None
         page = files[probe].parent / PAGES[probe] if probe in PAGES else None
         if page is not None and page.is_file():
             pages[probe] = Path(os.path.relpath(page, Path(report_dir))).as_posix()
@@ -285,7 +292,7 @@ def load_probe_section(
     if not found or not rows:
         return None
     confidence = confidences[0] if confidences and len(set(confidences)) == 1 else None
-    return ProbeSection(rows, tuple(found), pages, confidence)
+    return ProbeSection(rows, tuple(found), pages, confidence, harm_interval)
 
 
 PROBE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -345,9 +352,14 @@ def probe_columns(section: ProbeSection) -> list[tuple[str, str]]:
 def probe_intro(section: ProbeSection) -> str:
     """The sentence above the section's lines: what the figures are and the intervals' coverage."""
     coverage = f"{round(100 * section.confidence)} % " if section.confidence is not None else ""
+    harm = ""
+    if section.harm_interval == "clopper-pearson over pairs":
+        harm = "; the doctor-flagged critical miss's: exact Clopper-Pearson with the pair as the unit"
+    elif section.harm_interval:
+        harm = f"; the doctor-flagged critical miss's: {section.harm_interval}"
     return (
         "What the probes found, one line per judge (intervals: "
-        f"{coverage}case bootstrap over parent cases). Grounding: the flag and the flip rate of the control "
+        f"{coverage}case bootstrap over parent cases{harm}). Grounding: the flag and the flip rate of the control "
         "that moved most verdicts. Detects errors: verdicts preferring the original over a copy with an injected "
         "error. Critical miss: the severity-weighted share of injected errors let through (constructed), beside "
         "the share of verdicts preferring the answer a doctor flagged severe or critical (doctor-flagged). "
