@@ -231,7 +231,8 @@ def test_sweep_benchmark_times_the_local_and_the_ray_path_and_finds_identical_ju
 
 @pytest.mark.slow
 def test_validity_benchmark_prints_the_level_power_and_coverage_table() -> None:
-    out = run_script("bench_validity.py", "--quick", "--sizes", "100")
+    # two worker processes: the replicates are independent and seeded per replicate, so the table is the same
+    out = run_script("bench_validity.py", "--quick", "--sizes", "100", "--jobs", "2")
     assert "30 replicates per size, 200 resamples, sizes 100" in out, out
     row = r"^  (.+?) (rejects \(null\)|power|coverage)\s+([\d.]+)\s+([\d.]+)\s+(?:([\d.]+-[\d.]+)\s+(-))?\s*$"
     rows = {(label, kind): (float(figure), float(error), goal, verdict) for label, kind, figure, error, goal, verdict
