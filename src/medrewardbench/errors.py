@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
-from urllib.request import url2pathname
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importlib.metadata and urllib cost ~15 ms at start-up and serve only install hints
+    import importlib.metadata
 
 
 class MedRewardBenchError(Exception):
@@ -94,6 +95,9 @@ def _source_checkout(distribution: importlib.metadata.Distribution | None) -> tu
     url = record.get("url", "") if isinstance(record, dict) else ""
     if not url.startswith("file:") or not isinstance(record.get("dir_info"), dict):
         return None
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
     directory = Path(url2pathname(urlparse(url).path))
     return directory, bool(record["dir_info"].get("editable", False))
 
@@ -113,6 +117,8 @@ def install_command(extra: str | None = None, distribution: importlib.metadata.D
     Returns:
         The command, quoted for a POSIX shell.
     """
+    import importlib.metadata
+
     if distribution is None:
         try:
             distribution = importlib.metadata.distribution(DISTRIBUTION)

@@ -120,3 +120,21 @@ def test_a_named_command_is_built_alone_with_the_same_help_as_in_the_whole_app(a
     loaded = set(done.stdout.rpartition("MODULES ")[2].strip(" []\n").replace("'", "").split(", "))
     command_modules = {module for _, module, _ in COMMANDS.values()}
     assert loaded & command_modules == {COMMANDS[argv[0]][1]}
+
+
+def test_eval_start_up_imports_nothing_that_only_other_jobs_or_error_hints_use() -> None:
+    """Training, process pools and install hints are imported where used, not by every ``eval``."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; sys.argv = ['medrewardbench', 'eval', '--help']\n"
+        "from medrewardbench.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('MODULES', sorted(sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.rpartition("MODULES ")[2].strip(" []\n").replace("'", "").split(", "))
+    assert "medrewardbench.evaluation.job" in loaded  # the probe did load eval
+    # (importlib.metadata itself comes with typer's pydantic adapters; our install hints no longer add it)
+    assert not loaded & {"medrewardbench.train", "multiprocessing", "urllib.request"}

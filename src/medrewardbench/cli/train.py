@@ -27,11 +27,12 @@ from medrewardbench.cli.options import (
     bootstrap_option,
     ci_option,
 )
-from medrewardbench.cli.progress import RichProgress, RichTrainProgress
+from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import console, err_console, terminal_safe
 from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
+from medrewardbench.cli.train_progress import RichTrainProgress
 from medrewardbench.errors import MedRewardBenchError
 from medrewardbench.train.config import METHODS, TrainConfig
 

@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import logging
 import math
-import multiprocessing
 import queue as queue_module
 import threading
 from collections.abc import Sequence
@@ -119,6 +118,8 @@ class ProcessPoolApiJudge(Judge):
         per_worker = math.ceil(self.concurrency / self.processes)
         self.worker_options = options.with_changes(concurrency=per_worker).with_api(client_processes=1)
         self.model = model
+        import multiprocessing  # here: most runs use one process, and the import costs ~10 ms at start-up
+
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[Any] = []
         self._request_pipes: list[Any] = []
