@@ -34,7 +34,7 @@ from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
 from medrewardbench.evaluation.job import EvaluationResult, RunHealth, evaluate
 from medrewardbench.judges.registry import BASELINE_SPECS
-from medrewardbench.metrics.selective_section import SelectiveSettings
+from medrewardbench.metrics.settings import SelectiveSettings
 from medrewardbench.utils.secrets import install_log_scrubber
 
 if TYPE_CHECKING:

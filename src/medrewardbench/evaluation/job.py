@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
@@ -19,20 +20,18 @@ from medrewardbench.evaluation.runner import RunSummary, execute_plan, plan_run
 from medrewardbench.evaluation.store import RunRecord, Store
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
-from medrewardbench.metrics.analysis import analyze
-from medrewardbench.metrics.core import RunData, load_run_data, run_metrics
-from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
-from medrewardbench.metrics.selective_section import SelectiveSettings
-from medrewardbench.metrics.stats import NOT_RUN
-from medrewardbench.report.files import (
-    metrics_csv_rows,
-    metrics_document,
-    write_judgments_jsonl,
-    write_metrics_csv,
-    write_metrics_json,
-)
+from medrewardbench.metrics.settings import SelectiveSettings
 from medrewardbench.utils.gcpolicy import long_run
 from medrewardbench.utils.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
+from medrewardbench.utils.warm import import_in_background
+
+if TYPE_CHECKING:
+    from medrewardbench.metrics.core import RunData
+    from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
+
+ANALYSIS_MODULES = ("medrewardbench.metrics.analysis", "medrewardbench.report.files")
+"""What the analysis and the output files need (numpy's statistics, the writers): imported while
+the requests are out (:mod:`medrewardbench.utils.warm`), not at start-up."""
 
 log = logging.getLogger(__name__)
 
@@ -346,6 +345,7 @@ def _evaluate_locked(
     try:
         with Store.in_dir(out) as store:
             store.set_label_provenance(data_hash, benchmark.labels)
+            import_in_background(ANALYSIS_MODULES)
             with long_run():  # the requests: fewer garbage collections, none over what exists already
                 summaries = asyncio.run(
                     _run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started)
@@ -371,6 +371,16 @@ def _write_outputs(
     selective: SelectiveSettings | None = None,
 ) -> EvaluationResult:
     """Metrics and text files for every run in the store on this data; health of this call's runs."""
+    from medrewardbench.metrics.analysis import analyze
+    from medrewardbench.metrics.core import load_run_data, run_metrics
+    from medrewardbench.report.files import (
+        metrics_csv_rows,
+        metrics_document,
+        write_judgments_jsonl,
+        write_metrics_csv,
+        write_metrics_json,
+    )
+
     runs = [store.run(r.run_id) for r in started]
     all_runs = store.runs_on_data(data_hash)
     labels = store.label_provenance(data_hash)
@@ -420,6 +430,8 @@ def _write_outputs(
 
 
 def _health(run: RunRecord, data: RunData) -> RunHealth:
+    from medrewardbench.metrics.stats import NOT_RUN
+
     stored = int((data.verdicts[:, :, 0] != NOT_RUN).sum())
     failed = sum(data.failures.values())
     structured = bool(run.config.get("structured")) or bool(run.metadata.get("structured_requested"))

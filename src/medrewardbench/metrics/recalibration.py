@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from medrewardbench.metrics.confidence import CaseVerdicts
+from medrewardbench.metrics.settings import RECALIBRATIONS
 from medrewardbench.metrics.stats import CountArray, FloatArray
 
 __all__ = [
@@ -32,8 +33,6 @@ __all__ = [
 ]
 
 Recalibration = Literal["none", "isotonic", "temperature"]
-RECALIBRATIONS: tuple[str, ...] = ("none", "isotonic", "temperature")
-"""The recalibrations :func:`cross_fitted` knows."""
 
 _CLIP = 1e-4
 """Preferences are clipped to [_CLIP, 1 - _CLIP] before a logit (order agreement gives 0 and 1)."""

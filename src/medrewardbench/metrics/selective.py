@@ -58,6 +58,7 @@ import numpy.typing as npt
 
 from medrewardbench.metrics.calibration import BOOTSTRAP_LIMIT
 from medrewardbench.metrics.confidence import CaseVerdicts
+from medrewardbench.metrics.settings import DEFAULT_DELTA, DEFAULT_RISK
 from medrewardbench.metrics.stats import FloatArray
 from medrewardbench.metrics.stats.bootstrap import _regularized_beta, ratio_ci
 
@@ -76,11 +77,6 @@ __all__ = [
     "selective_judging",
     "threshold_grid",
 ]
-
-DEFAULT_RISK = 0.10
-"""alpha: the largest error rate among accepted verdicts."""
-DEFAULT_DELTA = 0.10
-"""delta: the chance that the chosen threshold's risk exceeds alpha."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +18,7 @@ import numpy.typing as npt
 from medrewardbench.metrics.calibration import CalibrationFigures, calibration_figures_many
 from medrewardbench.metrics.confidence import case_verdicts
 from medrewardbench.metrics.core import RunData
-from medrewardbench.metrics.recalibration import RECALIBRATIONS, cross_fitted
+from medrewardbench.metrics.recalibration import cross_fitted
 from medrewardbench.metrics.results import (
     NO_CONFIDENCE,
     Calibration,
@@ -32,36 +31,10 @@ from medrewardbench.metrics.results import (
     fixed,
     fixed_p,
 )
-from medrewardbench.metrics.selective import DEFAULT_DELTA, DEFAULT_RISK, ColumnSelection, selective_judging
+from medrewardbench.metrics.selective import ColumnSelection, selective_judging
+from medrewardbench.metrics.settings import SelectiveSettings
 
 __all__ = ["SelectiveSettings", "selective_section"]
-
-
-@dataclass(frozen=True)
-class SelectiveSettings:
-    """How calibration and abstention are computed (``report --risk --risk-delta --recalibrate``).
-
-    Attributes:
-        alpha: the largest error rate among accepted verdicts.
-        delta: the chance the guarantee fails.
-        recalibration: ``none``, ``isotonic`` or ``temperature`` (cross-fitted over ``folds``).
-        calibration_fraction: share of cases the threshold is chosen on (the rest measure it).
-        folds: folds of the cross-fitted recalibration.
-        bins: bins of the ECE and the reliability diagram.
-    """
-
-    alpha: float = DEFAULT_RISK
-    delta: float = DEFAULT_DELTA
-    recalibration: str = "none"
-    calibration_fraction: float = 0.5
-    folds: int = 5
-    bins: int = 10
-
-    def __post_init__(self) -> None:
-        if not (0.0 < self.alpha < 1.0 and 0.0 < self.delta < 1.0):
-            raise ValueError(f"--risk and --risk-delta must be in (0, 1), got {self.alpha} and {self.delta}")
-        if self.recalibration not in RECALIBRATIONS:
-            raise ValueError(f"--recalibrate {self.recalibration!r}: expected one of {', '.join(RECALIBRATIONS)}")
 
 
 def _estimates(
