@@ -217,3 +217,29 @@ def test_judge_options_from_a_nested_mapping() -> None:
         JudgeOptions.from_mapping({"temprature": 0.2})
     with pytest.raises(JudgeSpecError, match="unknown judge options: api setting 'key'"):
         JudgeOptions.from_mapping({"api": {"key": "sk-..."}})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"temperature": -0.5}, "--temperature must be a number >= 0"),
+        ({"temperature": float("nan")}, "--temperature must be a number >= 0"),
+        ({"temperature": True}, "--temperature must be a number >= 0"),
+        ({"top_p": 0.0}, r"--top-p must be a number in \(0, 1\]"),
+        ({"top_p": 1.5}, r"--top-p must be a number in \(0, 1\]"),
+        ({"max_tokens": 0}, "--max-tokens must be a whole number >= 1"),
+        ({"concurrency": 0}, "--concurrency must be a whole number >= 1"),
+        ({"batch_size": 2.5}, "--batch-size must be a whole number >= 1"),
+    ],
+)
+def test_sampling_and_size_options_out_of_range_are_refused_before_any_request(
+    changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(JudgeSpecError, match=message):
+        JudgeOptions(**changes)  # type: ignore[arg-type]
+
+
+def test_sampling_options_at_their_limits_are_accepted() -> None:
+    options = JudgeOptions(temperature=0.0, top_p=1.0, max_tokens=1, concurrency=1, batch_size=1)
+    assert (options.temperature, options.top_p) == (0.0, 1.0)
+    assert JudgeOptions(temperature=1.7, top_p=0.05).top_p == 0.05

@@ -113,6 +113,13 @@ def _check_whole(name: str, value: Any, minimum: int) -> None:
         raise JudgeSpecError(f"{name} must be a whole number >= {minimum}, not {value!r}")
 
 
+def _in_range(value: Any, low: float, high: float, *, low_open: bool) -> bool:
+    """Whether ``value`` is a finite number (not a bool) in [low, high], or (low, high] when ``low_open``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return (low < value if low_open else low <= value) and value <= high
+
+
 def _check_seconds(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise JudgeSpecError(f"{name} must be a number of seconds >= 0, not {value!r}")
@@ -342,6 +349,16 @@ class JudgeOptions:
             raise JudgeSpecError(f"api must be ApiSettings, not {type(self.api).__name__}")
         if not isinstance(self.local, LocalSettings):
             raise JudgeSpecError(f"local must be LocalSettings, not {type(self.local).__name__}")
+        # checked here, before any request: an endpoint would refuse every one of them
+        if self.temperature is not None and not _in_range(self.temperature, 0.0, math.inf, low_open=False):
+            raise JudgeSpecError(f"--temperature must be a number >= 0, not {self.temperature!r}")
+        if self.top_p is not None and not _in_range(self.top_p, 0.0, 1.0, low_open=True):
+            raise JudgeSpecError(f"--top-p must be a number in (0, 1], not {self.top_p!r}")
+        for name, value in (("--max-tokens", self.max_tokens), ("--concurrency", self.concurrency)):
+            if value is not None:
+                _check_whole(name, value, 1)
+        if self.batch_size is not None:
+            _check_whole("--batch-size", self.batch_size, 1)
 
     def with_changes(self, **changes: Any) -> JudgeOptions:
         """These options with some shared fields (or whole sections) replaced.

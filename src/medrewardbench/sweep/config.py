@@ -535,6 +535,15 @@ def _options(defaults: _OptionValues, own: _OptionValues, top: dict[str, Any], n
     api = _settings(ApiSettings, {**defaults.api, **own.api}, node, "api")
     local = _settings(LocalSettings, {**defaults.local, **own.local}, node, "local")
     plain = {**top, **{k: v.plain() for k, v in shared.items()}}
+    # the file's own wording first; JudgeOptions checks the same ranges (and names the flags)
+    for key in ("concurrency", "batch_size", "max_tokens"):
+        if key in shared:
+            _whole(shared[key], 1, optional=True)
+    for key in ("temperature", "top_p"):
+        if key in shared:
+            _number(shared[key], 0.0, optional=True)
+    if "top_p" in shared and (shared["top_p"].value or 0) > 1:
+        raise shared["top_p"].error(f"must be a number between 0 and 1, not {shared['top_p'].value!r}")
     for key, value in shared.items():
         try:
             JudgeOptions.from_mapping({key: value.plain()}, where="options")
@@ -544,14 +553,6 @@ def _options(defaults: _OptionValues, own: _OptionValues, top: dict[str, Any], n
         options = JudgeOptions.from_mapping(plain, where="options")
     except (JudgeSpecError, TypeError) as exc:
         raise node.error(_short(str(exc))) from None
-    for key in ("concurrency", "batch_size", "max_tokens"):
-        if key in shared:
-            _whole(shared[key], 1, optional=True)
-    for key in ("temperature", "top_p"):
-        if key in shared:
-            _number(shared[key], 0.0, optional=True)
-    if "top_p" in shared and (shared["top_p"].value or 0) > 1:
-        raise shared["top_p"].error(f"must be a number between 0 and 1, not {shared['top_p'].value!r}")
     if "seed" in shared:
         _whole(shared["seed"], 0)
     if "template" in shared:
