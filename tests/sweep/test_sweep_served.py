@@ -273,7 +273,7 @@ def test_a_group_outliving_a_killed_sweep_and_supervisor_is_stopped_at_the_next_
 
         again = write_sweep(tmp_path / "again.yaml", f"data: {sweep_cases}\njudges:\n  - judge: baseline:longer\n")
         done = subprocess.run(
-            cli("sweep", str(again), "--out", str(out), "--no-report"),
+            cli("sweep", str(again), "--out", str(out), "--no-report", "-q"),  # the line shows even when quiet
             env=cli_env(COLUMNS="400"),
             capture_output=True,
             text=True,

@@ -82,6 +82,12 @@ class _RichSweepProgress:
         else:
             self._print(text)
 
+    def warning(self, text: str) -> None:
+        if self.enabled:
+            self.note(text)
+        else:  # --quiet hides progress, not what the sweep did to processes on this machine
+            err_console.print(terminal_safe(text), highlight=False, markup=False, soft_wrap=True)
+
     def close(self) -> None:
         if self.progress.live.is_started:
             self.progress.stop()

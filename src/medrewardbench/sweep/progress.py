@@ -74,3 +74,7 @@ class SweepProgress:
 
     def note(self, text: str) -> None:
         """Something worth a line: a budget stop, a worker restart, a Batch API status."""
+
+    def warning(self, text: str) -> None:
+        """Something the user must see even with ``--quiet`` (processes of an earlier sweep stopped)."""
+        self.note(text)

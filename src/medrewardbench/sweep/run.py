@@ -546,7 +546,7 @@ def run_sweep(
     try:
         # servers an earlier sweep left running (it and their supervisors were killed) go first
         for line in stop_leftover_groups(ServedGroupRecords(out / SERVER_LOG_DIRNAME / RECORD_FILENAME)):
-            sink.note(line)
+            sink.warning(line)
         return _run_locked(config, options, benchmark, entries, prices, sink, judge_factory)
     finally:
         stop_all_servers()
