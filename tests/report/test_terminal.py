@@ -108,3 +108,23 @@ def test_columns_sets_the_width_of_piped_output() -> None:
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         widths[columns] = int(done.stdout.strip())
     assert widths == {"100": 100, None: 160}, "piped output: COLUMNS when set, else a wide 160"
+
+
+@pytest.mark.parametrize("width", [200], indirect=True)
+@pytest.mark.parametrize("command", ["eval", "leaderboard"])
+def test_every_leaderboard_column_is_explained_under_the_table(demo_runs: Path, width: int, command: str) -> None:
+    args = {
+        "eval": ["eval", "--out", str(demo_runs), *(a for spec in BASELINES for a in ("--judge", spec))],
+        "leaderboard": ["leaderboard", str(demo_runs)],
+    }[command]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    header = next(line for line in table_lines(result.output) if "score" in line)
+    shown = {cell.strip() for cell in header.strip("┃│ ").replace("┃", "│").split("│")} - {"#", "judge", "tier"}
+    legend = " ".join(result.output.split())  # the caption wraps
+    for column in shown:
+        name = column.split(" [")[0]
+        if name in ("acc", "rel", "comp", "crea", "resp", "overall"):
+            continue  # the dimensions, named together ("acc ... overall = the six dimensions") where shortened
+        name = {"stands in?": "stands in", "macro over organs": "macro"}.get(name, name)
+        assert f"{name} =" in legend, f"{column!r} is not explained:\n{result.output}"

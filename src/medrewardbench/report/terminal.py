@@ -50,6 +50,8 @@ POSITION_NOTE = (
     "consist. = same winner in both orders; 1st-pos = share of picks of the answer shown first "
     "(50 = no position bias); both pooled over the six dimensions"
 )
+FAIL_NOTE = "fail = verdicts not given (the request failed or left the dimension undecided), in % of those counted"
+"""Caption text for the ``fail`` column (pooled over the six dimensions, like the score)."""
 HUMAN_NOTE = (
     "vs annot. = agreement with the majority of the other annotators, each annotator left out in turn (all "
     "dimensions pooled); {label} = each annotator against that same majority: not a judge, not ranked"
@@ -239,7 +241,7 @@ def leaderboard_table(
         )
     table.caption = (
         f"{METRIC} in %, failures counted wrong; score = all six dimensions pooled; acc ... overall = the six "
-        f"dimensions; {POSITION_NOTE}"
+        f"dimensions; {FAIL_NOTE}; {POSITION_NOTE}"
     )
     if human is not None:
         table.add_section()
@@ -366,7 +368,9 @@ def interval_leaderboard_table(analysis: Analysis, title: str | None = None, *, 
         )
     table.caption = (
         f"score = {METRIC} (%) over all six dimensions pooled, failures counted wrong; judges sharing a tier are not "
-        f"significantly different from that tier's leader (paired bootstrap, Holm-corrected); {POSITION_NOTE}"
+        f"significantly different from that tier's leader (paired bootstrap, Holm-corrected); macro = the score "
+        f"averaged over organ systems; {FAIL_NOTE}; {POSITION_NOTE}; kappa = Cohen's kappa with the labels on the "
+        "overall dimension (0 = chance, 1 = perfect)"
     )
     if with_cost:
         table.caption += "; cost = the run's stored judgments at the sweep's prices, $/1k cases per case judged"
