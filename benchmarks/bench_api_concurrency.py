@@ -71,15 +71,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from command_rows import (
+    add_command_row_options,
+    bare_process_child,
     child_env,
     command_child,
+    command_flags,
     percentile,
     print_breakdown,
     print_cpu,
+    print_header,
     print_level,
+    print_profile,
     run_bare_client,
-    run_child,
+    run_bare_process,
     run_command,
+    write_template_json,
 )
 from PIL import Image
 
@@ -312,13 +318,7 @@ def run_command_level(
             "api:bench-model",
             "--out",
             os.path.join(out, "results"),
-            "--base-url",
-            base_url,
-            "--api-key-env",
-            KEY_ENV,
-            "--concurrency",
-            str(concurrency),
-            "--quiet",
+            *command_flags(base_url, KEY_ENV, concurrency),
         ]
         wall, cpu, phases = run_command(
             COMMAND_CHILD,
@@ -331,21 +331,16 @@ def run_command_level(
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, []), phases
 
 
-BARE_PROCESS_CHILD = r"""
-import asyncio, base64, json, os, sys
+BARE_PROCESS_CHILD = bare_process_child(
+    r"""
+import os
 
-import aiohttp
-
-data_path, template_path, url, concurrency, out_path = sys.argv[1:6]
-concurrency = int(concurrency)
-with open(template_path, encoding="utf-8") as handle:
-    template = json.load(handle)
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp"}
-base = os.path.dirname(data_path)
+base = os.path.dirname(source)
 
 
 def bodies():
-    with open(data_path, encoding="utf-8") as handle:
+    with open(source, encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)
             image_path = os.path.join(base, row["image"])
@@ -358,29 +353,8 @@ def bodies():
                 user = [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": text}]
                 messages = [{"role": "system", "content": template["system"]}, {"role": "user", "content": user}]
                 yield row["id"], json.dumps({"model": "bench-model", "messages": messages}).encode()
-
-
-async def main():
-    answers = []
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 16)) as session:
-        work = bodies()
-
-        async def worker():
-            for case_id, body in work:
-                async with session.post(url, data=body, headers=headers) as response:
-                    payload = await response.json()
-                if response.status != 200:
-                    raise RuntimeError(f"bare process got HTTP {response.status}")
-                answers.append({"id": case_id, "output": payload["choices"][0]["message"]["content"]})
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    with open(out_path, "w", encoding="utf-8") as handle:
-        json.dump(answers, handle)
-
-
-asyncio.run(main())
 """
+)
 """The floor of the whole command: a bare aiohttp client as a process, doing the same job without the package."""
 
 
@@ -389,27 +363,14 @@ def write_template(directory: str) -> str:
     from medrewardbench.prompts import load_template
 
     template = load_template("pairwise")
-    path = os.path.join(directory, "template.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"system": template.system, "user": template.user}, handle)
-    return path
+    return write_template_json(directory, {"system": template.system, "user": template.user})
 
 
 def run_process_level(
     base_url: str, concurrency: int, count: int, data_path: str, template_path: str, env: dict[str, str]
 ) -> RunFigures:
     """The bare client as a whole process on the same data, from its launch to its exit."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="mrb-bench-bare-") as out:
-        answers = os.path.join(out, "answers.json")
-        url = base_url.rstrip("/") + "/chat/completions"
-        argv = [sys.executable, "-c", BARE_PROCESS_CHILD, data_path, template_path, url, str(concurrency), answers]
-        wall, cpu, _ = run_child(argv, env, "bare process")
-        with open(answers, encoding="utf-8") as handle:
-            sent = len(json.load(handle))
-    if sent != count:
-        raise RuntimeError(f"bare process answered {sent} requests, expected {count}")
+    wall, cpu = run_bare_process(BARE_PROCESS_CHILD, data_path, template_path, base_url, concurrency, count, env)
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, [])
 
 
@@ -464,17 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per level; the median is reported")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare-client floor")
     parser.add_argument("--no-eval", action="store_true", help="skip the whole-eval rows (runner and SQLite store)")
-    parser.add_argument(
-        "--no-command", action="store_true", help="skip the whole-command rows (medrewardbench eval in a new process)"
-    )
-    parser.add_argument(
-        "--no-process", action="store_true", help="skip the bare-process rows (the floor of the command rows)"
-    )
-    parser.add_argument(
-        "--profile-command",
-        metavar="FILE",
-        help="write a cProfile of the last whole-command run to FILE (pstats format) and print its top functions",
-    )
+    add_command_row_options(parser, "medrewardbench eval")
     parser.add_argument(
         "--images",
         default="distinct",
@@ -501,10 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         f"http backend {args.backend}, client processes {args.client_processes}, {args.images} images, "
         f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
     )
-    print(
-        f"{'conc':>5} {'client':>7} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
-        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7} {'vs proc':>7}"
-    )
+    print_header()
     import tempfile
 
     scratch = tempfile.TemporaryDirectory(prefix="mrb-bench-data-")
@@ -590,10 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         "run's req/s over the bare process's (the goal figure of the command row)"
     )
     if args.profile_command and not args.no_command:
-        import pstats
-
-        print(f"\nwhole command, top functions by cumulative time ({args.profile_command}):")
-        pstats.Stats(args.profile_command, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
+        print_profile(args.profile_command)
 
     if args.skip_faults:
         return 0

@@ -61,14 +61,20 @@ from pathlib import Path
 
 from command_rows import (
     Phases,
+    add_command_row_options,
+    bare_process_child,
     child_env,
     command_child,
+    command_flags,
     print_breakdown,
     print_cpu,
+    print_header,
     print_level,
+    print_profile,
     run_bare_client,
-    run_child,
+    run_bare_process,
     run_command,
+    write_template_json,
 )
 from PIL import Image
 
@@ -245,13 +251,7 @@ def run_command_level(
         str(project),
         "--generator",
         f"api:{model}",
-        "--base-url",
-        base_url,
-        "--api-key-env",
-        KEY_ENV,
-        "--concurrency",
-        str(concurrency),
-        "--quiet",
+        *command_flags(base_url, KEY_ENV, concurrency),
     ]
     wall, cpu, phases = run_command(
         COMMAND_CHILD,
@@ -269,19 +269,13 @@ def run_command_level(
     return Figures(count, wall, cpu, failed), phases
 
 
-BARE_PROCESS_CHILD = r"""
-import asyncio, base64, json, sqlite3, sys
-
-import aiohttp
-
-store_path, template_path, url, concurrency, out_path = sys.argv[1:6]
-concurrency = int(concurrency)
-with open(template_path, encoding="utf-8") as handle:
-    template = json.load(handle)
+BARE_PROCESS_CHILD = bare_process_child(
+    r"""
+import sqlite3
 
 
 def bodies():
-    db = sqlite3.connect(store_path)
+    db = sqlite3.connect(source)
     rows = db.execute(
         "SELECT q.qid, q.question, q.answer_type, i.data FROM questions q "
         "LEFT JOIN images i ON i.sha256 = q.image_ref ORDER BY q.seq"
@@ -295,63 +289,23 @@ def bodies():
         messages = [{"role": "system", "content": template["system"]}, {"role": "user", "content": user}]
         yield qid, json.dumps({"model": "bench-bare", "messages": messages, "seed": 0}).encode()
     db.close()
-
-
-async def main():
-    answers = []
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 16)) as session:
-        work = bodies()
-
-        async def worker():
-            for qid, body in work:
-                async with session.post(url, data=body, headers=headers) as response:
-                    payload = await response.json()
-                if response.status != 200:
-                    raise RuntimeError(f"bare process got HTTP {response.status}")
-                answers.append({"id": qid, "text": payload["choices"][0]["message"]["content"]})
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    with open(out_path, "w", encoding="utf-8") as handle:
-        json.dump(answers, handle)
-
-
-asyncio.run(main())
 """
+)
 """The floor of the whole command: a bare aiohttp client as a process, doing the same job without the package."""
 
 
 def write_template(directory: str) -> str:
     """The answer prompt as JSON (system and user text, answer formats), for the bare process to fill in."""
     template = load_answer_template()
-    path = os.path.join(directory, "template.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"system": template.system, "user": template.user, "formats": ANSWER_FORMATS}, handle)
-    return path
+    return write_template_json(directory, {"system": template.system, "user": template.user, "formats": ANSWER_FORMATS})
 
 
 def run_process_level(
     project: Path, base_url: str, concurrency: int, count: int, template_path: str, env: dict[str, str]
 ) -> Figures:
     """The bare client as a whole process on the same project file, from its launch to its exit."""
-    with tempfile.TemporaryDirectory(prefix="mrb-bench-bare-") as out:
-        answers = os.path.join(out, "answers.json")
-        url = base_url.rstrip("/") + "/chat/completions"
-        argv = [
-            sys.executable,
-            "-c",
-            BARE_PROCESS_CHILD,
-            str(store_path(project)),
-            template_path,
-            url,
-            str(concurrency),
-            answers,
-        ]
-        wall, cpu, _ = run_child(argv, env, "bare process")
-        with open(answers, encoding="utf-8") as handle:
-            sent = len(json.load(handle))
-    if sent != count:
-        raise RuntimeError(f"bare process answered {sent} requests, expected {count}")
+    source = str(store_path(project))
+    wall, cpu = run_bare_process(BARE_PROCESS_CHILD, source, template_path, base_url, concurrency, count, env)
     return Figures(count, wall, cpu)
 
 
@@ -364,17 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requests", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3, help="runs per level; the median is reported")
     parser.add_argument("--quick", action="store_true", help="levels 1,8, latency 50 ms, one run each (seconds)")
-    parser.add_argument(
-        "--no-command", action="store_true", help="skip the whole-command rows (build responses in a new process)"
-    )
-    parser.add_argument(
-        "--no-process", action="store_true", help="skip the bare-process rows (the floor of the command rows)"
-    )
-    parser.add_argument(
-        "--profile-command",
-        metavar="FILE",
-        help="write a cProfile of the last whole-command run to FILE (pstats format) and print its top functions",
-    )
+    add_command_row_options(parser, "build responses")
     args = parser.parse_args(argv)
     if args.quick:
         args.levels, args.latency, args.requests_per_slot, args.repeat = "1,8", 0.05, 5, 1
@@ -385,10 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         f"server latency {args.latency * 1000:.0f} ms, server child process (free-text answers), a distinct image "
         f"per question, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
     )
-    print(
-        f"{'conc':>5} {'client':>9} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
-        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7} {'vs proc':>7}"
-    )
+    print_header(width=9)
     with (
         tempfile.TemporaryDirectory(prefix="mrb-bench-build-") as scratch,
         ServerProcess(ServerSettings(latency_s=args.latency, answer_mode="free_text")) as server,
@@ -460,10 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         "(goal for build: >= 0.97); vs proc = the same over the bare process's (goal for command: >= 0.90)"
     )
     if args.profile_command and not args.no_command:
-        import pstats
-
-        print(f"\nwhole command, top functions by cumulative time ({args.profile_command}):")
-        pstats.Stats(args.profile_command, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
+        print_profile(args.profile_command)
     return 0
 
 

@@ -12,13 +12,20 @@ Not a benchmark itself: ``bench_api_concurrency.py`` (the ``eval`` command) and 
   and ``exit`` (after the command until the process ended); they add up to the command's wall
   and CPU time. Phases reported "in" another (store writes during the requests) are not summed.
   A function called on another thread than the main one counts that thread's own CPU time.
+* :func:`add_command_row_options`: the benchmark's own options for those rows (skip them, profile).
+* :func:`command_flags`: the flags that point a command at the local server, C requests in flight.
 * :func:`run_child`: any child process timed from its launch to its exit (its CPU included), for
   the bare-client process that is the floor of the command row.
-* :func:`print_level`, :func:`print_breakdown`, :func:`print_cpu`: the printed rows.
+* :func:`bare_process_child`, :func:`write_template_json`, :func:`run_bare_process`: that bare-client
+  process: each benchmark gives it the reading of its own data; the requests, the answers file and
+  the count are the same.
+* :func:`print_header`, :func:`print_level`, :func:`print_breakdown`, :func:`print_cpu`,
+  :func:`print_profile`: the printed rows.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -30,17 +37,24 @@ from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = [
+    "add_command_row_options",
+    "bare_process_child",
     "child_env",
     "command_child",
+    "command_flags",
     "median_run",
     "ms",
     "percentile",
     "print_breakdown",
     "print_cpu",
+    "print_header",
     "print_level",
+    "print_profile",
     "run_bare_client",
+    "run_bare_process",
     "run_child",
     "run_command",
+    "write_template_json",
 ]
 
 Phases = dict[str, tuple[float, float]]
@@ -165,6 +179,37 @@ def command_child(imports: str, hooks: str) -> str:
     return _CHILD_PRELUDE + imports.strip() + "\n\nmark_imported()\n" + hooks.strip() + "\n" + _CHILD_RUN
 
 
+def add_command_row_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """``--no-command``, ``--no-process`` and ``--profile-command FILE`` of a benchmark with command rows.
+
+    Args:
+        parser: the benchmark's parser.
+        command: the command the command rows run, as the help names it (``medrewardbench eval``).
+    """
+    parser.add_argument(
+        "--no-command", action="store_true", help=f"skip the whole-command rows ({command} in a new process)"
+    )
+    parser.add_argument(
+        "--no-process", action="store_true", help="skip the bare-process rows (the floor of the command rows)"
+    )
+    parser.add_argument(
+        "--profile-command",
+        metavar="FILE",
+        help="write a cProfile of the last whole-command run to FILE (pstats format) and print its top functions",
+    )
+
+
+def command_flags(base_url: str, key_env: str, concurrency: int) -> list[str]:
+    """The flags that send a command's requests to the local server, ``concurrency`` in flight, without progress.
+
+    Args:
+        base_url: the server's OpenAI-compatible endpoint.
+        key_env: an environment variable left unset (the client then sends a placeholder key).
+        concurrency: requests in flight.
+    """
+    return ["--base-url", base_url, "--api-key-env", key_env, "--concurrency", str(concurrency), "--quiet"]
+
+
 def child_env(scratch: str) -> dict[str, str]:
     """The environment of the command and bare-process children: offline, bytecode cached in ``scratch``.
 
@@ -195,6 +240,86 @@ def run_child(argv: Sequence[str], env: dict[str, str], what: str) -> tuple[floa
         cpu_after.children_system - cpu_before.children_system
     )
     return wall, cpu, ended
+
+
+_BARE_PROCESS_PRELUDE = r"""
+import asyncio, base64, json, sys
+
+import aiohttp
+
+source, template_path, url, concurrency, out_path = sys.argv[1:6]
+concurrency = int(concurrency)
+with open(template_path, encoding="utf-8") as handle:
+    template = json.load(handle)
+"""
+
+_BARE_PROCESS_RUN = r"""
+async def main():
+    answers = []
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer placeholder"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 16)) as session:
+        work = bodies()
+
+        async def worker():
+            for key, body in work:
+                async with session.post(url, data=body, headers=headers) as response:
+                    payload = await response.json()
+                if response.status != 200:
+                    raise RuntimeError(f"bare process got HTTP {response.status}")
+                answers.append({"id": key, "text": payload["choices"][0]["message"]["content"]})
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    with open(out_path, "w", encoding="utf-8") as handle:
+        json.dump(answers, handle)
+
+
+asyncio.run(main())
+"""
+
+
+def bare_process_child(reader: str) -> str:
+    """The program of a bare-client process, the floor of a command row, run by :func:`run_bare_process`.
+
+    A new interpreter that imports aiohttp, reads the data, sends the requests with C workers in
+    flight and writes the answers to a JSON file: the same job as the command without the package.
+
+    Args:
+        reader: defines ``bodies()``, a generator of ``(id, request body bytes)`` read from ``source``
+            (the data's path) and filled from ``template`` (the JSON of :func:`write_template_json`);
+            it imports what it needs beyond ``asyncio``, ``base64``, ``json`` and ``sys``.
+
+    Returns:
+        The program, run with ``python -c PROGRAM SOURCE TEMPLATE URL CONCURRENCY ANSWERS``.
+    """
+    return _BARE_PROCESS_PRELUDE + "\n" + reader.strip() + "\n\n" + _BARE_PROCESS_RUN
+
+
+def write_template_json(directory: str, template: dict[str, object]) -> str:
+    """A prompt template as ``directory/template.json``, for the bare process to fill in; its path."""
+    path = os.path.join(directory, "template.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(template, handle)
+    return path
+
+
+def run_bare_process(
+    program: str, source: str, template_path: str, base_url: str, concurrency: int, count: int, env: dict[str, str]
+) -> tuple[float, float]:
+    """The bare-client process (:func:`bare_process_child`) from its launch to its exit: ``(wall s, cpu s)``.
+
+    Raises:
+        RuntimeError: it failed, or it answered other than ``count`` requests.
+    """
+    with tempfile.TemporaryDirectory(prefix="mrb-bench-bare-") as out:
+        answers = os.path.join(out, "answers.json")
+        url = base_url.rstrip("/") + "/chat/completions"
+        argv = [sys.executable, "-c", program, source, template_path, url, str(concurrency), answers]
+        wall, cpu, _ = run_child(argv, env, "bare process")
+        with open(answers, encoding="utf-8") as handle:
+            sent = len(json.load(handle))
+    if sent != count:
+        raise RuntimeError(f"bare process answered {sent} requests, expected {count}")
+    return wall, cpu
 
 
 def run_command(
@@ -295,6 +420,14 @@ def ms(values: list[float], q: float) -> str:
     return f"{percentile(values, q) * 1000:.1f}" if values else "-"
 
 
+def print_header(width: int = 7) -> None:
+    """The column heads of :func:`print_level`'s rows (``width``: that of the client column, as there)."""
+    print(
+        f"{'conc':>5} {'client':>{width}} {'requests':>8} {'runs':>4} {'req/s':>8} {'bound':>7} {'ratio':>6} "
+        f"{'ratio range':>13} {'p50 ms':>7} {'p95 ms':>7} {'cpu ms/req':>10} {'vs bare':>7} {'vs proc':>7}"
+    )
+
+
 def print_level(
     label: str,
     level: int,
@@ -361,3 +494,11 @@ def print_cpu(level: int, rows: dict[str, Sequence[Figures]], pairs: Sequence[tu
             parts.append(f"{label} {mine:.2f} s vs {floor} {least:.2f} s (x{mine / least:.2f})")
     if parts:
         print(f"      cpu per 1,000 requests at {level}: " + "; ".join(parts))
+
+
+def print_profile(path: str) -> None:
+    """The top functions by cumulative time of the cProfile at ``path`` (the whole command's)."""
+    import pstats
+
+    print(f"\nwhole command, top functions by cumulative time ({path}):")
+    pstats.Stats(path, stream=sys.stdout).sort_stats("cumulative").print_stats(30)

@@ -1,13 +1,19 @@
-"""``medrewardbench probe grounding`` on the demo data: the files it writes, the flags it prints, bad input."""
+"""``medrewardbench probe grounding`` on the demo data: the files it writes, the flags it prints, bad input;
+grounding and harm on data whose images lie outside its directory."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
+import pytest
+from helpers.cases import make_case
 from typer.testing import CliRunner
 
+from medrewardbench.cases import Annotation
 from medrewardbench.cli import app
+from medrewardbench.data import write_canonical
 
 runner = CliRunner()
 
@@ -33,3 +39,39 @@ def test_an_unknown_control_is_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "sideways" in result.output and "wrong-patient" in result.output
     assert not (tmp_path / "probe-grounding.json").exists()
+
+
+def _data_with_images_outside(tmp_path: Path) -> Path:
+    """Four doctor-flagged pairs whose image files lie in a sibling of the data's directory."""
+    cases = [
+        make_case(i, labels={"overall": 1}, annotations=(Annotation("dr_a", {"overall": 1}, harm={2: "severe"}),))
+        for i in range(4)
+    ]
+    embedded = write_canonical(cases, tmp_path / "embedded.jsonl")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "data").mkdir()
+    rows = []
+    for line in embedded.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        name = row["image"]["path"]
+        (tmp_path / "outside" / name).write_bytes(base64.b64decode(row["image"]["bytes"]))
+        rows.append(json.dumps({**row, "image": f"../outside/{name}"}))
+    path = tmp_path / "data" / "cases.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("probe", "extra"), [("grounding", ["--controls", "no-image,blank"]), ("harm", [])])
+def test_grounding_and_harm_read_images_outside_the_data_directory_only_when_allowed(
+    probe: str, extra: list[str], tmp_path: Path
+) -> None:
+    data = _data_with_images_outside(tmp_path)
+    args = ["probe", probe, "--data", str(data), "--judge", "baseline:longer", "--bootstrap", "200", *extra, "-q"]
+    refused = runner.invoke(app, [*args, "--out", str(tmp_path / "refused")])
+    assert refused.exit_code == 2, refused.output
+    assert "outside the data directory" in refused.output and "--allow-external-images" in refused.output
+    assert not (tmp_path / "refused" / f"probe-{probe}.json").exists()
+    allowed = runner.invoke(app, [*args, "--out", str(tmp_path / "allowed"), "--allow-external-images"])
+    assert allowed.exit_code == 0, allowed.output
+    document = json.loads((tmp_path / "allowed" / f"probe-{probe}.json").read_text())
+    assert [j["judge"] for j in document["judges"]] == ["baseline:longer"]

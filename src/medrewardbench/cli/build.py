@@ -30,7 +30,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from medrewardbench.cli.errors import command_errors
-from medrewardbench.cli.options import ExternalImagesOpt, ForceReplaceOpt, VerboseOpt
+from medrewardbench.cli.options import (
+    DEFAULT_MODEL_FLAGS,
+    ExternalImagesOpt,
+    ForceReplaceOpt,
+    ModelFlags,
+    VerboseOpt,
+    with_model_flags,
+)
 from medrewardbench.cli.progress import RichProgress
 from medrewardbench.cli.support import (
     console,
@@ -66,52 +73,19 @@ WaitOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")]
 TemplateOpt = Annotated[str, typer.Option("--template", help="the answer prompt: answer | FILE")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="seed of sampling (sent to API servers)")]
-ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", min=1, help="API requests in flight")]
-BatchSizeOpt = Annotated[int | None, typer.Option("--batch-size", min=1, help="local model: answers per batch")]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint of api: specs")]
-KeyEnvOpt = Annotated[str | None, typer.Option("--api-key-env", help="environment variable holding the API key")]
-TemperatureOpt = Annotated[float | None, typer.Option("--temperature")]
-TopPOpt = Annotated[float | None, typer.Option("--top-p")]
-MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens", min=1)]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="per-request timeout, seconds")]
-RetriesOpt = Annotated[int, typer.Option("--max-retries")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="local models: auto | cpu | cuda | cuda:N")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="local models: auto | float32 | bfloat16 | float16")]
 FreshOpt = Annotated[bool, typer.Option("--fresh", help="forget the stored answers of these configurations")]
 RetryOpt = Annotated[bool, typer.Option("--retry-failures", help="ask again where a stored answer failed")]
 
 
-def _options(
-    seed: int,
-    concurrency: int | None,
-    batch_size: int | None,
-    base_url: str | None,
-    api_key_env: str | None,
-    temperature: float | None,
-    top_p: float | None,
-    max_tokens: int | None,
-    timeout: float,
-    max_retries: int,
-    device: str,
-    dtype: str,
-) -> Any:
-    from medrewardbench.models.options import ApiSettings, JudgeOptions, LocalSettings
-
+def _options(seed: int, flags: ModelFlags) -> Any:
+    """The models' options, after the checks of sampling settings that no server accepts."""
+    temperature, top_p = flags.temperature, flags.top_p
     if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
         raise _fail(f"--temperature must be a finite number >= 0, not {temperature}")
     if top_p is not None and not (math.isfinite(top_p) and 0 <= top_p <= 1):
         raise _fail(f"--top-p must be a number between 0 and 1, not {top_p}")
-    nonempty_text(api_key_env, "--api-key-env")
-    return JudgeOptions(
-        seed=seed,
-        concurrency=concurrency,
-        batch_size=batch_size,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        api=ApiSettings(base_url=base_url, api_key_env=api_key_env, timeout_s=timeout, max_retries=max_retries),
-        local=LocalSettings(device=device, dtype=dtype),
-    )
+    nonempty_text(flags.api_key_env, "--api-key-env")
+    return flags.options(seed)
 
 
 def _say_waiting(project: Path) -> Callable[[int | None], None]:
@@ -275,6 +249,7 @@ def import_command(
 
 
 @app.command("filter")
+@with_model_flags
 def filter_command(
     project: ProjectArg,
     model: Annotated[list[str], typer.Option("--model", "-m", help="a small model's spec (api: or hf:), repeatable")],
@@ -288,17 +263,7 @@ def filter_command(
     template: TemplateOpt = "answer",
     grade_template: Annotated[str, typer.Option("--grade-template", help="grade | FILE")] = "grade",
     seed: SeedOpt = 0,
-    concurrency: ConcurrencyOpt = None,
-    batch_size: BatchSizeOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: KeyEnvOpt = None,
-    temperature: TemperatureOpt = None,
-    top_p: TopPOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    timeout: TimeoutOpt = 120.0,
-    max_retries: RetriesOpt = 6,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "auto",
+    model_flags: ModelFlags = DEFAULT_MODEL_FLAGS,
     fresh: FreshOpt = False,
     retry_failures: RetryOpt = False,
     wait: WaitOpt = False,
@@ -318,10 +283,7 @@ def filter_command(
     nonempty_text(grader, "--grader")
     with _errors(sink):
         specs = _split_option(model, "--model") or []
-        options = _options(
-            seed, concurrency, batch_size, base_url, api_key_env, temperature, top_p, max_tokens, timeout,
-            max_retries, device, dtype,
-        )  # fmt: skip
+        options = _options(seed, model_flags)
         answer_prompt = load_answer_template(template)
         grade_prompt = load_grade_template(grade_template)
         with open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
@@ -343,6 +305,7 @@ def filter_command(
 
 
 @app.command("responses")
+@with_model_flags
 def responses_command(
     project: ProjectArg,
     generator: Annotated[
@@ -350,17 +313,7 @@ def responses_command(
     ],
     template: TemplateOpt = "answer",
     seed: SeedOpt = 0,
-    concurrency: ConcurrencyOpt = None,
-    batch_size: BatchSizeOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: KeyEnvOpt = None,
-    temperature: TemperatureOpt = None,
-    top_p: TopPOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    timeout: TimeoutOpt = 120.0,
-    max_retries: RetriesOpt = 6,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "auto",
+    model_flags: ModelFlags = DEFAULT_MODEL_FLAGS,
     fresh: FreshOpt = False,
     retry_failures: RetryOpt = False,
     wait: WaitOpt = False,
@@ -379,10 +332,7 @@ def responses_command(
     sink = BuildProgress(enabled=not quiet)
     with _errors(sink):
         specs = _split_option(generator, "--generator") or []
-        options = _options(
-            seed, concurrency, batch_size, base_url, api_key_env, temperature, top_p, max_tokens, timeout,
-            max_retries, device, dtype,
-        )  # fmt: skip
+        options = _options(seed, model_flags)
         prompt = load_answer_template(template)
         with open_project(project, wait=wait, on_wait=_say_waiting(project)) as store:
             summaries = run_responses(

@@ -5,10 +5,13 @@ A command whose option only shares a flag's name with another's (``--seed`` of t
 Options that differ only in their help text here take it as an argument (:func:`ci_option`,
 :func:`bootstrap_option`), so that their names, bounds and value names cannot drift apart.
 
-The judge options (``--template``, ``--base-url``, ``--timeout``, ``--device``, ...) are the fields of
-:class:`JudgeFlags`; a command that judges takes them all with :func:`with_judge_flags` and makes
-its :class:`~medrewardbench.models.options.JudgeOptions` with :meth:`JudgeFlags.options`, so that
-eval and the probes accept the same flags, with the same help, built into options the same way.
+How a command reaches its models (``--base-url``, ``--timeout``, ``--temperature``, ``--device``, ...) is
+:class:`ModelFlags`: ``build filter`` and ``build responses`` take them with :func:`with_model_flags`
+for the models that answer questions. The judge options are those and the judge's own (``--template``,
+``--structured``, ``--adapter``, ...), the fields of :class:`JudgeFlags`; a command that judges takes
+them all with :func:`with_judge_flags` and makes its
+:class:`~medrewardbench.models.options.JudgeOptions` with :meth:`JudgeFlags.options`, so that eval and
+the probes accept the same flags, with the same help, built into options the same way.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ __all__ = [
     "JUDGE_HELP",
     "BootstrapOpt",
     "DEFAULT_JUDGE_FLAGS",
+    "DEFAULT_MODEL_FLAGS",
     "CiOpt",
     "DataOpt",
     "ExternalImagesOpt",
     "ForceReplaceOpt",
     "JudgeFlags",
     "JudgeSpecsOpt",
+    "ModelFlags",
     "OrgansOpt",
     "OutDirOpt",
     "QuietOpt",
@@ -45,6 +50,7 @@ __all__ = [
     "ci_option",
     "judge_flag_names",
     "with_judge_flags",
+    "with_model_flags",
 ]
 
 DATA_HELP = (
@@ -145,30 +151,25 @@ JudgeSpecsOpt = Annotated[
 
 
 @dataclass(frozen=True)
-class JudgeFlags:
-    """The judge options of a command line, each field one flag (its type carries the typer option).
+class ModelFlags:
+    """How a command reaches the models it asks, each field one flag (its type carries the typer option).
 
-    Every field is a setting of :class:`~medrewardbench.models.options.JudgeOptions`; the seed is
-    not one of them because each command says in its own help what else its ``--seed`` seeds.
+    The settings of :class:`~medrewardbench.models.options.JudgeOptions` that mean the same for a
+    judge and for a model that answers questions (``build filter``, ``build responses``): the API
+    endpoint and its retries, sampling, and the local device. What the prompt is and what ``--seed``
+    seeds each command says itself.
     """
 
-    template: Annotated[
-        str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
-    ] = "pairwise"
     concurrency: Annotated[
         int | None,
         typer.Option(
-            "--concurrency", min=1, metavar="N", help="requests in flight (API judges)", show_default="8 for api:"
+            "--concurrency", min=1, metavar="N", help="requests in flight (API models)", show_default="8 for api:"
         ),
     ] = None
     batch_size: Annotated[
         int | None,
         typer.Option(
-            "--batch-size",
-            min=1,
-            metavar="N",
-            help="requests per batch (local models)",
-            show_default="4 for hf:, 8 for rm:",
+            "--batch-size", min=1, metavar="N", help="requests per batch (local models)", show_default="4 for hf:"
         ),
     ] = None
     base_url: Annotated[
@@ -203,12 +204,13 @@ class JudgeFlags:
         int | None,
         typer.Option(
             "--max-tokens",
+            min=1,
             metavar="N",
-            help="most tokens a judge may write",
+            help="most tokens a model may write per request",
             show_default="512 for hf:, server's for api:",
         ),
     ] = None
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API judges)")] = (
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="per-request timeout (API models)")] = (
         120.0
     )
     max_retries: Annotated[
@@ -217,6 +219,64 @@ class JudgeFlags:
             "--max-retries", metavar="N", help="retries of a request on 429, 5xx, timeouts and dropped connections"
         ),
     ] = 6
+    device: Annotated[
+        str, typer.Option("--device", metavar="DEVICE", help="local models: auto | cpu | cuda | cuda:N")
+    ] = "auto"
+    dtype: Annotated[
+        str, typer.Option("--dtype", metavar="DTYPE", help="local models: auto | float32 | bfloat16 | float16")
+    ] = "auto"
+
+    def options(self, seed: int) -> JudgeOptions:
+        """The models' options these flags say, with the command's seed.
+
+        Args:
+            seed: the command's ``--seed``.
+
+        Returns:
+            The options every model of the command is built with.
+
+        Raises:
+            JudgeSpecError: a value out of range (a timeout of 0, a base URL with credentials, ...).
+        """
+        return JudgeOptions(
+            seed=seed,
+            concurrency=self.concurrency,
+            batch_size=self.batch_size,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            api=ApiSettings(
+                base_url=self.base_url,
+                api_key_env=self.api_key_env,
+                timeout_s=self.timeout,
+                max_retries=self.max_retries,
+            ),
+            local=LocalSettings(device=self.device, dtype=self.dtype),
+        )
+
+
+@dataclass(frozen=True)
+class JudgeFlags(ModelFlags):
+    """The judge options of a command line: :class:`ModelFlags` and the judge's own.
+
+    Every field is a setting of :class:`~medrewardbench.models.options.JudgeOptions`; the seed is
+    not one of them because each command says in its own help what else its ``--seed`` seeds.
+    ``--batch-size`` is the same flag as :class:`ModelFlags`' with the reward models' default named.
+    """
+
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            metavar="N",
+            help="requests per batch (local models)",
+            show_default="4 for hf:, 8 for rm:",
+        ),
+    ] = None
+    template: Annotated[
+        str, typer.Option("--template", metavar="NAME|FILE", help="judge prompt: pairwise | pairwise-cot | FILE")
+    ] = "pairwise"
     structured: Annotated[
         bool, typer.Option("--structured", help="ask API judges for JSON-schema output", show_default="off")
     ] = False
@@ -237,12 +297,6 @@ class JudgeFlags:
             "--client-processes", min=1, metavar="N", help="API judges: spread requests over N client processes"
         ),
     ] = 1
-    device: Annotated[
-        str, typer.Option("--device", metavar="DEVICE", help="local models: auto | cpu | cuda | cuda:N")
-    ] = "auto"
-    dtype: Annotated[
-        str, typer.Option("--dtype", metavar="DTYPE", help="local models: auto | float32 | bfloat16 | float16")
-    ] = "auto"
     adapter: Annotated[
         str | None,
         typer.Option("--adapter", metavar="DIR", help="LoRA adapter directory for hf: judges", show_default="none"),
@@ -269,34 +323,24 @@ class JudgeFlags:
         Raises:
             JudgeSpecError: a value out of range (a timeout of 0, a base URL with credentials, ...).
         """
-        return JudgeOptions(
-            seed=seed,
-            template=self.template,
-            concurrency=self.concurrency,
-            batch_size=self.batch_size,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_tokens,
-            api=ApiSettings(
-                base_url=self.base_url,
-                api_key_env=self.api_key_env,
-                timeout_s=self.timeout,
-                max_retries=self.max_retries,
-                structured=self.structured,
-                client_processes=self.client_processes,
-                logprobs=self.logprobs,
-            ),
-            local=LocalSettings(
-                device=self.device, dtype=self.dtype, adapter=self.adapter, force_prefix=self.force_prefix
-            ),
+        return (
+            super()
+            .options(seed)
+            .with_changes(template=self.template)
+            .with_api(structured=self.structured, client_processes=self.client_processes, logprobs=self.logprobs)
+            .with_local(adapter=self.adapter, force_prefix=self.force_prefix)
         )
 
 
 DEFAULT_JUDGE_FLAGS = JudgeFlags()
 """The default of a command's ``judge_flags`` parameter (typer fills it from the flags)."""
+DEFAULT_MODEL_FLAGS = ModelFlags()
+"""The default of a command's ``model_flags`` parameter (typer fills it from the flags)."""
 
 JUDGE_FLAGS_PARAMETER = "judge_flags"
 """The parameter of a command that :func:`with_judge_flags` fills."""
+MODEL_FLAGS_PARAMETER = "model_flags"
+"""The parameter of a command that :func:`with_model_flags` fills."""
 
 
 def judge_flag_names() -> list[str]:
@@ -325,27 +369,51 @@ def with_judge_flags(command: Callable[..., None]) -> Callable[..., None]:
     Raises:
         TypeError: the command has no ``judge_flags`` parameter, or one named like a judge option.
     """
+    return _with_flags(command, JudgeFlags, JUDGE_FLAGS_PARAMETER, "judge")
+
+
+def with_model_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command every option of :class:`ModelFlags`, collected into its ``model_flags`` parameter.
+
+    As :func:`with_judge_flags`, for a command whose models answer rather than judge.
+
+    Args:
+        command: a typer command with a parameter ``model_flags: ModelFlags``.
+
+    Returns:
+        The command as typer should register it.
+
+    Raises:
+        TypeError: the command has no ``model_flags`` parameter, or one named like a model option.
+    """
+    return _with_flags(command, ModelFlags, MODEL_FLAGS_PARAMETER, "model")
+
+
+def _with_flags(
+    command: Callable[..., None], flags: type[ModelFlags], parameter: str, what: str
+) -> Callable[..., None]:
+    """The command with the fields of ``flags`` in its signature in place of ``parameter``, packed when called."""
     signature = inspect.signature(command, eval_str=True)
-    if JUDGE_FLAGS_PARAMETER not in signature.parameters:
-        raise TypeError(f"{command.__name__} has no parameter {JUDGE_FLAGS_PARAMETER}: JudgeFlags")
-    hints = get_type_hints(JudgeFlags, include_extras=True)
-    names = [field.name for field in fields(JudgeFlags)]
+    if parameter not in signature.parameters:
+        raise TypeError(f"{command.__name__} has no parameter {parameter}: {flags.__name__}")
+    hints = get_type_hints(flags, include_extras=True)
+    names = [field.name for field in fields(flags)]
     clash = sorted(set(names) & set(signature.parameters))
     if clash:
-        raise TypeError(f"{command.__name__} declares judge options itself: {', '.join(clash)}")
+        raise TypeError(f"{command.__name__} declares {what} options itself: {', '.join(clash)}")
     flag_parameters = [
         inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hints[f.name])
-        for f in fields(JudgeFlags)
+        for f in fields(flags)
     ]
     parameters: list[inspect.Parameter] = []
-    for parameter in signature.parameters.values():
-        parameters.extend(flag_parameters if parameter.name == JUDGE_FLAGS_PARAMETER else [parameter])
+    for given_parameter in signature.parameters.values():
+        parameters.extend(flag_parameters if given_parameter.name == parameter else [given_parameter])
 
     @functools.wraps(command)
-    def command_with_judge_flags(**given: Any) -> None:
-        flags = JudgeFlags(**{name: given.pop(name) for name in names if name in given})
-        command(**given, **{JUDGE_FLAGS_PARAMETER: flags})
+    def command_with_flags(**given: Any) -> None:
+        packed = flags(**{name: given.pop(name) for name in names if name in given})
+        command(**given, **{parameter: packed})
 
-    command_with_judge_flags.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    command_with_judge_flags.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
-    return command_with_judge_flags
+    command_with_flags.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    command_with_flags.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+    return command_with_flags

@@ -19,6 +19,7 @@ from medrewardbench.cli.options import (
     BootstrapOpt,
     CiOpt,
     DataOpt,
+    ExternalImagesOpt,
     JudgeFlags,
     JudgeSpecsOpt,
     QuietOpt,
@@ -83,6 +84,7 @@ def grounding_command(
     bootstrap: BootstrapOpt = 2000,
     ci: CiOpt = 0.95,
     threshold: _ThresholdOpt = 0.05,
+    allow_external_images: ExternalImagesOpt = False,
     judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -111,7 +113,9 @@ def grounding_command(
         selected_orders = Order.parse_selection(orders)
         if not quiet:
             err_console.print(f"loading {terminal_safe(data)} ...", highlight=False, markup=False)
-        parent = load_benchmark(data, organs=_split_option(organs, "--organs"), limit=limit)
+        parent = load_benchmark(
+            data, organs=_split_option(organs, "--organs"), limit=limit, allow_external_images=allow_external_images
+        )
         variants, sets = control_benchmarks(parent, wanted, seed)
         options = judge_flags.options(seed)
     sink = RichProgress(enabled=not quiet)
@@ -167,6 +171,7 @@ def harm_command(
     seed: _SeedOpt = 0,
     bootstrap: BootstrapOpt = 2000,
     ci: CiOpt = 0.95,
+    allow_external_images: ExternalImagesOpt = False,
     judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -188,7 +193,7 @@ def harm_command(
     specs = _split_option(judge, "--judge") or list(BASELINE_SPECS)
     with command_errors("interrupted while loading the data: nothing was judged"):
         selected_orders = Order.parse_selection(orders)
-        benchmark = load_benchmark(data)
+        benchmark = load_benchmark(data, allow_external_images=allow_external_images)
         pairs, _both = flagged_pairs(benchmark.cases)
         if not pairs:
             raise _fail(

@@ -22,7 +22,15 @@ from typing import Literal
 
 __all__ = ["plain_jpeg", "plain_png"]
 
+
+def _plain_pixels(bits: int, channels: int | None, width: int, height: int, max_pixels: int) -> bool:
+    """One 8-bit frame of 1 or 3 channels (``L`` or ``RGB``), not empty and within the pixel limit."""
+    return bits == 8 and channels in (1, 3) and width > 0 and height > 0 and width * height <= max_pixels
+
+
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_CHANNELS = {0: 1, 2: 3}
+"""Greyscale and truecolour: the colour types that decode to ``L`` and ``RGB`` (no palette, no alpha)."""
 _PNG_CHUNKS = frozenset({b"IDAT", b"gAMA", b"cHRM", b"sRGB", b"pHYs", b"tIME", b"tEXt", b"bKGD", b"sBIT"})
 """Chunks (besides IHDR and IEND) a plain PNG may hold: none of them changes the pixels PIL gives or
 can make PIL's reading fail when its checksum is right (palettes, transparency, animation, EXIF,
@@ -44,9 +52,9 @@ def plain_png(data: bytes, max_pixels: int) -> bool:
     width = int.from_bytes(data[16:20], "big")
     height = int.from_bytes(data[20:24], "big")
     depth, colour, compression, filtering, interlace = data[24:29]
-    if depth != 8 or colour not in (0, 2) or compression or filtering or interlace not in (0, 1):
+    if compression or filtering or interlace not in (0, 1):
         return False
-    if not (width > 0 and height > 0 and width * height <= max_pixels):
+    if not _plain_pixels(depth, _PNG_CHANNELS.get(colour), width, height, max_pixels):
         return False
     view = memoryview(data)
     end = len(data)
@@ -137,14 +145,7 @@ def _plain_frame(segment: memoryview, max_pixels: int) -> bool:
     height = int.from_bytes(segment[1:3], "big")
     width = int.from_bytes(segment[3:5], "big")
     components = segment[5]
-    return (
-        precision == 8
-        and components in (1, 3)
-        and len(segment) >= 6 + 3 * components
-        and width > 0
-        and height > 0
-        and width * height <= max_pixels
-    )
+    return len(segment) >= 6 + 3 * components and _plain_pixels(precision, components, width, height, max_pixels)
 
 
 def _sound_quantization(segment: memoryview) -> bool:
