@@ -253,10 +253,35 @@ else:
 timed(evaluation, "plan_run", "planning")
 timed(evaluation, "execute_plan", "judging")
 timed(Store, "write_judgments", "store writes (in judging)")
-for name in ("load_run_data", "run_metrics", "analyze"):
-    timed(evaluation, name, "analysis")
-for name in ("write_judgments_jsonl", "write_metrics_json", "write_metrics_csv"):
-    timed(evaluation, name, "outputs")
+ANALYSIS = ("medrewardbench.metrics.core", ("load_run_data", "run_metrics")), (
+    "medrewardbench.metrics.analysis",
+    ("analyze",),
+)
+OUTPUTS = "medrewardbench.report.files", ("write_judgments_jsonl", "write_metrics_json", "write_metrics_csv")
+
+
+def hook_results(owners):
+    for (module, names), phase in zip((*ANALYSIS, OUTPUTS), ("analysis", "analysis", "outputs")):
+        for name in names:
+            timed(owners(module), name, phase)
+
+
+if hasattr(evaluation, "analyze"):  # a version that imports the analysis at start-up
+    hook_results(lambda module: evaluation)
+else:  # imported where used (on a thread while the requests are out): hooked when the outputs begin,
+    # so that the start-up phase imports nothing the command itself does not; waiting for that
+    # thread's imports, if it is not done, counts as other
+    import importlib
+
+    write_outputs, hooked = evaluation._write_outputs, []
+
+    def hooked_outputs(*args, **kwargs):
+        if not hooked:
+            hook_results(importlib.import_module)
+            hooked.append(True)
+        return write_outputs(*args, **kwargs)
+
+    evaluation._write_outputs = hooked_outputs
 """,
 )
 """Runs the ``medrewardbench eval`` command in a fresh interpreter and times its phases from inside."""
