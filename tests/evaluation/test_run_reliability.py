@@ -617,9 +617,10 @@ def test_the_lock_refuses_a_second_holder_in_the_same_process_and_is_released(tm
 
 
 OPEN_TOGETHER = """
-import sys, time
+import os, sys, time
 from medrewardbench.evaluation.store import Store
-while time.time() < float(sys.argv[2]):
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):
     time.sleep(0.0005)
 with Store(sys.argv[1]) as store:
     store.runs()
@@ -630,10 +631,10 @@ print("ok")
 def test_many_processes_opening_a_brand_new_store_together_all_succeed(tmp_path: Path) -> None:
     for attempt in range(2):
         path = tmp_path / f"store{attempt}.sqlite"
-        start_at = time.time() + 2.5  # after every process has imported the store module
+        go = tmp_path / f"go{attempt}"  # created once every process has imported the store module
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", OPEN_TOGETHER, str(path), str(start_at)],
+                [sys.executable, "-c", OPEN_TOGETHER, str(path), str(go)],
                 env=cli_env(),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -641,6 +642,11 @@ def test_many_processes_opening_a_brand_new_store_together_all_succeed(tmp_path:
             )
             for _ in range(8)
         ]
+        for proc in procs:
+            assert proc.stdout is not None
+            ready = proc.stdout.readline()
+            assert ready == "ready\n", (ready, proc.communicate(timeout=60)[1])
+        go.touch()
         outcomes = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outcomes]
         with sqlite3.connect(path) as conn:
