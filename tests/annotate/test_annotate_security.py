@@ -8,10 +8,13 @@ these tests: each path parameter is filled with a real value that belongs to som
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,6 +73,30 @@ def test_production_hashes_with_argon2id_at_64_mib_and_three_passes_and_rehashes
     for value in ("", "0", "true"):  # only exactly "1" switches it on
         monkeypatch.setenv(security.FAST_HASHING_ENV, value)
         assert security.password_hasher().memory_cost == 64 * 1024
+
+
+def test_an_app_made_with_the_test_only_hashing_switch_says_so_in_its_log(
+    project_factory: Callable[..., Any],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from medrewardbench.annotate.web import create_app
+
+    project = project_factory(tmp_path / "proj")
+    try:
+        with caplog.at_level(logging.WARNING, logger="medrewardbench.annotate.web"):
+            create_app(project)
+            assert [r.getMessage() for r in caplog.records] == [
+                f"{security.FAST_HASHING_ENV}=1: passwords are hashed with test-only cheap parameters; "
+                "unset it for a real server"
+            ]
+            caplog.clear()
+            monkeypatch.delenv(security.FAST_HASHING_ENV)
+            create_app(project)
+            assert caplog.records == []
+    finally:
+        project.close()
 
 
 def routes(app: Any) -> list[tuple[str, str]]:
