@@ -75,6 +75,24 @@ def test_production_hashes_with_argon2id_at_64_mib_and_three_passes_and_rehashes
         assert security.password_hasher().memory_cost == 64 * 1024
 
 
+def test_a_cheap_test_hash_is_replaced_by_a_production_hash_at_the_next_login(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stored(name: str) -> str:
+        with site.project.db.read() as s:
+            return str(s.execute(sa.text("SELECT password_hash FROM users WHERE name = :n"), {"n": name}).scalar())
+
+    add_annotator(site, "rehash-user")  # made with the suite's cheap parameters
+    assert extract_parameters(stored("rehash-user")).memory_cost == 8
+    monkeypatch.delenv(security.FAST_HASHING_ENV)  # the server now runs with production parameters
+    with client_for(site.base) as client:
+        login(client, "rehash-user")
+    params = extract_parameters(stored("rehash-user"))
+    assert (params.memory_cost, params.time_cost, params.parallelism) == (64 * 1024, 3, 4)
+    with client_for(site.base) as client:
+        login(client, "rehash-user")  # and the new hash logs in
+
+
 def test_an_app_made_with_the_test_only_hashing_switch_says_so_in_its_log(
     project_factory: Callable[..., Any],
     tmp_path: Path,
