@@ -97,16 +97,21 @@ def test_init_users_status_export_and_eval_from_the_command_line(tmp_path: Path,
     code, out = run("annotate", "export", str(project), "--format", "reference", "--out", str(tmp_path / "ref"))
     assert code == 0 and (tmp_path / "ref" / "pair_gt_all" / "chest.jsonl").is_file(), out
 
-    # eval reads the export directly, as a real console command
+    # eval reads the export directly: the canonical file as a real console command, the reference
+    # layout in this process (what is tested there is the layout, not the process)
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    for data in (export, tmp_path / "ref"):
-        done = subprocess.run(
-            [sys.executable, "-m", "medrewardbench.cli", "eval", "--data", str(data), "--judge", "baseline:longer",
-             "--out", str(tmp_path / f"results-{data.name}")],
-            capture_output=True, text=True, timeout=300, env=env,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "Leaderboard" in done.stdout and "baseline:longer" in done.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "medrewardbench.cli", "eval", "--data", str(export), "--judge", "baseline:longer",
+         "--out", str(tmp_path / f"results-{export.name}")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Leaderboard" in done.stdout and "baseline:longer" in done.stdout
+    ref = tmp_path / "ref"
+    args = ["eval", "--data", str(ref), "--judge", "baseline:longer", "--out", str(tmp_path / "results-ref")]
+    here = runner.invoke(app, args, catch_exceptions=False)
+    assert here.exit_code == 0, here.stderr[-2000:]
+    assert "Leaderboard" in here.stdout and "baseline:longer" in here.stdout
 
 
 def test_errors_in_the_input_are_reported_and_nothing_is_created(tmp_path: Path) -> None:

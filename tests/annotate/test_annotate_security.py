@@ -8,13 +8,18 @@ these tests: each path parameter is filled with a real value that belongs to som
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from argon2 import Type, extract_parameters
 from fastapi.routing import APIRoute
 from helpers.annotate import (
     ADMIN,
@@ -38,6 +43,78 @@ from medrewardbench.dimensions import DIMENSIONS
 @pytest.fixture
 def site(attack_site: Site) -> Site:
     return attack_site
+
+
+@pytest.fixture
+def production_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argon2's production parameters for this test (the suite hashes cheaply, see tests/conftest.py).
+
+    The burst and gate tests need hashes slow enough that logins overlap, as on a real server.
+    """
+    monkeypatch.delenv(security.FAST_HASHING_ENV)
+
+
+def test_production_hashes_with_argon2id_at_64_mib_and_three_passes_and_rehashes_cheap_test_hashes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert os.environ.get(security.FAST_HASHING_ENV) == "1", "tests/conftest.py sets the switch by this name"
+    cheap = security.hash_password(PASSWORD)
+    assert extract_parameters(cheap).memory_cost == 8 and not security.needs_rehash(cheap)
+    monkeypatch.delenv(security.FAST_HASHING_ENV)
+    strong = security.hash_password(PASSWORD)
+    params = extract_parameters(strong)
+    assert (params.type, params.memory_cost, params.time_cost, params.parallelism) == (Type.ID, 64 * 1024, 3, 4)
+    assert (params.salt_len, params.hash_len) == (16, 32)
+    assert security.verify_password(strong, PASSWORD) and not security.verify_password(strong, "wrong-password")
+    assert not security.verify_password(None, PASSWORD)  # no such user: checked against a dummy, refused
+    assert not security.needs_rehash(strong)
+    # a cheap hash met by a real server still logs in, and is replaced at that login
+    assert security.verify_password(cheap, PASSWORD) and security.needs_rehash(cheap)
+    for value in ("", "0", "true"):  # only exactly "1" switches it on
+        monkeypatch.setenv(security.FAST_HASHING_ENV, value)
+        assert security.password_hasher().memory_cost == 64 * 1024
+
+
+def test_a_cheap_test_hash_is_replaced_by_a_production_hash_at_the_next_login(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stored(name: str) -> str:
+        with site.project.db.read() as s:
+            return str(s.execute(sa.text("SELECT password_hash FROM users WHERE name = :n"), {"n": name}).scalar())
+
+    add_annotator(site, "rehash-user")  # made with the suite's cheap parameters
+    assert extract_parameters(stored("rehash-user")).memory_cost == 8
+    monkeypatch.delenv(security.FAST_HASHING_ENV)  # the server now runs with production parameters
+    with client_for(site.base) as client:
+        login(client, "rehash-user")
+    params = extract_parameters(stored("rehash-user"))
+    assert (params.memory_cost, params.time_cost, params.parallelism) == (64 * 1024, 3, 4)
+    with client_for(site.base) as client:
+        login(client, "rehash-user")  # and the new hash logs in
+
+
+def test_an_app_made_with_the_test_only_hashing_switch_says_so_in_its_log(
+    project_factory: Callable[..., Any],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from medrewardbench.annotate.web import create_app
+
+    project = project_factory(tmp_path / "proj")
+    try:
+        with caplog.at_level(logging.WARNING, logger="medrewardbench.annotate.web"):
+            create_app(project)
+            assert [r.getMessage() for r in caplog.records] == [
+                f"{security.FAST_HASHING_ENV}=1: passwords are hashed with test-only cheap parameters; "
+                "unset it for a real server"
+            ]
+            caplog.clear()
+            monkeypatch.delenv(security.FAST_HASHING_ENV)
+            create_app(project)
+            assert caplog.records == []
+    finally:
+        project.close()
 
 
 def routes(app: Any) -> list[tuple[str, str]]:
@@ -297,7 +374,9 @@ def add_annotator(site: Site, name: str) -> None:
         site.project.add_user(Identity.command_line(), name, "annotator", PASSWORD)
 
 
-def test_a_burst_of_parallel_wrong_passwords_checks_at_most_the_per_name_limit(site: Site) -> None:
+def test_a_burst_of_parallel_wrong_passwords_checks_at_most_the_per_name_limit(
+    site: Site, production_hashing: None
+) -> None:
     add_annotator(site, "erin")
     proxy = {"x-forwarded-for": "198.51.100.10"}  # its own address, so other tests' failures do not count
     codes = burst(site, [("erin", f"wrong-guess-{i}") for i in range(30)], proxy)
@@ -341,7 +420,7 @@ class CountingGate(security.HashGate):
 
 
 def test_password_hashes_in_flight_are_bounded_and_the_excess_is_told_to_retry(
-    site: Site, monkeypatch: pytest.MonkeyPatch
+    site: Site, monkeypatch: pytest.MonkeyPatch, production_hashing: None
 ) -> None:
     if site.backend != "sqlite":
         pytest.skip("the gate is the same code whatever the database")
@@ -374,7 +453,9 @@ def test_password_hashes_in_flight_are_bounded_and_the_excess_is_told_to_retry(
 
 
 @pytest.mark.slow
-def test_a_burst_from_one_address_rotating_forwarded_for_checks_at_most_the_per_address_limit(site: Site) -> None:
+def test_a_burst_from_one_address_rotating_forwarded_for_checks_at_most_the_per_address_limit(
+    site: Site, production_hashing: None
+) -> None:
     # 127.0.0.2 is not a trusted proxy: each attempt claims another address and another name, in vain
     attempts = [(f"rotating-{i}", "wrong-password") for i in range(24)]
     headers = [{"x-forwarded-for": f"203.0.113.{i + 1}", "x-forwarded-proto": "https"} for i in range(24)]

@@ -1,6 +1,7 @@
 """Runs that are interrupted, share an output directory, fail or meet bad settings (issue 9).
 
-Real parts only: ``medrewardbench eval`` runs as a subprocess and gets real signals, API judges talk
+Real parts only: ``medrewardbench eval`` runs as a subprocess where it gets real signals, is killed
+or meets a second process (reruns, readers and failed judges run in this process), API judges talk
 to the real local OpenAI-compatible server (which records every request it receives), the store is
 a real SQLite file, and permissions are tested as an unprivileged user or on a read-only mount.
 """
@@ -74,6 +75,17 @@ def run(
         timeout=timeout,
         **popen,
     )
+
+
+def run_here(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run a command in this process, answering like :func:`run` (exit code, stdout, stderr).
+
+    For the runs where no signal, kill or second process is what is tested: a rerun that resumes,
+    a reader beside a running eval, the exit code and summary of a failed judge. Each saves the
+    second or so a fresh interpreter takes to import the package.
+    """
+    result = runner.invoke(app, args, catch_exceptions=False)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def run_in_process(*args: str) -> tuple[int, str]:
@@ -190,7 +202,7 @@ def test_ctrl_c_mid_run_keeps_what_finished_writes_the_files_and_a_rerun_sends_o
     assert len(sent) - stored <= 4, "only the requests in flight at the interrupt are lost"
 
     control.clear_requests()
-    done = run(args)
+    done = run_here(args)
     assert done.returncode == 0, done.stderr
     resent = [request_key(r) for r in control.chat_requests()]
     assert sorted(resent) == sorted(all_keys(12) - set(before)), "the rerun sends exactly what is missing"
@@ -226,7 +238,7 @@ def test_ctrl_c_while_loading_or_hashing_stops_at_once_and_a_rerun_completes(
     else:
         assert stored_keys(out) == [] and not (out / "judgments.jsonl").exists()
 
-    done = run([*args, "--quiet"])
+    done = run_here([*args, "--quiet"])
     assert done.returncode == 0, done.stderr
     assert len(stored_keys(out)) == 12000 == len(set(stored_keys(out)))
     assert len((out / "judgments.jsonl").read_text().splitlines()) == 12000
@@ -488,7 +500,7 @@ def test_a_judge_that_failed_every_request_makes_eval_fail_and_names_the_reasons
     data = write_cases(tmp_path / "data", 3)
     out = tmp_path / "out"
     args = api_args(openai_server, data, out, "--judge", "baseline:longer", judge="api:broken")
-    done = run(args)
+    done = run_here(args)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "api:broken: 6 of 6 requests failed. Most common: HTTP 400: Invalid request (injected). (6)" in done.stderr
     assert error_lines(done.stderr) == [
@@ -499,7 +511,7 @@ def test_a_judge_that_failed_every_request_makes_eval_fail_and_names_the_reasons
     rows = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
     assert sum(1 for r in rows if r["judge"] == "api:broken" and r["failure"]) == 6  # stored before failing
     # quiet still says why it failed
-    done = run([*args, "--quiet"])
+    done = run_here([*args, "--quiet"])
     assert done.returncode == 1 and "api:broken: 6 of 6 requests failed" in done.stderr
 
 
@@ -508,7 +520,7 @@ def test_a_judge_that_failed_some_requests_is_summarised_and_eval_succeeds(
 ) -> None:
     openai_server.control.script_faults("400", None, "400")
     data = write_cases(tmp_path / "data", 3)
-    done = run(api_args(openai_server, data, tmp_path / "out", "--concurrency", "1"))
+    done = run_here(api_args(openai_server, data, tmp_path / "out", "--concurrency", "1"))
     assert done.returncode == 0, done.stderr
     assert "api:slow: 2 of 6 requests failed. Most common: HTTP 400: Invalid request (injected). (2)" in done.stderr
 
@@ -582,14 +594,14 @@ def test_a_killed_holder_leaves_no_stale_lock_and_readers_need_no_lock(
     # report and leaderboard read while the eval holds the lock
     for command in (["report", str(out), "--format", "json", "--bootstrap", "100"],
                     ["leaderboard", str(out), "--bootstrap", "100"]):  # fmt: skip
-        done = run(command)
+        done = run_here(command)
         assert done.returncode == 0, done.stderr
     assert first.poll() is None, "the readers ran while the eval was still running"
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     assert (out / LOCK_FILENAME).read_text().strip() == str(first.pid)  # the dead holder's pid is still written
     openai_server.control.set_latency(0.0)
-    done = run(args)
+    done = run_here(args)
     assert done.returncode == 0, done.stderr
     assert sorted(stored_keys(out)) == sorted(all_keys(12))
 
@@ -605,9 +617,10 @@ def test_the_lock_refuses_a_second_holder_in_the_same_process_and_is_released(tm
 
 
 OPEN_TOGETHER = """
-import sys, time
+import os, sys, time
 from medrewardbench.evaluation.store import Store
-while time.time() < float(sys.argv[2]):
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):
     time.sleep(0.0005)
 with Store(sys.argv[1]) as store:
     store.runs()
@@ -618,10 +631,10 @@ print("ok")
 def test_many_processes_opening_a_brand_new_store_together_all_succeed(tmp_path: Path) -> None:
     for attempt in range(2):
         path = tmp_path / f"store{attempt}.sqlite"
-        start_at = time.time() + 2.5  # after every process has imported the store module
+        go = tmp_path / f"go{attempt}"  # created once every process has imported the store module
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", OPEN_TOGETHER, str(path), str(start_at)],
+                [sys.executable, "-c", OPEN_TOGETHER, str(path), str(go)],
                 env=cli_env(),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -629,6 +642,11 @@ def test_many_processes_opening_a_brand_new_store_together_all_succeed(tmp_path:
             )
             for _ in range(8)
         ]
+        for proc in procs:
+            assert proc.stdout is not None
+            ready = proc.stdout.readline()
+            assert ready == "ready\n", (ready, proc.communicate(timeout=60)[1])
+        go.touch()
         outcomes = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outcomes]
         with sqlite3.connect(path) as conn:

@@ -5,6 +5,9 @@
   which names exist. At most :data:`MAX_HASHES_IN_FLIGHT` hashes run at once (:class:`HashGate`),
   so a burst of logins cannot take the server's memory; the rest wait a little, then are told to
   come back (:class:`~medrewardbench.annotate.config.ServerBusy`).
+  The test suite alone sets :data:`FAST_HASHING_ENV`, which swaps in argon2's cheapest parameters
+  so its thousands of logins take microseconds; a server that meets such a hash rehashes it with
+  the defaults at the next login (:func:`needs_rehash`).
 * Session cookies and API tokens are 256-bit random strings; only their SHA-256 is stored, so a
   copy of the database does not let anyone log in.
 * Each session has its own CSRF token, compared in constant time. The login form, which comes
@@ -16,8 +19,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import os
 import secrets
 import threading
 import time
@@ -85,8 +90,27 @@ class HashGate:
 HASH_GATE = HashGate()
 """The process's gate; every hash and every check goes through it."""
 
-_hasher = PasswordHasher()
-_DUMMY_HASH = _hasher.hash(secrets.token_hex(16))
+FAST_HASHING_ENV = "MEDREWARDBENCH_ANNOTATE_TEST_ONLY_FAST_HASHING"
+"""Set to ``1`` by the test suite only (tests/conftest.py): passwords are hashed with 8 KiB and one
+pass instead of 64 MiB and three. Such hashes are cheap to crack; never set it for a real server."""
+
+_STRONG_HASHER = PasswordHasher()
+_FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+def password_hasher() -> PasswordHasher:
+    """The hasher in use: argon2-cffi's defaults, or the cheap one when :data:`FAST_HASHING_ENV` is ``1``.
+
+    Returns:
+        The hasher; read on every call, so a test can switch within a running process.
+    """
+    return _FAST_HASHER if os.environ.get(FAST_HASHING_ENV) == "1" else _STRONG_HASHER
+
+
+@functools.cache
+def _dummy_hash(hasher: PasswordHasher) -> str:
+    """A hash of a random password, checked when the user does not exist (one per hasher)."""
+    return hasher.hash(secrets.token_hex(16))
 
 
 def hash_password(password: str) -> str:
@@ -102,8 +126,9 @@ def hash_password(password: str) -> str:
         InvalidInput: the password is shorter than :data:`MIN_PASSWORD_LENGTH`.
     """
     check_password_strength(password)
+    hasher = password_hasher()
     with HASH_GATE.slot():
-        return _hasher.hash(password)
+        return hasher.hash(password)
 
 
 def check_password_strength(password: str) -> None:
@@ -132,9 +157,10 @@ def verify_password(encoded: str | None, password: str) -> bool:
     Raises:
         ServerBusy: no hash slot came free in time (see :class:`HashGate`).
     """
+    hasher = password_hasher()
     with HASH_GATE.slot():
         try:
-            ok = _hasher.verify(encoded or _DUMMY_HASH, password)
+            ok = hasher.verify(encoded or _dummy_hash(hasher), password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return False
     return ok and encoded is not None
@@ -149,7 +175,7 @@ def needs_rehash(encoded: str) -> bool:
     Returns:
         True when it should be replaced by a fresh hash at the next successful login.
     """
-    return _hasher.check_needs_rehash(encoded)
+    return password_hasher().check_needs_rehash(encoded)
 
 
 def new_token(prefix: str = "") -> str:

@@ -21,6 +21,8 @@ what was wrong (the field, for a malformed request), never with the input echoed
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Sequence
 
 from fastapi import FastAPI, Request
@@ -38,6 +40,7 @@ from medrewardbench.annotate.middleware import (
 from medrewardbench.annotate.rendering import PACKAGE_DIR, template_environment
 from medrewardbench.annotate.routes import admin, api, login, pages
 from medrewardbench.annotate.routes.login import PUBLIC_PATHS
+from medrewardbench.annotate.security import FAST_HASHING_ENV
 from medrewardbench.annotate.service import Project
 
 __all__ = ["PUBLIC_PATHS", "SECURITY_HEADERS", "create_app"]
@@ -66,6 +69,11 @@ def create_app(
     Raises:
         ValueError: a trusted proxy entry is not an address or network.
     """
+    if os.environ.get(FAST_HASHING_ENV) == "1":
+        logging.getLogger(__name__).warning(
+            "%s=1: passwords are hashed with test-only cheap parameters; unset it for a real server",
+            FAST_HASHING_ENV,
+        )
     app = FastAPI(
         title="medrewardbench annotate",
         docs_url=None,
