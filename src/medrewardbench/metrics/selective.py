@@ -59,7 +59,8 @@ import numpy.typing as npt
 from medrewardbench.metrics.calibration import BOOTSTRAP_LIMIT
 from medrewardbench.metrics.confidence import CaseVerdicts
 from medrewardbench.metrics.stats import FloatArray
-from medrewardbench.metrics.stats.bootstrap import _regularized_beta, ratio_ci
+from medrewardbench.metrics.stats.bootstrap import ratio_ci
+from medrewardbench.metrics.stats.distributions import _regularized_beta
 
 __all__ = [
     "DEFAULT_DELTA",
