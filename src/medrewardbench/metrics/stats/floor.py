@@ -25,7 +25,9 @@ The floor (:func:`small_sample_floor`), for a ratio of sums ``sum y_i / sum m_i`
 * any other interval becomes the **hull** of itself and the Korn-Graubard interval (Korn and
   Graubard, *Survey Methodology* 1998): Wilson's interval at the effective sample size
   ``n_eff = p (1 - p) / v`` (``v`` the ratio's linearised variance over units, ``n / (n - 1)``
-  times the sum of squared residuals ``(y_i - p m_i) / sum m``; ``n_eff`` at most ``sum m``),
+  times the sum of squared residuals ``(y_i - p m_i) / sum m``; for a rate of 0/1 requests
+  ``n_eff`` is at most ``sum m``, as if the requests were independent; a difference of two rates,
+  mostly 0 per request, is not capped),
   shrunk by ``(z / t_{n-1})^2`` because ``v`` comes from ``n`` units.
 
 A statistic on another range (a difference of rates on ``[-1, 1]``) is rescaled to ``[0, 1]``
@@ -186,7 +188,9 @@ def small_sample_floor(
     variance_q = variance / (hi - lo) ** 2
     informative = np.isfinite(q) & (n > 1) & (variance_q > 0) & (q > 0) & (q < 1) & (out_high - out_low > 0)
     if informative.any():
-        effective = np.minimum(total[informative], q[informative] * (1 - q[informative]) / variance_q[informative])
+        effective = q[informative] * (1 - q[informative]) / variance_q[informative]
+        if (lo, hi) == (0.0, 1.0):  # 0/1 requests: no more information than independent ones
+            effective = np.minimum(total[informative], effective)
         # Korn and Graubard's degrees-of-freedom correction: the variance is estimated from n units
         effective = effective / t_over_z(n[informative] - 1, confidence) ** 2
         kg_low, kg_high = wilson_interval(q[informative], effective, confidence)
