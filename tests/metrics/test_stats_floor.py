@@ -128,3 +128,17 @@ def test_the_grid_covers_at_least_near_the_nominal_level(n: int, rate: float, ic
     where requests are independent (the clustered rare-event cells are the hardest: module docstring)."""
     _, floored = _coverage(n, rate, icc, reps=400, resamples=400)
     assert floored >= (0.93 if icc == 0 else 0.85), floored
+
+
+def test_a_difference_of_rates_is_not_widened_as_if_its_requests_were_coin_flips() -> None:
+    """On [-1, 1] a per-request difference is mostly 0: the Korn-Graubard size is not capped at the
+    requests, so over 40 units the floored interval stays the bootstrap's to about a point."""
+    rng = np.random.default_rng(9)
+    first = rng.binomial(4, 0.3, size=40)
+    second = rng.binomial(4, 0.1, size=40)
+    den = np.full(40, 4)
+    weights = bootstrap_weights(40, 400, seed=4)
+    plain = ratio_ci(first - second, den, weights=weights)
+    floored = ratio_ci(first - second, den, weights=weights, small_sample=True, bounds=(-1.0, 1.0))
+    assert float(floored.low) <= float(plain.low) and float(floored.high) >= float(plain.high)
+    assert float(plain.low) - float(floored.low) < 0.015 and float(floored.high) - float(plain.high) < 0.015
