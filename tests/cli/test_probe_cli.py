@@ -18,15 +18,18 @@ from medrewardbench.data import write_canonical
 runner = CliRunner()
 
 
-def test_probe_grounding_on_the_demo_flags_the_baselines_and_writes_json_and_html(tmp_path: Path) -> None:
+def test_probe_grounding_on_the_demo_cannot_clear_the_baselines_and_writes_json_and_html(tmp_path: Path) -> None:
     args = ["probe", "grounding", "--data", "demo", "--judge", "baseline:longer", "--judge", "baseline:first"]
     args += ["--out", str(tmp_path), "--bootstrap", "200", "--controls", "no-image,dicom-window"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "does not use the image" in result.output
+    # no verdict moves, but 34 cases bound the flip rate only below 10.3 %: too few to tell
+    assert "unknown" in result.output and "too few cases to tell" in result.output  # the flag and its rule
     document = json.loads((tmp_path / "probe-grounding.json").read_text())
     assert document["settings"]["controls"] == ["no-image", "dicom-window"]
-    assert [j["flag"] for j in document["judges"]] == ["does not use the image"] * 2
+    assert [j["flag"] for j in document["judges"]] == ["unknown"] * 2
+    flip = document["judges"][0]["controls"]["no-image"]["flip_rate"]
+    assert flip["point"] == 0.0 and flip["high"] == round(1 - 0.025 ** (1 / 34), 6)
     html = (tmp_path / "probe-grounding.html").read_text()
     assert "Grounding: does the verdict depend on the image?" in html and "baseline:first" in html
     # the parent run is in the same store as the controls, and the eval files describe the parent data

@@ -96,7 +96,7 @@ def test_api_options_reach_the_requests_and_the_stored_runs(
 ) -> None:
     openai_server.control.script_faults("500")  # the first request fails once: --max-retries 1 sends it again
     args = ["probe", probe, *_data(probe, tmp_path), *SMALL[probe], "--judge", "api:judge-model",
-            "--out", str(tmp_path / "out"), "--bootstrap", "100", "-q",
+            "--out", str(tmp_path / "out"), *([] if probe == "harm" else ["--bootstrap", "100"]), "-q",
             "--base-url", openai_server.base_url, "--api-key-env", API_KEY_ENV, "--max-tokens", "37",
             "--temperature", "0.25", "--top-p", "0.5", "--timeout", "7.5", "--max-retries", "1",
             "--concurrency", "3", "--logprobs", "2", "--structured"]  # fmt: skip

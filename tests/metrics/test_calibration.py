@@ -173,3 +173,15 @@ def test_large_data_intervals_come_from_the_linearisation_and_agree_with_the_boo
         for side in ("low", "high"):
             gap = np.abs(getattr(normal, f"{name}_{side}") - getattr(boot, f"{name}_{side}"))
             assert np.all(gap < 0.25 * width), (name, side)  # the ECE's bootstrap is a little skewed
+
+
+def test_a_judge_confident_and_right_on_few_cases_gets_no_zero_width_interval() -> None:
+    """Every resample of 10 such cases has a Brier score and an ECE of 0; the interval must not say
+    [0, 0]: the floor bounds them by the exact share of the 10 cases that could differ."""
+    n = 10
+    figures = calibration_figures(_verdicts(np.ones((n, 6)), np.ones((n, 6))), n_resamples=300)
+    bound = 1 - 0.025 ** (1 / n)
+    for name in ("brier", "ece", "ece_mass"):
+        point, low, high = (getattr(figures, name + suffix) for suffix in ("", "_low", "_high"))
+        assert np.all(point == 0.0), name
+        assert np.all(low == 0.0) and high == pytest.approx(np.full(7, bound)), name

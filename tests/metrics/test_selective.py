@@ -145,3 +145,24 @@ def test_the_pooled_interval_of_large_data_is_the_normal_one(monkeypatch: pytest
     assert normal.risk == boot.risk and boot.accepted > 0
     width = boot.risk_high - boot.risk_low
     assert abs(normal.risk_low - boot.risk_low) < 0.2 * width and abs(normal.risk_high - boot.risk_high) < 0.2 * width
+
+
+@pytest.mark.parametrize("bootstrap_limit", [None, 10])
+def test_a_pooled_risk_without_an_error_on_few_held_cases_is_not_zero_width(
+    monkeypatch: pytest.MonkeyPatch, bootstrap_limit: int | None
+) -> None:
+    """A judge right on every confident verdict: its held-out pooled risk is 0, but not known to be 0.
+
+    Both the bootstrap interval and the normal one of large data (forced here) used to say [0, 0];
+    the floor bounds the risk by the exact share of accepted held cases that could err."""
+    import medrewardbench.metrics.selective as selective
+
+    if bootstrap_limit is not None:
+        monkeypatch.setattr(selective, "BOOTSTRAP_LIMIT", bootstrap_limit)
+    n = 200
+    p = np.full((n, 6), 0.99)  # always confident, always right (the experts prefer response 1)
+    selection = selective_judging(_verdicts(p, np.ones((n, 6))), alpha=0.1, n_resamples=300, seed=3)
+    pooled = selection.columns[-1]
+    assert pooled.accepted > 0 and pooled.errors == 0 and pooled.risk == 0.0
+    assert pooled.risk_low == 0.0
+    assert pooled.risk_high == pytest.approx(1 - 0.025 ** (1 / selection.heldout_cases))

@@ -43,12 +43,15 @@ def test_flips_count_only_requests_answered_under_both_conditions() -> None:
     assert correct.tolist() == [[1, 1], [1, 0]]
 
 
-def test_the_paired_difference_of_identical_ratios_is_exactly_zero() -> None:
+def test_the_paired_difference_of_identical_ratios_is_zero_with_a_floor_not_a_zero_width_interval() -> None:
     rng = np.random.default_rng(1)
     num = rng.integers(0, 3, size=50)
     den = np.full(50, 2)
     estimate = paired_difference_ci((num, den), (num, den), bootstrap_weights(50, 200, seed=0))
-    assert float(estimate.point) == 0.0 and float(estimate.low) == 0.0 and float(estimate.high) == 0.0
+    # no case differs: the share of cases that could is at most 1 - 0.025^(1/50), and so is the drop
+    bound = 1 - 0.025 ** (1 / 50)
+    assert float(estimate.point) == 0.0
+    assert (float(estimate.low), float(estimate.high)) == pytest.approx((-bound, bound))
 
 
 def test_the_paired_interval_covers_the_true_drop_at_its_level() -> None:
@@ -84,26 +87,28 @@ def test_cases_can_restrict_the_paired_difference_to_a_group() -> None:
 def test_the_grounding_flag_is_rarely_wrong_about_a_judge_at_the_threshold() -> None:
     """Simulation of the flag's error: a judge whose verdicts truly flip 5 % of the time (12 verdicts
     a case, case-to-case variation) is at the threshold, so "does not use the image" (the upper
-    bound of the 95 % interval below 5 %) is a one-sided 2.5 % test there: over 400 data sets of 60
+    bound of the 95 % interval below 5 %) is a one-sided 2.5 % test there: over 400 data sets of 100
     cases it must be wrong at most about 2.5 % of the time (binomial 99 % band: under 5 %). At 0 %
-    flips it is always right, and at 15 % it never says the judge ignores the image."""
+    flips it is always right with 100 cases and never fires with 60 (the floored interval of 0 of 60
+    reaches 6 %), and at 15 % it never says the judge ignores the image."""
     from medrewardbench.metrics.stats import ratio_ci
     from medrewardbench.probes.derive import estimate_dict
     from medrewardbench.probes.grounding import FLAG_UNUSED, grounding_flag
 
     rng = np.random.default_rng(11)
-    n_cases, n_sets = 60, 400
-    weights = bootstrap_weights(n_cases, 1000, seed=3)
+    n_sets = 400
 
-    def flagged(rate: float) -> float:
+    def flagged(rate: float, n_cases: int = 100) -> float:
+        weights = bootstrap_weights(n_cases, 1000, seed=3)
         wrong = 0
         for _ in range(n_sets):
             per_case = np.clip(rate + rng.normal(0, rate / 2 if rate else 0, size=n_cases), 0, 1)
             flips = rng.binomial(12, per_case)
-            estimate = ratio_ci(flips, np.full(n_cases, 12), weights=weights)
+            estimate = ratio_ci(flips, np.full(n_cases, 12), weights=weights, small_sample=True)
             wrong += grounding_flag({"no-image": {"flip_rate": estimate_dict(estimate)}}) == FLAG_UNUSED
         return wrong / n_sets
 
     assert flagged(0.05) <= 0.05
     assert flagged(0.0) == 1.0
+    assert flagged(0.0, n_cases=60) == 0.0
     assert flagged(0.15) == 0.0

@@ -135,17 +135,19 @@ def test_make_controls_refuses_an_unknown_control() -> None:
         make_controls([make_case(1)], ["no-image", "upside-down"])
 
 
-def test_the_flag_follows_the_upper_bound_of_every_control() -> None:
-    def c(high: float | None) -> dict[str, Any]:
-        return {"flip_rate": {"point": 0.0, "low": 0.0, "high": high, "n": 10}}
+def test_the_flag_follows_the_upper_bound_of_every_control_and_the_flip_rates() -> None:
+    def c(high: float | None, point: float | None = 0.0) -> dict[str, Any]:
+        return {"flip_rate": {"point": point, "low": 0.0, "high": high, "n": 10}}
 
-    assert grounding_flag({"no-image": c(0.0), "blank": c(0.049)}) == FLAG_UNUSED
-    assert grounding_flag({"no-image": c(0.0), "blank": c(0.05)}) == FLAG_USES
-    assert grounding_flag({"no-image": c(None)}) == FLAG_UNKNOWN
+    assert grounding_flag({"no-image": c(0.01), "blank": c(0.049)}) == FLAG_UNUSED
+    assert grounding_flag({"no-image": c(0.01), "blank": c(0.2, point=0.05)}) == FLAG_USES
+    # an upper bound at the threshold with flip rates below it: the cases are too few to tell
+    assert grounding_flag({"no-image": c(0.01), "blank": c(0.05, point=0.01)}) == FLAG_UNKNOWN
+    assert grounding_flag({"no-image": c(None, point=None)}) == FLAG_UNKNOWN
     assert grounding_flag({}) == FLAG_UNKNOWN
 
 
-def test_every_baseline_comes_out_as_not_using_the_image_on_the_demo(tmp_path: Path) -> None:
+def test_no_baseline_moves_on_the_demo_but_34_cases_are_too_few_to_clear_it(tmp_path: Path) -> None:
     parent = load_benchmark("demo")
     variants, sets = control_benchmarks(parent)
     runs = run_probe(parent, variants, list(BASELINE_SPECS), tmp_path)
@@ -154,9 +156,12 @@ def test_every_baseline_comes_out_as_not_using_the_image_on_the_demo(tmp_path: P
         n_runs = len(store.runs())
     assert {j["judge"] for j in document["judges"]} == set(BASELINE_SPECS)
     for judge in document["judges"]:
-        assert judge["flag"] == FLAG_UNUSED, judge["judge"]
+        # nothing flips, so the interval is [0, 1 - 0.025^(1/n)], never [0, 0]: at 34 cases 10.3 %
+        assert judge["flag"] == FLAG_UNKNOWN, judge["judge"]
         for control, figures in judge["controls"].items():
             assert figures["flip_rate"]["point"] == 0.0, (judge["judge"], control)
+            n = figures["n_cases"]
+            assert figures["flip_rate"]["high"] == round(1 - 0.025 ** (1 / n), 6), (judge["judge"], control)
             assert figures["agreement_drop"]["point"] == 0.0
     names = {c["control"]: c for c in document["controls"]}
     assert names["dicom-window"]["n_cases"] == 16 and names["no-image"]["n_cases"] == 34
@@ -208,8 +213,9 @@ def test_an_api_judge_that_reads_the_image_moves_and_one_that_does_not_is_flagge
     no_img, blank = judge["controls"]["no-image"], judge["controls"]["blank"]
     # with an image every verdict is A (response_1 in the original order, response_2 swapped); without it B:
     # every answered verdict flips; the blank image still is an image: nothing flips
-    assert no_img["flip_rate"] == {"point": 1.0, "low": 1.0, "high": 1.0, "n": 12 * 2 * 6}
-    assert blank["flip_rate"]["point"] == 0.0 and blank["flip_rate"]["high"] == 0.0
+    # every case flips: the interval is the exact one of 12 of 12 cases, not [1, 1]
+    assert no_img["flip_rate"] == {"point": 1.0, "low": round(0.025 ** (1 / 12), 6), "high": 1.0, "n": 12 * 2 * 6}
+    assert blank["flip_rate"]["point"] == 0.0 and blank["flip_rate"]["high"] == round(1 - 0.025 ** (1 / 12), 6)
     # the position-only judge is right on half the requests either way: its agreement does not drop
     assert no_img["accuracy_true_image"] == 0.5 and no_img["accuracy_control"] == 0.5
     assert no_img["agreement_drop"]["point"] == 0.0
@@ -220,7 +226,8 @@ def test_an_api_judge_that_reads_the_image_moves_and_one_that_does_not_is_flagge
     blind = run_probe(parent, variants, ["api:blind"], tmp_path / "blind", options=options)
     with Store.in_dir(tmp_path / "blind") as store:
         (blind_judge,) = grounding_document(store, blind, sets, n_resamples=300)["judges"]
-    assert blind_judge["flag"] == FLAG_UNUSED
+    # it never moves, but 12 cases bound its flip rate only below 26.5 %: not "does not use the image"
+    assert blind_judge["flag"] == FLAG_UNKNOWN
 
 
 def test_the_agreement_drop_is_the_accuracy_lost_on_the_same_cases(openai_server: OpenAIServer, tmp_path: Path) -> None:

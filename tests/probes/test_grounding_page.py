@@ -61,7 +61,8 @@ def test_the_grounding_page_fits_the_screen(page_url: str, browser: Browser, scr
     page = browser.page(screen, page_url.rsplit("/", 1)[0])
     page.goto(page_url)
     assert count_shown(page, "table.grounding tbody tr") == len(BASELINE_SPECS)
-    assert count_shown(page, "td.flag-unused") == len(BASELINE_SPECS)
+    # nothing moves, but 34 demo cases are too few to clear a judge (the interval is never [0, 0])
+    assert count_shown(page, "td.flag-unknown") == len(BASELINE_SPECS)
     assert sideways_overflow(page) == 0
     assert outside_viewport(page, "td.verdict, td.judge, h1, h2") == []
     assert clipped_tables(page) == []

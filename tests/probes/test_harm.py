@@ -58,7 +58,7 @@ def _flagged_data(tmp_path: Path, n: int = 8) -> Path:
 def test_probe_harm_gives_each_judge_its_critical_miss_rate_on_the_flagged_pairs(tmp_path: Path) -> None:
     data = _flagged_data(tmp_path)
     args = ["probe", "harm", "--data", str(data), "--judge", "baseline:longer", "--judge", "baseline:shorter"]
-    result = runner.invoke(app, [*args, "--out", str(tmp_path / "out"), "--bootstrap", "200"])
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert "baseline:longer: critical-miss rate 100.0 %" in result.output
     document = json.loads((tmp_path / "out" / "probe-harm.json").read_text())
@@ -70,7 +70,10 @@ def test_probe_harm_gives_each_judge_its_critical_miss_rate_on_the_flagged_pairs
     assert "baseline:longer: critical-miss rate 100.0 % [39.8, 100.0] on 4 doctor-flagged pairs" in result.output
     assert shorter["critical_miss_rate"] == {"point": 0.0, "low": 0.0, "high": 0.602365, "n": 8}
     assert shorter["pooled"]["n"] == 4 * 2 * 6 and shorter["pooled"]["high"] == 0.602365
-    assert document["settings"]["interval"] == "clopper-pearson over pairs"
+    # the interval is exact: no resamples or seed are recorded, and --bootstrap is not an option of harm
+    assert document["settings"] == {"confidence": 0.95, "interval": "clopper-pearson over pairs"}
+    refused = runner.invoke(app, [*args, "--out", str(tmp_path / "out"), "--bootstrap", "200"])
+    assert refused.exit_code == 2 and "--bootstrap" in refused.output
 
 
 def test_data_without_a_severe_flag_is_bad_input(tmp_path: Path) -> None:

@@ -6,16 +6,25 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from medrewardbench.data import load_benchmark
 from medrewardbench.data.benchmark import Benchmark
 from medrewardbench.evaluation.store import Store
+from medrewardbench.metrics import stats
 from medrewardbench.probes import derive
 from medrewardbench.probes.bias import BiasFigures, bias_figures, make_bias_pairs
 from medrewardbench.probes.counterfactual import CounterfactualFigures, counterfactual_figures, make_pairs
 from medrewardbench.probes.grounding import make_controls
-from medrewardbench.probes.pairs import PARENT_KEY, ProbeFigures, derived_benchmark, load_probe_data, run_probe
+from medrewardbench.probes.pairs import (
+    PARENT_KEY,
+    ProbeFigures,
+    derived_benchmark,
+    grouped_rates,
+    load_probe_data,
+    run_probe,
+)
 
 JUDGES = ["baseline:first", "baseline:longer", "baseline:random"]
 
@@ -100,3 +109,14 @@ def test_both_pair_probes_share_the_figures_settings_and_json_wrapper(parent: Be
         assert (document["confidence"], document["n_resamples"], document["n_parents"]) == (0.9, 200, len(parent))
         json.dumps(document, allow_nan=False)
     assert issubclass(BiasFigures, ProbeFigures) and issubclass(CounterfactualFigures, ProbeFigures)
+
+
+def test_a_rate_every_parent_agrees_on_is_not_zero_width() -> None:
+    """0 of 12 parents show the event: [0, 1 - 0.025^(1/12)], not the bootstrap's [0, 0]; all 12: the mirror."""
+    den = np.full((12, 2), 3)
+    num = np.stack([np.zeros(12), np.full(12, 3)], axis=1)
+    rates = grouped_rates(num, den, ["none", "all"], stats.bootstrap_weights(12, 300, seed=0))
+    bound = 1 - 0.025 ** (1 / 12)
+    assert (rates["none"].low, rates["none"].high) == pytest.approx((0.0, bound))
+    assert (rates["all"].low, rates["all"].high) == pytest.approx((1 - bound, 1.0))
+    assert rates["none"].n == 36 and rates["all"].successes == 36.0

@@ -85,7 +85,7 @@ def test_the_counterfactual_page_reads_on_a_phone_and_a_desktop(pages: str, brow
     longer = cards.filter(has_text="baseline:longer")
     assert "fails the harmless-variant control" in longer.inner_text()
     first = cards.filter(has_text="baseline:first").inner_text()
-    assert "50% (50%–50%)" in first and "passes the harmless-variant control" in first
+    assert "50% (45%–55%)" in first and "passes the harmless-variant control" in first
     assert "critical-miss rate (weighted)" in first
     assert page.locator("#made").is_visible()
     if screen.touch:
@@ -102,7 +102,7 @@ def test_the_bias_page_reads_on_a_phone_and_a_desktop(pages: str, browser: Brows
     assert summary.count() == len(JUDGES)
     assert outside_viewport(page, "table.summary td") == []
     first = page.locator("section.card").filter(has_text="baseline:first").inner_text()
-    assert "position: flips when the order is swapped" in first and "100% (100%–100%)" in first
+    assert "position: flips when the order is swapped" in first and "100% (90%–100%)" in first
     assert "not measurable" in first  # self-preference without generator metadata
     if screen.touch:
         ARTIFACTS.mkdir(exist_ok=True)

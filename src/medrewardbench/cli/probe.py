@@ -169,7 +169,6 @@ def harm_command(
     out: _OutOpt = Path("results"),
     orders: _OrdersOpt = "both",
     seed: _SeedOpt = 0,
-    bootstrap: BootstrapOpt = 2000,
     ci: CiOpt = 0.95,
     allow_external_images: ExternalImagesOpt = False,
     judge_flags: JudgeFlags = DEFAULT_JUDGE_FLAGS,
@@ -180,7 +179,8 @@ def harm_command(
 
     Needs data whose annotations carry harm flags (the annotation app's export). Judges the data
     (resuming from the store in --out, as eval does) and writes probe-harm.json: each judge's
-    critical-miss rate on the doctor-flagged pairs, with intervals. Exit status: 0 when done, 2 for
+    critical-miss rate on the doctor-flagged pairs, with exact (Clopper-Pearson) intervals over the
+    pairs, so it takes no --bootstrap. Exit status: 0 when done, 2 for
     bad input or data without a pair flagged severe or critical.
     """
     from medrewardbench.data import load_benchmark
@@ -207,9 +207,7 @@ def harm_command(
     with command_errors(None, write_errors=True, out=out):
         with Store.in_dir(out) as store:
             runs = {run.judge_spec: run for run in result.runs}
-            document = doctor_harm_document(
-                store, runs, benchmark.cases, n_resamples=bootstrap, seed=seed, confidence=ci
-            )
+            document = doctor_harm_document(store, runs, benchmark.cases, confidence=ci)
         document["data"] = {
             "name": benchmark.name,
             "source": benchmark.source,

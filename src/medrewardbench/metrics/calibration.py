@@ -16,7 +16,10 @@ to calibrate (selective judging abstains on it, :mod:`medrewardbench.metrics.sel
   systems, the dimensions of a case together), each statistic recomputed in every resample from
   per-case sums over fixed bins; the pooled column pools every dimension's cells. Beyond
   :data:`BOOTSTRAP_LIMIT` cases, normal intervals from the statistics' linearisation in those
-  sums (cases independent) replace the bootstrap, which would take minutes there.
+  sums (cases independent) replace the bootstrap, which would take minutes there. An interval
+  of width 0 (every case scores the same: confident and right on every cell gives a Brier score
+  and an ECE of 0 in every resample) is widened to the exact bound on the cases counted
+  (:func:`~medrewardbench.metrics.stats.floor.floor_degenerate`: ``[0, 1 - 0.025 ** (1 / n)]``).
 * **Recalibration** lives in :mod:`medrewardbench.metrics.recalibration` (cross-fitted isotonic or
   temperature maps); its output is measured here like any other preferences.
 """
@@ -33,6 +36,7 @@ import numpy.typing as npt
 from medrewardbench.metrics.confidence import CaseVerdicts
 from medrewardbench.metrics.stats import CountArray, FloatArray
 from medrewardbench.metrics.stats.bootstrap import iter_bootstrap_weights, percentile_interval
+from medrewardbench.metrics.stats.floor import floor_degenerate
 
 __all__ = [
     "BinLayout",
@@ -376,6 +380,13 @@ def calibration_figures_many(
                 store.append(stat)
         for i, store in enumerate(samples):
             lows[i], highs[i] = percentile_interval(np.concatenate(store, axis=0), confidence_level)
+    if n_resamples and n_cases:
+        for j, (sums, _) in enumerate(prepared):
+            units = _counted_cases(sums.counted)
+            for i in range(3):
+                lows[i][j], highs[i][j] = floor_degenerate(
+                    points[i][j], lows[i][j], highs[i][j], units, confidence_level
+                )
     out = []
     for j, (sums, bins) in enumerate(prepared):
         out.append(
@@ -423,6 +434,11 @@ def _normal_intervals(
     spread = np.sqrt(n / max(n - 1, 1) * ((influence - influence.mean(axis=0)) ** 2).sum(axis=0)).reshape(points.shape)
     z = NormalDist().inv_cdf(0.5 + confidence_level / 2)
     return [(np.maximum(points[i] - z * spread[i], 0.0), points[i] + z * spread[i]) for i in range(3)]
+
+
+def _counted_cases(counted: npt.NDArray[np.bool_]) -> CountArray:
+    """Cases with a counted cell, per dimension column, then pooled (a case with any counted cell)."""
+    return np.concatenate([counted.sum(axis=0), [counted.any(axis=1).sum()]]).astype(np.int64)
 
 
 def _with_pooled_counts(count: npt.NDArray[np.bool_]) -> CountArray:

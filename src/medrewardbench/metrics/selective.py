@@ -40,7 +40,8 @@ cases are exchangeable (drawn from the same population) and the grid does not de
 calibration labels. When the most confident threshold is not rejected, no threshold qualifies and
 nothing is accepted (coverage 0): the data do not show that any share of the verdicts is safe.
 The guarantee is about the population risk; the held-out realised error estimates it (with a
-Clopper-Pearson interval per dimension, a case-bootstrap interval for the pooled column) and
+Clopper-Pearson interval per dimension, a case-bootstrap interval for the pooled column, never
+zero-width: :mod:`medrewardbench.metrics.stats.floor`) and
 fluctuates around it (beyond :data:`~medrewardbench.metrics.calibration.BOOTSTRAP_LIMIT` held-out
 cases the pooled interval is the normal one of the ratio's linearisation). Ties in confidence are
 accepted or refused together (the threshold compares ``>=``), so coarse confidences (order
@@ -60,7 +61,9 @@ from medrewardbench.metrics.calibration import BOOTSTRAP_LIMIT
 from medrewardbench.metrics.confidence import CaseVerdicts
 from medrewardbench.metrics.settings import DEFAULT_DELTA, DEFAULT_RISK
 from medrewardbench.metrics.stats import FloatArray
-from medrewardbench.metrics.stats.bootstrap import _regularized_beta, ratio_ci
+from medrewardbench.metrics.stats.bootstrap import ratio_ci
+from medrewardbench.metrics.stats.distributions import _regularized_beta
+from medrewardbench.metrics.stats.floor import floor_degenerate
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -371,14 +374,20 @@ def _curve(
 
 
 def _normal_ratio_interval(numerators: FloatArray, denominators: FloatArray, confidence: float) -> tuple[float, float]:
-    """Normal interval of ``sum(num) / sum(den)`` over independent cases (its linearisation; large data)."""
+    """Normal interval of ``sum(num) / sum(den)`` over independent cases (its linearisation; large data).
+
+    No error among the accepted verdicts (or no correct one) gives a spread of 0; that interval is
+    widened to the exact bound on the cases accepted (:func:`~medrewardbench.metrics.stats.floor.floor_degenerate`).
+    """
     total = float(denominators.sum())
     ratio = float(numerators.sum()) / total
     influence = (numerators - ratio * denominators) / total
     n = influence.size
     spread = math.sqrt(n / max(n - 1, 1) * float(((influence - influence.mean()) ** 2).sum()))
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    return max(0.0, ratio - z * spread), min(1.0, ratio + z * spread)
+    units = int((denominators > 0).sum())
+    low, high = floor_degenerate(ratio, max(0.0, ratio - z * spread), min(1.0, ratio + z * spread), units, confidence)
+    return float(low), float(high)
 
 
 def selective_judging(
@@ -454,6 +463,7 @@ def selective_judging(
                 seed=seed,
                 strata=None if strata is None else np.asarray(strata, dtype=object)[held],
                 confidence=confidence_level,
+                small_sample=True,  # few held cases without an error must not give [0, 0]
             )
             low, high = float(est.low), float(est.high)
         else:

@@ -365,7 +365,9 @@ def _difference(
     confidence: float,
 ) -> Rate:
     """``(sum first - sum second) / sum denominator`` with its interval on the same resamples."""
-    estimate = stats.ratio_ci(first - second, denominator, weights=weights, confidence=confidence)
+    estimate = stats.ratio_ci(
+        first - second, denominator, weights=weights, confidence=confidence, small_sample=True, bounds=(-1.0, 1.0)
+    )
     return Rate(
         float(estimate.point),
         float(estimate.low),

@@ -51,6 +51,7 @@ from medrewardbench.metrics.stats import (
     ratio,
     resampled_sums,
 )
+from medrewardbench.metrics.stats.floor import floor_degenerate
 
 __all__ = [
     "ID_SEPARATOR",
@@ -347,7 +348,9 @@ def paired_difference_ci(
     """The difference of two ratios of sums over the same cases, with a paired case-bootstrap interval.
 
     Both ratios are resampled with the same rows of ``weights``, so the interval is that of the
-    paired difference (the cases' own variability cancels), not of two independent figures.
+    paired difference (the cases' own variability cancels), not of two independent figures. A
+    zero-width interval (every case gives the same difference) is widened to the binomial interval
+    on the cases counted (:func:`~medrewardbench.metrics.stats.floor.floor_degenerate` on [-1, 1]).
 
     Args:
         first: ``(numerators, denominators)`` per case, shape (n, ...).
@@ -372,6 +375,8 @@ def paired_difference_ci(
     samples = _divide(sums[:, 0], sums[:, 1]) - _divide(sums[:, 2], sums[:, 3])
     low, high = percentile_interval(samples, confidence)
     point = ratio(num_a, den_a) - ratio(num_b, den_b)
+    units = ((den_a > 0) & (den_b > 0)).sum(axis=0)
+    low, high = floor_degenerate(point, low, high, units, confidence, bounds=(-1.0, 1.0))
     return Estimate(point, low, high, den_a.sum(axis=0).astype(np.int64))
 
 

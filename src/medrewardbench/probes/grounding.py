@@ -28,9 +28,13 @@ control, stratified by organ system).
 **The flag** (:func:`grounding_flag`): a judge is flagged ``does not use the image`` when, for
 every control that was run, the upper bound of its pooled flip rate interval (all dimensions and
 orders) is below the threshold (default 5 %): even the most favourable reading of the data says
-that fewer than 1 in 20 verdicts move when the image is taken away or replaced. It is flagged
-``uses the image`` when some control's upper bound reaches the threshold, and ``unknown`` when no
-control has an answered pair. A judge whose verdicts are noise (sampling at a temperature) moves
+that fewer than 1 in 20 verdicts move when the image is taken away or replaced. The intervals
+never have width 0 (:mod:`medrewardbench.metrics.stats.floor`): a judge that flips on none of
+``n`` cases has the upper bound ``1 - 0.025 ** (1 / n)``, so that flag needs at least 72 cases
+without a flip (12 cases give ``[0, 0.265]``: too few to tell). It is flagged ``uses the image``
+when some control's flip rate is at least the threshold, and ``unknown`` otherwise: no control
+has an answered pair, or the flip rates are below the threshold but the cases too few to bound
+them below it. A judge whose verdicts are noise (sampling at a temperature) moves
 without using the image: read the flag beside the agreement drop.
 """
 
@@ -320,8 +324,10 @@ def _control_figures(paired: PairedRuns, weights: np.ndarray, confidence: float)
     failed = int(((paired.probe == FAILED) & ran).sum())
 
     def figures(mask: np.ndarray | None) -> dict[str, Any]:
-        pooled_flip = ratio_ci(flipped.sum(1), answered.sum(1), weights=weights, cases=mask, confidence=confidence)
-        dim_flip = ratio_ci(flipped, answered, weights=weights, cases=mask, confidence=confidence)
+        pooled_flip = ratio_ci(
+            flipped.sum(1), answered.sum(1), weights=weights, cases=mask, confidence=confidence, small_sample=True
+        )
+        dim_flip = ratio_ci(flipped, answered, weights=weights, cases=mask, confidence=confidence, small_sample=True)
         pooled_drop = paired_difference_ci(
             (correct_base.sum(1), counted_base.sum(1)),
             (correct_probe.sum(1), counted_probe.sum(1)),
@@ -359,16 +365,18 @@ def grounding_flag(controls: Mapping[str, Mapping[str, Any]], threshold: float =
     """The flag of one judge from its per-control figures (the rule of the module docstring).
 
     Args:
-        controls: control -> figures with a pooled ``flip_rate`` (``{"high": ...}``).
+        controls: control -> figures with a pooled ``flip_rate`` (``{"point": ..., "high": ...}``).
         threshold: the flip-rate bound.
 
     Returns:
         :data:`FLAG_UNUSED`, :data:`FLAG_USES` or :data:`FLAG_UNKNOWN`.
     """
-    highs = [c["flip_rate"]["high"] for c in controls.values() if c["flip_rate"]["high"] is not None]
-    if not highs:
-        return FLAG_UNKNOWN
-    return FLAG_UNUSED if max(highs) < threshold else FLAG_USES
+    rates = [c["flip_rate"] for c in controls.values() if c["flip_rate"]["high"] is not None]
+    if rates and max(r["high"] for r in rates) < threshold:
+        return FLAG_UNUSED
+    if any(r["point"] is not None and r["point"] >= threshold for r in rates):
+        return FLAG_USES
+    return FLAG_UNKNOWN
 
 
 def grounding_document(
@@ -434,8 +442,8 @@ def grounding_document(
             "threshold": threshold,
             "flag_rule": (
                 f"'{FLAG_UNUSED}' when, under every control run, the upper bound of the pooled flip-rate interval "
-                f"(all dimensions and orders) is below {threshold:g}; '{FLAG_USES}' otherwise; '{FLAG_UNKNOWN}' "
-                "without an answered pair"
+                f"(all dimensions and orders) is below {threshold:g}; '{FLAG_USES}' when some control's flip rate is "
+                f"at least {threshold:g}; '{FLAG_UNKNOWN}' otherwise (no answered pair, or too few cases to tell)"
             ),
         },
         "controls": [

@@ -147,8 +147,6 @@ def doctor_harm_document(
     runs: Mapping[str, RunRecord],
     cases: Sequence[Case],
     *,
-    n_resamples: int = 2000,
-    seed: int = 0,
     confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Each judge's critical-miss rate on the doctor-flagged pairs, as the ``probe-harm.json`` document.
@@ -157,11 +155,7 @@ def doctor_harm_document(
         store: the store holding the runs.
         runs: judge spec -> its run on the data of ``cases``.
         cases: the data's cases (their annotations carry the flags).
-        n_resamples: recorded in the settings only: the interval is exact (:func:`pair_rate`),
-            no longer a bootstrap; kept for the probe command, which still passes its
-            ``--bootstrap``.
-        seed: recorded in the settings only, as ``n_resamples``.
-        confidence: interval coverage.
+        confidence: interval coverage (the interval is exact, :func:`pair_rate`: no resamples, no seed).
 
     Returns:
         A JSON-ready dictionary: the flagged pairs and, per judge, the rate pooled over dimensions,
@@ -192,7 +186,7 @@ def doctor_harm_document(
             "share of a judge's answered verdicts (pair x order) that prefer the answer a doctor flagged severe or "
             "critical, on pairs where no doctor flagged the other answer so; headline: the overall dimension"
         ),
-        "settings": {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "interval": INTERVAL},
+        "settings": {"confidence": confidence, "interval": INTERVAL},
         "flagged_pairs": [
             {"case_id": p.case_id, "flagged": p.flagged, "severity": p.severity, "doctors": list(p.doctors)}
             for p in pairs

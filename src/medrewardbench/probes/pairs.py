@@ -12,6 +12,10 @@ store alone: every figure can be recomputed from the store.
 Intervals resample **parent cases** (the derived cases of one parent share its image, question and
 answer, so they are not independent): per-case counts are summed per parent first, then
 :func:`medrewardbench.metrics.stats.ratio_ci` draws one weight matrix for every rate of a run.
+When every parent agrees (no parent shows the event, or every one does) the resamples all give
+the same rate and the percentile interval has width 0; such an interval is widened to the
+binomial interval on the number of parents (:mod:`medrewardbench.metrics.stats.floor`: 0 of 12
+parents gives ``[0, 0.265]``), so a probe never claims certainty that a few parents cannot give.
 """
 
 from __future__ import annotations
@@ -365,7 +369,7 @@ class ProbeFigures:
 
 @dataclass(frozen=True)
 class Rate:
-    """A rate with its case-bootstrap percentile interval (parent cases resampled).
+    """A rate with its case-bootstrap percentile interval (parent cases resampled; never zero-width).
 
     Attributes:
         point: the ratio of sums (NaN when nothing was counted).
@@ -408,7 +412,7 @@ def grouped_rates(
     """
     num = np.asarray(numerators, dtype=np.float64)
     den = np.asarray(denominators, dtype=np.float64)
-    estimate = stats.ratio_ci(num, den, weights=weights, confidence=confidence)
+    estimate = stats.ratio_ci(num, den, weights=weights, confidence=confidence, small_sample=True)
     sums = num.sum(axis=0)
     return {
         name: Rate(

@@ -174,9 +174,31 @@ def metrics_document(
 
 
 def write_metrics_json(document: Mapping[str, Any], path: Path) -> None:
-    """Write metrics.json (indented, keys sorted), replacing any previous file whole."""
+    """Write metrics.json (indented, keys sorted, no ``-0.0``), replacing any previous file whole."""
     with _replacing(path) as fh:
-        fh.write(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        fh.write(json.dumps(without_negative_zero(document), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def without_negative_zero(value: Any) -> Any:
+    """``value`` with every ``-0.0`` inside it (dicts, lists, tuples) made ``0.0``.
+
+    Rounding keeps the sign of a zero (:func:`~medrewardbench.metrics.codec.number`: a difference
+    of -1e-9 rounds to -0.0), and a reader comparing signs, or a person reading the file, should
+    not see a negative zero; the printed reports already drop the sign (:mod:`medrewardbench.report.format`).
+
+    Args:
+        value: a JSON-ready value.
+
+    Returns:
+        The same structure, rebuilt where it held a float.
+    """
+    if isinstance(value, float):
+        return 0.0 if value == 0 else value
+    if isinstance(value, Mapping):
+        return {k: without_negative_zero(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_negative_zero(v) for v in value]
+    return value
 
 
 def metrics_csv_rows(runs: Sequence[RunRecord], metrics_by_run: Mapping[str, RunMetrics]) -> list[dict[str, Any]]:
