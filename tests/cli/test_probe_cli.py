@@ -64,12 +64,23 @@ def _data_with_images_outside(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("probe", "extra"), [("grounding", ["--controls", "no-image,blank"]), ("harm", [])])
+@pytest.mark.parametrize(
+    ("probe", "extra"), [("grounding", ["--bootstrap", "200", "--controls", "no-image,blank"]), ("harm", [])]
+)
 def test_grounding_and_harm_read_images_outside_the_data_directory_only_when_allowed(
     probe: str, extra: list[str], tmp_path: Path
 ) -> None:
     data = _data_with_images_outside(tmp_path)
-    args = ["probe", probe, "--data", str(data), "--judge", "baseline:longer", "--bootstrap", "200", *extra, "-q"]
+    args = [
+        "probe",
+        probe,
+        "--data",
+        str(data),
+        "--judge",
+        "baseline:longer",
+        *extra,
+        "-q",
+    ]  # harm takes no --bootstrap
     refused = runner.invoke(app, [*args, "--out", str(tmp_path / "refused")])
     assert refused.exit_code == 2, refused.output
     assert "outside the data directory" in refused.output and "--allow-external-images" in refused.output
