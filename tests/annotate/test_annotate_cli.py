@@ -353,6 +353,18 @@ def test_serve_refuses_a_bad_address_in_one_line_before_printing_anything(
     assert "serving" not in out and "Traceback" not in out
 
 
+def test_serve_on_an_address_others_reach_refuses_the_suites_cheap_password_hashes(served_project: Path) -> None:
+    from medrewardbench.annotate.security import FAST_HASHING_ENV
+
+    assert os.environ.get(FAST_HASHING_ENV) == "1"  # tests/conftest.py sets it; run_serve passes it on
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        port = probe.getsockname()[1]
+    code, out = run_serve(served_project, "--host", "0.0.0.0", "--port", str(port))
+    assert code == 2 and out.strip().count("\n") == 0, out
+    assert f"{FAST_HASHING_ENV}=1" in out and "unset it to serve on 0.0.0.0" in out and "serving" not in out
+
+
 def test_serve_refuses_a_port_in_use_in_one_line(served_project: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

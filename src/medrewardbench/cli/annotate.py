@@ -444,6 +444,10 @@ MAX_BODY_BYTES_DEFAULT = 2 * 1024 * 1024
 """Exit status of ``serve`` for an address it cannot use: a bad or unbindable host or port (in use included)."""
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Hosts only this machine reaches: ``serve`` warns about plain HTTP on any other."""
+
+
 def _listen(host: str, port: int) -> Any:
     """A listening socket on host:port, or the one-line reason it cannot be had (as a typer.Exit)."""
     import errno
@@ -510,6 +514,7 @@ def serve_command(
     if max_body_bytes < 1024:
         raise _fail(f"--max-body-bytes must be at least 1024, got {max_body_bytes}", SERVE_BAD_INPUT)
     from medrewardbench.annotate.middleware import parse_trusted
+    from medrewardbench.annotate.security import FAST_HASHING_ENV
 
     try:
         parse_trusted(forwarded_allow_ips)
@@ -518,6 +523,12 @@ def serve_command(
     opened = _run(lambda: _open(project))
     try:
         sock = _listen(host, port)
+        if os.environ.get(FAST_HASHING_ENV) == "1" and host not in LOOPBACK_HOSTS:
+            sock.close()
+            raise _fail(
+                f"{FAST_HASHING_ENV}=1 (the test suite's cheap password hashes) is set: unset it to serve on {host}",
+                SERVE_BAD_INPUT,
+            )
     except typer.Exit:
         opened.close()
         raise
@@ -526,7 +537,7 @@ def serve_command(
     from medrewardbench.annotate.web import create_app
     from medrewardbench.cli.support import err_console
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK_HOSTS:
         err_console.print(
             f"warning: binding {host}: the app speaks plain HTTP; use a TLS reverse proxy (see the README)",
             highlight=False,
