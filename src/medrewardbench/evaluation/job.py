@@ -23,15 +23,14 @@ from medrewardbench.judges.registry import JudgeOptions, build_judge
 from medrewardbench.metrics.settings import SelectiveSettings
 from medrewardbench.utils.gcpolicy import long_run
 from medrewardbench.utils.outdir import OnWait, OutputLock, check_output_dir, prepare_output_dir
-from medrewardbench.utils.warm import import_in_background
 
 if TYPE_CHECKING:
     from medrewardbench.metrics.core import RunData
     from medrewardbench.metrics.results import Analysis, LeaderboardRow, RunMetrics
 
-ANALYSIS_MODULES = ("medrewardbench.metrics.analysis", "medrewardbench.report.files")
-"""What the analysis and the output files need (numpy's statistics, the writers): imported while
-the requests are out (:mod:`medrewardbench.utils.warm`), not at start-up."""
+# The analysis (numpy's statistics) and the writers are imported where they are used, after the
+# requests: importing them on a thread while the requests were out was measured and did not pay
+# (the imports' CPU slowed the event loop by as much as it saved).
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +344,6 @@ def _evaluate_locked(
     try:
         with Store.in_dir(out) as store:
             store.set_label_provenance(data_hash, benchmark.labels)
-            import_in_background(ANALYSIS_MODULES)
             with long_run():  # the requests: fewer garbage collections, none over what exists already
                 summaries = asyncio.run(
                     _run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started)
