@@ -57,7 +57,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _cli("probe", "grounding", "--data", "demo", "--limit", "6", *common)
     _cli("probe", "counterfactual", "--data", "demo", "--limit", "6", *common)
     _cli("probe", "bias", "--data", "demo", "--limit", "6", *common)
-    _cli("probe", "harm", "--data", str(_flagged_demo(root / "flagged.jsonl")), *common)
+    _cli("probe", "harm", "--data", str(_flagged_demo(root / "flagged.jsonl")), "--out", str(out), "-q", *judges)
     _cli("report", str(out), "--format", "md,html", "--bootstrap", "200")
     return out
 
