@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,7 +68,8 @@ def test_a_worker_streams_its_cases_and_judges_them_in_any_order(tmp_path: Path)
     worker = JudgeWorker(WorkerPayload(entry=config.judges[0], data=config.data, data_hash=data_hash))
     assert isinstance(worker.cases, CaseWindow)
     keys = [("c005", "original"), ("c000", "swapped"), ("c003", "original")]
-    results = asyncio.run(worker.judge_keys(keys))
+    pid, results = asyncio.run(worker.judge_keys(keys))
+    assert pid == os.getpid()  # the worker's own process (here: the test's)
     assert [r.failure for r in results] == [None, None, None]
     # response 2 is the longer one in every case: A in the swapped order, B in the original
     assert [r.verdicts["overall"] for r in results] == ["B", "A", "B"]

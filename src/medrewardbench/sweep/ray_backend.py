@@ -264,14 +264,18 @@ class JudgeWorker:
             pid=os.getpid(),
         )
 
-    async def judge_keys(self, keys: Sequence[tuple[str, str]]) -> list[JudgeResult]:
+    async def judge_keys(self, keys: Sequence[tuple[str, str]]) -> tuple[int, list[JudgeResult]]:
         """Judge a batch named by ``(case_id, order)`` keys.
+
+        Returns:
+            This worker's pid (a worker Ray restarted between two batches has a new one, and no call
+            saw the old one die) and the results.
 
         Raises:
             ServerDiedError: the entry's server exited.
         """
         requests = [JudgeRequest(self.cases.get(case_id), Order(order)) for case_id, order in keys]
-        return await judge_safely(self.judge, requests)
+        return os.getpid(), await judge_safely(self.judge, requests)
 
     async def close(self) -> str | None:
         """Release the judge and stop the server; returns the server's log (for the results directory)."""
@@ -463,8 +467,10 @@ class RayBackend:
         attempt = 0
         while True:
             try:
-                results: list[JudgeResult] = await self.actor.judge_keys.remote(keys)
-                return results
+                pid, results = await self.actor.judge_keys.remote(keys)
+                if pid not in self._pids:  # restarted between two batches: say so, as after a failed one
+                    await self._describe()
+                return list(results)
             except self._task_error as exc:
                 own = _reraised(exc)
                 if own is not None:
