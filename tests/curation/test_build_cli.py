@@ -347,10 +347,10 @@ def test_sampling_settings_that_no_server_accepts_are_refused_before_any_request
     project = imported_project(tmp_path)
     base = ["filter", str(project), "-m", "api:a", "-m", "api:b", "--max-correct", "1", *api_flags(answer_server), "-q"]
     for extra, message in (
-        (["--temperature", "nan"], "--temperature must be a finite number >= 0, not nan"),
-        (["--temperature", "-1"], "--temperature must be a finite number >= 0"),
-        (["--top-p", "1.5"], "--top-p must be a number between 0 and 1, not 1.5"),
-        (["--top-p", "nan"], "--top-p must be a number between 0 and 1"),
+        (["--temperature", "nan"], "--temperature must be a number >= 0, not nan"),
+        (["--temperature", "-1"], "--temperature must be a number >= 0"),
+        (["--top-p", "1.5"], "--top-p must be a number in (0, 1], not 1.5"),
+        (["--top-p", "nan"], "--top-p must be a number in (0, 1]"),
         (["--grader", ""], "--grader was given an empty value"),
         (["--api-key-env", ""], "--api-key-env was given an empty value"),
     ):
@@ -359,7 +359,7 @@ def test_sampling_settings_that_no_server_accepts_are_refused_before_any_request
     code, output = invoke(*base, "--max-tokens", "0")
     assert code == 2 and "--max-tokens" in output and no_traceback(output)
     code, output = invoke("responses", str(project), "-g", "api:a", "--temperature", "inf", *api_flags(answer_server))
-    assert code == 2 and errors(output) == ["error: --temperature must be a finite number >= 0, not inf"], output
+    assert code == 2 and errors(output) == ["error: --temperature must be a number >= 0, not inf"], output
     assert answer_server.control.chat_requests() == []
 
 

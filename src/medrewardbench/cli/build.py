@@ -19,7 +19,6 @@ prints.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -78,12 +77,7 @@ RetryOpt = Annotated[bool, typer.Option("--retry-failures", help="ask again wher
 
 
 def _options(seed: int, flags: ModelFlags) -> Any:
-    """The models' options, after the checks of sampling settings that no server accepts."""
-    temperature, top_p = flags.temperature, flags.top_p
-    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
-        raise _fail(f"--temperature must be a finite number >= 0, not {temperature}")
-    if top_p is not None and not (math.isfinite(top_p) and 0 <= top_p <= 1):
-        raise _fail(f"--top-p must be a number between 0 and 1, not {top_p}")
+    """The models' options; sampling settings no server accepts are refused by ``JudgeOptions`` itself."""
     nonempty_text(flags.api_key_env, "--api-key-env")
     return flags.options(seed)
 

@@ -354,11 +354,14 @@ class JudgeOptions:
             raise JudgeSpecError(f"--temperature must be a number >= 0, not {self.temperature!r}")
         if self.top_p is not None and not _in_range(self.top_p, 0.0, 1.0, low_open=True):
             raise JudgeSpecError(f"--top-p must be a number in (0, 1], not {self.top_p!r}")
-        for name, value in (("--max-tokens", self.max_tokens), ("--concurrency", self.concurrency)):
+        sizes = (
+            ("--max-tokens", self.max_tokens),
+            ("--concurrency", self.concurrency),
+            ("--batch-size", self.batch_size),
+        )
+        for name, value in sizes:
             if value is not None:
                 _check_whole(name, value, 1)
-        if self.batch_size is not None:
-            _check_whole("--batch-size", self.batch_size, 1)
 
     def with_changes(self, **changes: Any) -> JudgeOptions:
         """These options with some shared fields (or whole sections) replaced.
