@@ -80,6 +80,33 @@ def test_a_remembered_url_is_told_apart_from_an_equal_or_a_changed_one() -> None
     assert encode_body(_body(changed)) == _plain(_body(changed))
 
 
+def test_a_url_the_image_module_made_is_spliced_without_scanning_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from PIL import Image
+
+    from medrewardbench.cases import ImageRef
+    from medrewardbench.models.api import direct
+    from medrewardbench.models.api.images import DataUrl, passthrough_data_url, to_data_url
+
+    buffer = io.BytesIO()
+    Image.effect_noise((96, 96), 40).save(buffer, format="PNG")
+    ref = ImageRef.from_bytes(buffer.getvalue(), "scan.png")
+    made = [passthrough_data_url(ref), to_data_url(ref, compress_level=1), to_data_url(ref, "JPEG")]
+    assert all(isinstance(url, DataUrl) and len(url) >= direct.SPLICE_MIN_CHARS for url in made)
+
+    def scanned(url: str) -> bool:
+        raise AssertionError(f"scanned a URL the image module made: {url[:40]}")
+
+    monkeypatch.setattr(direct, "_check_splice", scanned)
+    for url in made:
+        assert encode_body(_body(url)) == _plain(_body(url))
+    # a string made from one is a plain str again, and checked: the quote is escaped
+    monkeypatch.undo()
+    tampered = made[0] + '"'
+    assert not isinstance(tampered, DataUrl) and encode_body(_body(tampered)) == _plain(_body(tampered))
+
+
 def test_an_error_message_is_read_as_the_openai_client_reads_it() -> None:
     error = {"error": {"message": "Invalid request (injected).", "type": "invalid", "param": None}}
     assert status_message(400, json.dumps(error)) == "Invalid request (injected)."

@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from medrewardbench.models.api.images import DataUrl
 from medrewardbench.models.api.retry import Attempt, parse_retry_after, root_is_timeout
 
 __all__ = ["encode_body", "make_session", "post", "request_headers", "status_message"]
@@ -167,7 +168,8 @@ def _spliced(url: str) -> bytes | None:
     entry = _SPLICED.get(id(url))
     if entry is not None and entry[0] is url:
         return entry[1]
-    encoded = f'"{url}"'.encode("ascii") if _check_splice(url) else None
+    # a URL the image module made is base64 by construction; any other is checked
+    encoded = f'"{url}"'.encode("ascii") if isinstance(url, DataUrl) or _check_splice(url) else None
     if len(_SPLICED) >= _SPLICED_MAX:
         _SPLICED.clear()
     _SPLICED[id(url)] = (url, encoded)
