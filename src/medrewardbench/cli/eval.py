@@ -19,6 +19,7 @@ from medrewardbench.cli.errors import command_errors
 from medrewardbench.cli.options import (
     DEFAULT_JUDGE_FLAGS,
     DataOpt,
+    ExternalImagesOpt,
     JudgeFlags,
     JudgeSpecsOpt,
     RiskDeltaOpt,
@@ -105,14 +106,6 @@ _QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars
 _VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="log what the library does (INFO)", show_default="off")
 ]
-_AllowExternalImagesOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-external-images",
-        help="accept image paths outside the data's directory (or list directories in MEDREWARDBENCH_IMAGE_ROOTS)",
-        show_default="off",
-    ),
-]
 
 
 @with_judge_flags
@@ -133,7 +126,7 @@ def eval_command(
     wait: _WaitOpt = False,
     quiet: _QuietOpt = False,
     verbose: _VerboseOpt = False,
-    allow_external_images: _AllowExternalImagesOpt = False,
+    allow_external_images: ExternalImagesOpt = False,
     risk: RiskOpt = 0.10,
     risk_delta: RiskDeltaOpt = 0.10,
 ) -> None:

@@ -66,7 +66,9 @@ ORGANS_HELP = "organ systems to keep (repeat or comma-separate)"
 DataOpt = Annotated[str, typer.Option("--data", "-d", metavar="SOURCE", help=DATA_HELP)]
 """The labelled data a command reads (eval, train, cv)."""
 OrgansOpt = Annotated[list[str] | None, typer.Option("--organs", help=ORGANS_HELP)]
-ExternalImagesOpt = Annotated[bool, typer.Option("--allow-external-images", help=EXTERNAL_IMAGES_HELP)]
+ExternalImagesOpt = Annotated[
+    bool, typer.Option("--allow-external-images", help=EXTERNAL_IMAGES_HELP, show_default="off")
+]
 OutDirOpt = Annotated[Path, typer.Option("--out", "-o", help="output directory")]
 ForceReplaceOpt = Annotated[
     bool, typer.Option("--force", help="replace the files (data and dataset.json) of an earlier export")
