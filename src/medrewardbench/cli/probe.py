@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,6 +32,7 @@ from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.dimensions import Order
+from medrewardbench.report.files import json_text
 
 __all__ = ["app", "grounding_command"]
 
@@ -127,7 +127,7 @@ def grounding_command(
                 store, runs, sets, n_resamples=bootstrap, seed=seed, confidence=ci, threshold=threshold
             )
         json_path = out / "probe-grounding.json"
-        json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        json_path.write_text(json_text(document, indent=2, ensure_ascii=False), encoding="utf-8")
         html_path = write_grounding_html(document, out / "probe-grounding.html")
     if not quiet:
         _print_summary(document)
@@ -215,7 +215,7 @@ def harm_command(
             "n_cases": len(benchmark),
         }
         json_path = out / "probe-harm.json"
-        json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        json_path.write_text(json_text(document, indent=2, ensure_ascii=False), encoding="utf-8")
     if not quiet:
         for entry in document["judges"]:
             rate = entry.get("critical_miss_rate") or {}

@@ -9,7 +9,6 @@ one handler of :mod:`medrewardbench.cli.errors`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -35,6 +34,7 @@ from medrewardbench.cli.support import fail as _fail
 from medrewardbench.cli.support import setup_logging as _setup_logging
 from medrewardbench.cli.support import split_option as _split_option
 from medrewardbench.judges.registry import BASELINE_SPECS
+from medrewardbench.report.files import json_text
 
 if TYPE_CHECKING:
     from medrewardbench.data.benchmark import Benchmark
@@ -120,7 +120,7 @@ def _judge_measure_write(
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.write_text(json_text(document, indent=2, ensure_ascii=False, allow_nan=False), encoding="utf-8")
     tmp.replace(path)
 
 

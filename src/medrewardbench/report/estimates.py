@@ -13,7 +13,6 @@ know of it. Renders :class:`~medrewardbench.metrics.budget.BudgetPlan` (``annota
 from __future__ import annotations
 
 import html
-import json
 import math
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from medrewardbench.dimensions import DIMENSIONS
 from medrewardbench.metrics.budget import BudgetPlan
 from medrewardbench.metrics.corrected import POOLED, CorrectedEstimates
 from medrewardbench.metrics.ppi import MeanInterval, PPIResult
+from medrewardbench.report.files import json_text
 from medrewardbench.report.format import interval, percent, signed_percent
 from medrewardbench.report.terminal import plain
 
@@ -194,7 +194,7 @@ def write_estimates(found: CorrectedEstimates, out_dir: str | Path) -> dict[str,
     md = out / ESTIMATES_MD
     md.write_text(estimates_markdown(found), encoding="utf-8")
     data = out / ESTIMATES_JSON
-    data.write_text(json.dumps(found.to_json(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    data.write_text(json_text(found.to_json(), indent=2, sort_keys=True), encoding="utf-8")
     return {"estimates": md, "estimates_json": data}
 
 

@@ -176,7 +176,20 @@ def metrics_document(
 def write_metrics_json(document: Mapping[str, Any], path: Path) -> None:
     """Write metrics.json (indented, keys sorted, no ``-0.0``), replacing any previous file whole."""
     with _replacing(path) as fh:
-        fh.write(json.dumps(without_negative_zero(document), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        fh.write(json_text(document, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def json_text(document: Any, **options: Any) -> str:
+    """A JSON document as result files are written: no ``-0.0`` (:func:`without_negative_zero`), final newline.
+
+    Args:
+        document: a JSON-ready value.
+        options: ``json.dumps`` options (indent, sort_keys, ensure_ascii, allow_nan).
+
+    Returns:
+        The text.
+    """
+    return json.dumps(without_negative_zero(document), **options) + "\n"
 
 
 def without_negative_zero(value: Any) -> Any:

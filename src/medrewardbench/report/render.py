@@ -37,6 +37,7 @@ from medrewardbench.metrics.results import (
     number,
 )
 from medrewardbench.metrics.selective_section import SelectiveSettings
+from medrewardbench.report.files import json_text
 from medrewardbench.report.gallery import build_case_gallery
 from medrewardbench.report.human import human_long_rows
 from medrewardbench.report.probes import find_probe_files, load_probe_section
@@ -76,8 +77,7 @@ CSV_COLUMNS: tuple[str, ...] = (
 def write_analysis_json(analysis: Analysis, path: str | Path) -> Path:
     """Write the analysis as indented JSON (keys sorted, UTF-8). Returns the path."""
     out = Path(path)
-    text = json.dumps(analysis.to_json(), indent=2, sort_keys=True, ensure_ascii=False)
-    out.write_text(text + "\n", encoding="utf-8")
+    out.write_text(json_text(analysis.to_json(), indent=2, sort_keys=True, ensure_ascii=False), encoding="utf-8")
     return out
 
 
