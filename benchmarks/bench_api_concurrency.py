@@ -219,7 +219,10 @@ def run_eval_level(base_url: str, concurrency: int, count: int, cases: list[Case
             phase["cpu"] = time.process_time() - phase["cpu"]
             phase["judged"], phase["failed"] = summary.judged, summary.failed
 
-    benchmark = Benchmark(name="bench", source="bench", cases=tuple(cases[: (count + 1) // 2]))
+    # hashed before: this row times the judging phase alone (the runner, the judge, the store), as
+    # a run that may reuse stored judgments does it; the command row has a first run, which hashes
+    # and records the cases inside its judging phase
+    benchmark = Benchmark(name="bench", source="bench", cases=tuple(cases[: (count + 1) // 2])).fingerprinted()
     options = JudgeOptions(concurrency=concurrency, api=ApiSettings(base_url=base_url, api_key_env=KEY_ENV))
     with tempfile.TemporaryDirectory(prefix="mrb-bench-eval-") as out:
         evaluate(benchmark, ["api:bench-model"], out, options=options, progress=Timer(), fresh=True)
@@ -252,6 +255,15 @@ else:
     timed(Benchmark, "data_hash", "hashing", first_only=True)
 timed(evaluation, "plan_run", "planning")
 timed(evaluation, "execute_plan", "judging")
+if hasattr(evaluation, "execute_while_hashing"):
+    # a first run: the cases are read, hashed and recorded by a task of the event loop while the
+    # answers are awaited, so hashing and recording happen inside the judging phase
+    from medrewardbench.data.benchmark import DataHasher
+    from medrewardbench.evaluation import runner
+
+    timed(evaluation, "execute_while_hashing", "judging")
+    timed(DataHasher, "add", "hashing (in judging)")
+    timed(runner, "register_run", "recording the cases (in judging)")
 timed(Store, "write_judgments", "store writes (in judging)")
 ANALYSIS = ("medrewardbench.metrics.core", ("load_run_data", "run_metrics")), (
     "medrewardbench.metrics.analysis",
@@ -287,6 +299,9 @@ else:  # imported where used (on a thread while the requests are out): hooked wh
 """Runs the ``medrewardbench eval`` command in a fresh interpreter and times its phases from inside."""
 
 COMMAND_PHASES = ("start-up", "loading", "hashing", "planning", "judging", "analysis", "outputs", "other", "exit")
+INNER_PHASES = ("store writes (in judging)", "hashing (in judging)", "recording the cases (in judging)")
+"""Phases timed inside the judging phase (a first run hashes and records the cases while it judges)."""
+INNER_SHOWN = [(phase, phase.removesuffix(" (in judging)")) for phase in INNER_PHASES]
 
 
 def write_eval_data(directory: str, cases: Sequence[Case]) -> str:
@@ -328,7 +343,8 @@ def run_command_level(
     time) and its phases as (wall, cpu) seconds: start-up (interpreter and imports), loading
     (reading and checking the data), hashing (the data fingerprint; the same reading keeps a small
     data set in memory), planning (recording the cases, asking the store), judging (the requests,
-    store writes included), analysis (metrics and the leaderboard), outputs (judgments.jsonl,
+    store writes included; in a first run, which this is, also hashing and recording the cases,
+    shown beside it), analysis (metrics and the leaderboard), outputs (judgments.jsonl,
     metrics.json, metrics.csv), other (the rest of the command) and exit (after the command until
     the process ended).
     """
@@ -350,7 +366,7 @@ def run_command_level(
             args,
             env,
             summed=("loading", "hashing", "planning", "judging", "analysis", "outputs"),
-            inner=("store writes (in judging)",),
+            inner=INNER_PHASES,
             profile=profile,
         )
     return RunFigures(concurrency, count, wall, cpu, count, 0, count, []), phases
@@ -535,9 +551,7 @@ def main(argv: list[str] | None = None) -> int:
             if process_runs:
                 print_level("process", level, count, process_runs, args.latency, bare_runs, process_runs)
             if command_runs:
-                print_breakdown(
-                    level, command_runs, COMMAND_PHASES, [("store writes (in judging)", "store writes")], "judging"
-                )
+                print_breakdown(level, command_runs, COMMAND_PHASES, INNER_SHOWN, "judging")
             print_cpu(
                 level,
                 {

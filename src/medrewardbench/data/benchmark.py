@@ -367,6 +367,11 @@ class Benchmark:
             self._contents = bytes(contents) if self._cases is None else None
         return self._hash
 
+    @property
+    def fingerprint_known(self) -> bool:
+        """Whether :meth:`data_hash` is known already (a call to it reads nothing)."""
+        return self._hash is not None
+
     def fingerprinted(self, keep_cases: int = KEEP_CASES, keep_bytes: int = KEEP_BYTES) -> Benchmark:
         """This benchmark with its fingerprint known, in memory when it is small.
 
@@ -391,29 +396,27 @@ class Benchmark:
         if self._hash is not None or self._cases is not None:
             self.data_hash()
             return self
-        digest = DataHasher()
-        contents = bytearray()
-        kept: list[Case] | None = [] if self._n_cases <= keep_cases else None
-        size = 0
-        prefetched, self._prefetched = self._prefetched, None
-        reading = iter(prefetched[0]) if prefetched is not None and prefetched[1]() else self._read()
-        for case in reading:
-            digest.add(case)
-            contents += bytes.fromhex(case.content_hash())
-            if kept is not None:
-                size += held_bytes(case)
-                if size <= keep_bytes and len(kept) < keep_cases:
-                    kept.append(case)
-                else:
-                    kept = None
-        self._hash = digest.hexdigest()
-        self._contents = bytes(contents)
-        if kept is None:
-            return self
-        held = Benchmark(self.name, self.source, kept, self.warnings, self.labels, warning_counts=self.warning_counts)
-        held._hash = self._hash
-        held._group_fields = self._group_fields
-        return held
+        reading = self.fingerprinting(keep_cases, keep_bytes)
+        for _case in reading:
+            pass
+        return reading.result()
+
+    def fingerprinting(self, keep_cases: int = KEEP_CASES, keep_bytes: int = KEEP_BYTES) -> Fingerprinting:
+        """One reading that fingerprints the benchmark while its caller uses the cases.
+
+        What :meth:`fingerprinted` does, a case at a time: iterating the reading gives every case in
+        order, its content hash computed (its image read once); when the iteration has ended,
+        :meth:`Fingerprinting.result` is what :meth:`fingerprinted` would have returned. The eval
+        job judges the first cases this way while the later ones are still read and hashed.
+
+        Args:
+            keep_cases: the most cases kept in memory.
+            keep_bytes: the most characters and embedded image bytes kept in memory.
+
+        Returns:
+            The reading (iterate it once).
+        """
+        return Fingerprinting(self, keep_cases, keep_bytes)
 
     def content_hash_at(self, position: int) -> str | None:
         """The content hash of the case at a position, as :meth:`data_hash` found it.
@@ -645,6 +648,77 @@ class DataHasher:
     def hexdigest(self) -> str:
         """The fingerprint of the cases added so far."""
         return self._digest.hexdigest()
+
+
+class Fingerprinting:
+    """A benchmark read once, case by case, while its fingerprint is computed (:meth:`Benchmark.fingerprinting`)."""
+
+    def __init__(self, benchmark: Benchmark, keep_cases: int, keep_bytes: int) -> None:
+        self._benchmark = benchmark
+        self._keep_cases = keep_cases
+        self._keep_bytes = keep_bytes
+        self._started = False
+        self._result: Benchmark | None = None
+
+    def __iter__(self) -> Iterator[Case]:
+        """Every case in order, each hashed before it is given.
+
+        Raises:
+            RuntimeError: the reading was iterated before.
+            ImageError: an image cannot be read.
+            DataError: the source changed since it was loaded.
+        """
+        if self._started:
+            raise RuntimeError("a fingerprinting reading is iterated once")
+        self._started = True
+        return self._read()
+
+    def result(self) -> Benchmark:
+        """The hashed benchmark: the one read, or an in-memory copy of it when it is small.
+
+        Raises:
+            RuntimeError: the reading has not ended yet.
+        """
+        if self._result is None:
+            raise RuntimeError("the benchmark's fingerprint is known only once every case has been read")
+        return self._result
+
+    def _read(self) -> Iterator[Case]:
+        source = self._benchmark
+        digest = DataHasher()
+        if source._cases is not None:  # in memory: the cases keep their own content hashes
+            for case in source._cases:
+                digest.add(case)
+                yield case
+            source._hash = digest.hexdigest()
+            self._result = source
+            return
+        contents = bytearray()
+        kept: list[Case] | None = [] if source._n_cases <= self._keep_cases else None
+        size = 0
+        prefetched, source._prefetched = source._prefetched, None
+        reading = iter(prefetched[0]) if prefetched is not None and prefetched[1]() else source._read()
+        for case in reading:
+            digest.add(case)
+            contents += bytes.fromhex(case.content_hash())
+            if kept is not None:
+                size += held_bytes(case)
+                if size <= self._keep_bytes and len(kept) < self._keep_cases:
+                    kept.append(case)
+                else:
+                    kept = None
+            yield case
+        source._hash = digest.hexdigest()
+        source._contents = bytes(contents)
+        if kept is None:
+            self._result = source
+            return
+        held = Benchmark(
+            source.name, source.source, kept, source.warnings, source.labels, warning_counts=source.warning_counts
+        )
+        held._hash = source._hash
+        held._group_fields = source._group_fields
+        self._result = held
 
 
 class CaseLocation(NamedTuple):

@@ -12,11 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from medrewardbench.data.benchmark import Benchmark
+from medrewardbench.data.benchmark import KEEP_CASES, Benchmark
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
 from medrewardbench.dimensions import Order
 from medrewardbench.errors import EvaluationInterrupted
-from medrewardbench.evaluation.runner import RunSummary, execute_plan, plan_run
+from medrewardbench.evaluation.runner import (
+    RunSummary,
+    execute_plan,
+    execute_while_hashing,
+    plan_run,
+    register_run,
+)
 from medrewardbench.evaluation.store import RunRecord, Store
 from medrewardbench.judges.base import Judge
 from medrewardbench.judges.registry import JudgeOptions, build_judge
@@ -204,9 +210,21 @@ class EvaluationResult:
         return [h for h in self.health if h.all_failed]
 
 
+class _Data:
+    """The evaluated data as the job goes: hashed once every case has been read (maybe during the first run)."""
+
+    def __init__(self, benchmark: Benchmark) -> None:
+        self.benchmark = benchmark
+
+    @property
+    def data_hash(self) -> str | None:
+        """The data's fingerprint, or None while it is still being read."""
+        return self.benchmark.data_hash() if self.benchmark.fingerprint_known else None
+
+
 async def _run_all(
     judges: Sequence[Judge],
-    benchmark: Benchmark,
+    data: _Data,
     store: Store,
     orders: Sequence[Order],
     fresh: bool,
@@ -216,13 +234,26 @@ async def _run_all(
 ) -> list[RunSummary]:
     summaries = []
     open_judges = list(judges)
+
+    def registered(run: RunRecord, hashed: Benchmark) -> None:
+        data.benchmark = hashed
+        store.set_label_provenance(run.data_hash, hashed.labels)
+        started.append(run)
+
     try:
         for judge in judges:
-            plan = plan_run(judge, benchmark, store, orders, fresh=fresh, retry_failures=retry_failures)
-            started.append(plan.run)
-            sink.start(judge.spec, plan.total_requests, plan.reused)
             try:
-                summary = await execute_plan(judge, plan, store, progress=sink.advance)
+                if not data.benchmark.fingerprint_known:
+                    # the store holds nothing of this judge: judge while the data is read and hashed
+                    sink.start(judge.spec, len(data.benchmark) * len(orders), 0)
+                    summary, data.benchmark = await execute_while_hashing(
+                        judge, data.benchmark, store, orders, progress=sink.advance, on_registered=registered
+                    )
+                else:
+                    plan = plan_run(judge, data.benchmark, store, orders, fresh=fresh, retry_failures=retry_failures)
+                    started.append(plan.run)
+                    sink.start(judge.spec, plan.total_requests, plan.reused)
+                    summary = await execute_plan(judge, plan, store, progress=sink.advance)
             finally:
                 open_judges.remove(judge)
                 await judge.aclose()  # at once: a local model's memory is needed by the next judge
@@ -332,28 +363,71 @@ def _evaluate_locked(
     fields = ["organ_system", *[f for f in group_by if f != "organ_system"]]
     started: list[RunRecord] = []
     total = len(judges) * len(benchmark) * len(orders)
-    try:
-        # hash here, not inside the event loop: there a Ctrl-C only asks the loop to stop, and the
-        # loop cannot stop before a long stretch of synchronous hashing ends. A small data set is
-        # kept in memory by the same reading, so that planning and judging do not read it again.
-        sink.stage(f"hashing {len(benchmark)} cases")
-        benchmark = benchmark.fingerprinted()
-        data_hash = benchmark.data_hash()
-    except KeyboardInterrupt:
-        raise EvaluationInterrupted(None, total, "hashing the data") from None
+    data = _Data(benchmark)
+    pipelined = False
     try:
         with Store.in_dir(out) as store:
-            store.set_label_provenance(data_hash, benchmark.labels)
+            first = judges[0].fingerprint()
+            if fresh and not benchmark.fingerprint_known and len(benchmark) <= KEEP_CASES:
+                removed = store.delete_judgments(first)
+                log.info("fresh run: removed %d stored judgments of %s", removed, judges[0].spec)
+            pipelined = (
+                not benchmark.fingerprint_known and len(benchmark) <= KEEP_CASES and not store.has_judgments(first)
+            )
+            if not pipelined:
+                # Something may be reused: hash before planning, and here, not inside the event loop:
+                # there a Ctrl-C only asks the loop to stop, and the loop cannot stop before a long
+                # stretch of synchronous hashing ends. A small data set is kept in memory by the same
+                # reading, so that planning and judging do not read it again. (With nothing stored,
+                # the first judge's requests go out while the data is read and hashed, a case at a
+                # time: :func:`execute_while_hashing`.)
+                sink.stage(f"hashing {len(benchmark)} cases")
+                data.benchmark = benchmark.fingerprinted()
+                store.set_label_provenance(data.benchmark.data_hash(), benchmark.labels)
             with long_run():  # the requests: fewer garbage collections, none over what exists already
-                summaries = asyncio.run(
-                    _run_all(judges, benchmark, store, orders, fresh, retry_failures, sink, started)
-                )
-            return _write_outputs(store, out, benchmark, data_hash, summaries, started, fields, write_files, selective)
+                summaries = asyncio.run(_run_all(judges, data, store, orders, fresh, retry_failures, sink, started))
+            data_hash = data.benchmark.data_hash()
+            return _write_outputs(
+                store, out, data.benchmark, data_hash, summaries, started, fields, write_files, selective
+            )
+    except KeyboardInterrupt:
+        if data.data_hash is None and pipelined:
+            # a first run stopped before every case was read: read and hash the rest (what the job
+            # did before sending any request when something was stored) and record the run, so
+            # that the files describe what finished; a second Ctrl-C skips that
+            _register_interrupted(judges[0], benchmark, data, out, orders, started, total)
+        if data.data_hash is None:
+            raise EvaluationInterrupted(None, total, "hashing the data") from None
+        with Store.in_dir(out) as store:
+            if store.runs_on_data(data.data_hash):
+                _write_outputs(store, out, data.benchmark, data.data_hash, [], started, fields, write_files, selective)
+            stored = _stored_requests(store, judges, data.benchmark, orders)
+        raise EvaluationInterrupted(stored, total) from None
+
+
+def _register_interrupted(
+    judge: Judge,
+    benchmark: Benchmark,
+    data: _Data,
+    out: Path,
+    orders: Sequence[Order],
+    started: list[RunRecord],
+    total: int,
+) -> None:
+    """Record the run of a first judge stopped while the data was still read (:func:`execute_while_hashing`).
+
+    Raises:
+        EvaluationInterrupted: a second Ctrl-C (the judgments stay stored; the next run reuses them).
+    """
+    try:
+        hashed = benchmark.fingerprinted()
+        with Store.in_dir(out) as store:
+            store.set_label_provenance(hashed.data_hash(), hashed.labels)
+            started.append(register_run(judge, hashed, store, orders))
+        data.benchmark = hashed
     except KeyboardInterrupt:
         with Store.in_dir(out) as store:
-            if store.runs_on_data(data_hash):
-                _write_outputs(store, out, benchmark, data_hash, [], started, fields, write_files, selective)
-            stored = _stored_requests(store, judges, benchmark, orders)
+            stored = store.count_judgments(judge.fingerprint())  # the store held none before this run
         raise EvaluationInterrupted(stored, total) from None
 
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -139,21 +140,8 @@ def plan_run(
         The run record and which requests are still to judge.
     """
     orders = tuple(orders)
-    judge_fp = judge.fingerprint()
-    data_hash = benchmark.data_hash()
-    run = RunRecord(
-        run_id=make_run_id(judge.spec, judge_fp, data_hash),
-        judge_spec=judge.spec,
-        judge_fingerprint=judge_fp,
-        data_hash=data_hash,
-        dataset_name=benchmark.name,
-        dataset_source=benchmark.source,
-        orders=orders,
-        config=judge.config(),
-        # the tool's version, for the report's configuration table (not part of the fingerprint)
-        metadata={**judge.metadata(), "medrewardbench_version": __version__},
-        n_cases=len(benchmark),
-    )
+    run = _run_record(judge, benchmark, orders)
+    judge_fp, data_hash = run.judge_fingerprint, run.data_hash
     if fresh:
         removed = store.delete_judgments(judge_fp)
         log.info("fresh run: removed %d stored judgments of %s", removed, judge.spec)
@@ -163,11 +151,7 @@ def plan_run(
     reused = pending = position = 0
     for chunk in benchmark.iter_chunks(PLAN_CHUNK):
         if not registered:
-            for offset, case in enumerate(chunk):
-                known = benchmark.content_hash_at(position + offset)
-                if known is not None:
-                    case.prime_content_hash(known)  # hashed with the data: the image is not read again
-            store.add_cases(data_hash, chunk, position)
+            _add_cases(benchmark, store, chunk, position)
         done = store.done_for_cases(
             judge_fp, data_hash, [case.case_id for case in chunk], include_failures=not retry_failures
         )
@@ -193,6 +177,56 @@ def plan_run(
         n_pending=pending,
         replacing=replacing,
     )
+
+
+def _run_record(judge: Judge, benchmark: Benchmark, orders: tuple[Order, ...]) -> RunRecord:
+    """The record of a judge's run on a hashed benchmark."""
+    judge_fp = judge.fingerprint()
+    data_hash = benchmark.data_hash()
+    return RunRecord(
+        run_id=make_run_id(judge.spec, judge_fp, data_hash),
+        judge_spec=judge.spec,
+        judge_fingerprint=judge_fp,
+        data_hash=data_hash,
+        dataset_name=benchmark.name,
+        dataset_source=benchmark.source,
+        orders=orders,
+        config=judge.config(),
+        # the tool's version, for the report's configuration table (not part of the fingerprint)
+        metadata={**judge.metadata(), "medrewardbench_version": __version__},
+        n_cases=len(benchmark),
+    )
+
+
+def _add_cases(benchmark: Benchmark, store: Store, chunk: list[Case], position: int) -> None:
+    """Record a chunk of a hashed benchmark's cases, starting at ``position``, without reading their images again."""
+    for offset, case in enumerate(chunk):
+        known = benchmark.content_hash_at(position + offset)
+        if known is not None:
+            case.prime_content_hash(known)  # hashed with the data: the image is not read again
+    store.add_cases(benchmark.data_hash(), chunk, position)
+
+
+def register_run(judge: Judge, benchmark: Benchmark, store: Store, orders: Sequence[Order]) -> RunRecord:
+    """Record a hashed benchmark's cases (unless the store has them) and a judge's run on them.
+
+    Args:
+        judge: the judge.
+        benchmark: the cases, their fingerprint known.
+        store: the results store.
+        orders: the run's presentation orders.
+
+    Returns:
+        The run's record, as stored.
+    """
+    run = _run_record(judge, benchmark, tuple(orders))
+    if store.count_cases(run.data_hash) != len(benchmark):
+        position = 0
+        for chunk in benchmark.iter_chunks(PLAN_CHUNK):
+            _add_cases(benchmark, store, chunk, position)
+            position += len(chunk)
+    store.register_run(run, (), run.data_hash)  # after its cases: a kill before leaves no half-registered run
+    return run
 
 
 def to_stored(judge_fp: str, request: JudgeRequest, result: JudgeResult) -> StoredJudgment:
@@ -280,13 +314,151 @@ async def execute_plan(
     made as the workers take them (:meth:`RunPlan.iter_requests`), never all at once.
     """
     started = time.perf_counter()
-    judge_fp = plan.run.judge_fingerprint
-    batches = batched(plan.iter_requests(store), judge.batch_size)
-    counter = _JudgmentCounter(store, judge_fp, progress, replacing=plan.replacing)
+    counter = _JudgmentCounter(store, plan.run.judge_fingerprint, progress, replacing=plan.replacing)
+    await _judge_all(judge, plan.iter_requests(store), counter)
+    return RunSummary(
+        run=plan.run,
+        judged=counter.judged,
+        reused=plan.reused,
+        failed=counter.failed,
+        wall_s=time.perf_counter() - started,
+    )
+
+
+async def execute_while_hashing(
+    judge: Judge,
+    benchmark: Benchmark,
+    store: Store,
+    orders: Sequence[Order] = (Order.ORIGINAL, Order.SWAPPED),
+    *,
+    progress: ProgressCallback | None = None,
+    on_registered: Callable[[RunRecord, Benchmark], None] | None = None,
+) -> tuple[RunSummary, Benchmark]:
+    """Judge every request of a small benchmark whose fingerprint is not known yet, starting at once.
+
+    For a judge of which the store holds no judgment (a first run, or one after ``--fresh``),
+    nothing can be reused, so nothing needs planning: the requests go out at once, while a task of
+    the event loop reads and hashes the cases (:meth:`Benchmark.fingerprinting`) a case at a time
+    whenever the loop has nothing else to do (waiting for answers), and records the cases and the
+    run as soon as the last case is hashed, long before the last answers. A request whose case is
+    not read yet reads it itself. Each judgment is stored as it finishes, with its case's content
+    hash: a run killed before it is recorded leaves its judgments in the store, and the next run
+    (planned as usual) finds and reuses them.
+
+    Args:
+        judge: the judge; the store must hold no judgment of its fingerprint.
+        benchmark: the cases (at most :data:`~medrewardbench.data.benchmark.KEEP_CASES`), their
+            fingerprint not known yet.
+        store: the results store.
+        orders: presentation orders.
+        progress: told how many requests just finished.
+        on_registered: called with the run's record and the hashed benchmark as soon as they are
+            recorded.
+
+    Returns:
+        The run's summary and the hashed benchmark (in memory when it is small:
+        :meth:`Benchmark.fingerprinted`).
+
+    Raises:
+        ImageError: an image cannot be read (the judgments finished before are stored).
+        DataError: the source changed since it was loaded.
+    """
+    started = time.perf_counter()
+    orders = tuple(orders)
+    reading = _ReadAhead(benchmark, lambda hashed: _registered(judge, hashed, store, orders, on_registered))
+    requests = (JudgeRequest(case, order) for case in reading.cases() for order in orders)
+    # no judgment of this judge is stored: its writes need not look for ones they replace
+    counter = _JudgmentCounter(store, judge.fingerprint(), progress, replacing=False)
+    ahead = asyncio.ensure_future(reading.read_ahead())
+    try:
+        await _judge_all(judge, requests, counter)
+        await ahead  # ended when the requests did: they end only after the reading
+    finally:
+        if ahead.done() and not ahead.cancelled():
+            ahead.exception()  # raised to the requests already (an unreadable image): retrieved here
+        ahead.cancel()
+    run, hashed = reading.registered()
+    summary = RunSummary(
+        run=run, judged=counter.judged, reused=0, failed=counter.failed, wall_s=time.perf_counter() - started
+    )
+    return summary, hashed
+
+
+def _registered(
+    judge: Judge,
+    hashed: Benchmark,
+    store: Store,
+    orders: tuple[Order, ...],
+    on_registered: Callable[[RunRecord, Benchmark], None] | None,
+) -> RunRecord:
+    run = register_run(judge, hashed, store, orders)
+    if on_registered is not None:
+        on_registered(run, hashed)
+    return run
+
+
+class _ReadAhead:
+    """A benchmark's fingerprinting reading, shared by the requests and a task that reads ahead of them.
+
+    Both take cases from one iterator in the event loop's thread: the task puts the cases it
+    reads in a queue that the requests empty first. Whichever meets the end of the data records
+    the run (``register``); an error of the reading is raised to the requests that come after it.
+    """
+
+    def __init__(self, benchmark: Benchmark, register: Callable[[Benchmark], RunRecord]) -> None:
+        self._reading = benchmark.fingerprinting()
+        self._iterator = iter(self._reading)
+        self._queue: deque[Case] = deque()
+        self._register = register
+        self._run: RunRecord | None = None
+        self._error: BaseException | None = None
+
+    def _next(self) -> Case | None:
+        """The next case read from the data (None at its end, once the run is recorded)."""
+        if self._error is not None:
+            raise self._error
+        if self._run is not None:
+            return None
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            self._run = self._register(self._reading.result())
+            return None
+        except BaseException as error:
+            self._error = error
+            raise
+
+    async def read_ahead(self) -> None:
+        """Read and hash the cases one at a time, letting the event loop run between them."""
+        while (case := self._next()) is not None:
+            self._queue.append(case)
+            await asyncio.sleep(0)
+
+    def cases(self) -> Iterator[Case]:
+        """Every case in order: the ones read ahead first, then read on demand."""
+        while True:
+            if self._queue:
+                yield self._queue.popleft()
+            elif (case := self._next()) is not None:
+                yield case
+            else:
+                return
+
+    def registered(self) -> tuple[RunRecord, Benchmark]:
+        """The recorded run and the hashed benchmark (after the reading has ended)."""
+        if self._run is None:
+            raise RuntimeError("the run is recorded once every case has been read")
+        return self._run, self._reading.result()
+
+
+async def _judge_all(judge: Judge, requests: Iterator[JudgeRequest], counter: _JudgmentCounter) -> None:
+    """Judge requests with ``judge.concurrency`` workers, storing each batch's judgments through ``counter``."""
+    judge_fp = counter.judge_fp
+    batches = batched(requests, judge.batch_size)
     writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
 
     async def worker() -> None:
-        # the plan's iterator is shared: each batch goes to exactly one worker
+        # the requests' iterator is shared: each batch goes to exactly one worker
         for batch in batches:
             results = await guarded_batch(
                 judge.judge_batch, batch, JudgeResult.failed, role="judge", name=judge.spec, log=log
@@ -297,20 +469,12 @@ async def execute_plan(
     try:
         done, _pending = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
-            task.result()  # a worker's error (the store failing) ends the run
+            task.result()  # a worker's error (the store failing, an unreadable image) ends the run
     finally:
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         writer.flush()
-    judged, failed = counter.judged, counter.failed
-    return RunSummary(
-        run=plan.run,
-        judged=judged,
-        reused=plan.reused,
-        failed=failed,
-        wall_s=time.perf_counter() - started,
-    )
 
 
 def run_judge(
