@@ -288,7 +288,10 @@ def evaluate(
     In order: the output directory is checked (creating nothing), the judges are built (a bad spec,
     template or API setting fails here and leaves no directory behind), the directory is created
     and locked against other processes, the data is hashed, the judges run, and the text files are
-    written for every run in the directory on this data.
+    written for every run in the directory on this data. When the store holds no judgment of the
+    first judge and the data has at most :data:`~medrewardbench.data.benchmark.KEEP_CASES` cases,
+    that judge's requests start at once and the data is hashed while they are out
+    (:func:`~medrewardbench.evaluation.runner.execute_while_hashing`).
 
     Args:
         benchmark: the selected cases.

@@ -3,7 +3,9 @@
 The runner is the only place that maps judges' presentation-order verdicts (A/B) back to source
 order (1/2). ``judge.concurrency`` workers take batches from the plan one at a time. A finished
 batch is committed before its worker takes the next one, in one transaction with the batches that
-finished in the same turn of the event loop, so a kill loses at most the batches in flight.
+finished in the same turn of the event loop, so a kill loses at most the batches in flight. A
+first run, which can reuse nothing, skips the planning and hashes the data while its requests are
+out (:func:`execute_while_hashing`).
 """
 
 from __future__ import annotations
