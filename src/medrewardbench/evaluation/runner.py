@@ -367,7 +367,14 @@ async def execute_while_hashing(
     """
     started = time.perf_counter()
     orders = tuple(orders)
-    reading = _ReadAhead(benchmark, lambda hashed: _registered(judge, hashed, store, orders, on_registered))
+
+    def register(hashed: Benchmark) -> RunRecord:
+        run = register_run(judge, hashed, store, orders)
+        if on_registered is not None:
+            on_registered(run, hashed)
+        return run
+
+    reading = _ReadAhead(benchmark, register)
     requests = (JudgeRequest(case, order) for case in reading.cases() for order in orders)
     # no judgment of this judge is stored: its writes need not look for ones they replace
     counter = _JudgmentCounter(store, judge.fingerprint(), progress, replacing=False)
@@ -384,19 +391,6 @@ async def execute_while_hashing(
         run=run, judged=counter.judged, reused=0, failed=counter.failed, wall_s=time.perf_counter() - started
     )
     return summary, hashed
-
-
-def _registered(
-    judge: Judge,
-    hashed: Benchmark,
-    store: Store,
-    orders: tuple[Order, ...],
-    on_registered: Callable[[RunRecord, Benchmark], None] | None,
-) -> RunRecord:
-    run = register_run(judge, hashed, store, orders)
-    if on_registered is not None:
-        on_registered(run, hashed)
-    return run
 
 
 class _ReadAhead:
@@ -422,11 +416,12 @@ class _ReadAhead:
         if self._run is not None:
             return None
         try:
-            return next(self._iterator)
-        except StopIteration:
-            self._run = self._register(self._reading.result())
-            return None
-        except BaseException as error:
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                self._run = self._register(self._reading.result())
+                return None
+        except BaseException as error:  # the reading or the recording failed: later callers get it too
             self._error = error
             raise
 
