@@ -308,16 +308,19 @@ async def execute_plan(
     store: Store,
     *,
     progress: ProgressCallback | None = None,
+    on_drained: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Judge every pending request of a plan and store each batch as it finishes.
 
     At most ``judge.concurrency`` batches of ``judge.batch_size`` requests are in flight: one per
     worker, each taking the next batch of the plan when its last one is stored. The requests are
     made as the workers take them (:meth:`RunPlan.iter_requests`), never all at once.
+    ``on_drained`` is called once the last request has been taken, while the last answers are
+    awaited (see :func:`_judge_all`).
     """
     started = time.perf_counter()
     counter = _JudgmentCounter(store, plan.run.judge_fingerprint, progress, replacing=plan.replacing)
-    await _judge_all(judge, plan.iter_requests(store), counter)
+    await _judge_all(judge, plan.iter_requests(store), counter, on_drained)
     return RunSummary(
         run=plan.run,
         judged=counter.judged,
@@ -335,6 +338,7 @@ async def execute_while_hashing(
     *,
     progress: ProgressCallback | None = None,
     on_registered: Callable[[RunRecord, Benchmark], None] | None = None,
+    on_drained: Callable[[], None] | None = None,
 ) -> tuple[RunSummary, Benchmark]:
     """Judge every request of a small benchmark whose fingerprint is not known yet, starting at once.
 
@@ -356,6 +360,7 @@ async def execute_while_hashing(
         progress: told how many requests just finished.
         on_registered: called with the run's record and the hashed benchmark as soon as they are
             recorded.
+        on_drained: called once the last request has been taken (see :func:`_judge_all`).
 
     Returns:
         The run's summary and the hashed benchmark (in memory when it is small:
@@ -380,7 +385,7 @@ async def execute_while_hashing(
     counter = _JudgmentCounter(store, judge.fingerprint(), progress, replacing=False)
     ahead = asyncio.ensure_future(reading.read_ahead())
     try:
-        await _judge_all(judge, requests, counter)
+        await _judge_all(judge, requests, counter, on_drained)
         await ahead  # ended when the requests did: they end only after the reading
     finally:
         if ahead.done() and not ahead.cancelled():
@@ -448,19 +453,39 @@ class _ReadAhead:
         return self._run, self._reading.result()
 
 
-async def _judge_all(judge: Judge, requests: Iterator[JudgeRequest], counter: _JudgmentCounter) -> None:
-    """Judge requests with ``judge.concurrency`` workers, storing each batch's judgments through ``counter``."""
+async def _judge_all(
+    judge: Judge,
+    requests: Iterator[JudgeRequest],
+    counter: _JudgmentCounter,
+    on_drained: Callable[[], None] | None = None,
+) -> None:
+    """Judge requests with ``judge.concurrency`` workers, storing each batch's judgments through ``counter``.
+
+    ``on_drained`` is called once, in the event loop, when the first worker finds no request left
+    to take: from then on only the answers in flight remain, and the loop waits for them with
+    little else to do. The eval job imports its analysis there. Work done in that call delays the
+    answers that arrive meanwhile, never a request (all are sent), so it costs the run at most what
+    it would cost after it. An error there is logged and ignored: it cannot stop the run.
+    """
     judge_fp = counter.judge_fp
     batches = batched(requests, judge.batch_size)
     writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
+    drained = on_drained is None
 
     async def worker() -> None:
+        nonlocal drained
         # the requests' iterator is shared: each batch goes to exactly one worker
         for batch in batches:
             results = await guarded_batch(
                 judge.judge_batch, batch, JudgeResult.failed, role="judge", name=judge.spec, log=log
             )
             await writer.add([to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)])
+        if not drained and on_drained is not None:
+            drained = True
+            try:
+                on_drained()
+            except Exception:  # a preparation for later: that later step reports the error
+                log.debug("preparing while the last answers are awaited failed", exc_info=True)
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, judge.concurrency))]
     try:
