@@ -265,6 +265,8 @@ if hasattr(evaluation, "execute_while_hashing"):
     timed(DataHasher, "add", "hashing (in judging)")
     timed(runner, "register_run", "recording the cases (in judging)")
 timed(Store, "write_judgments", "store writes (in judging)")
+if hasattr(evaluation, "_import_output_modules"):  # imported while the last answers are awaited
+    timed(evaluation, "_import_output_modules", "importing the analysis (in judging)")
 ANALYSIS = ("medrewardbench.metrics.core", ("load_run_data", "run_metrics")), (
     "medrewardbench.metrics.analysis",
     ("analyze",),
@@ -280,9 +282,8 @@ def hook_results(owners):
 
 if hasattr(evaluation, "analyze"):  # a version that imports the analysis at start-up
     hook_results(lambda module: evaluation)
-else:  # imported where used (on a thread while the requests are out): hooked when the outputs begin,
-    # so that the start-up phase imports nothing the command itself does not; waiting for that
-    # thread's imports, if it is not done, counts as other
+else:  # imported where used (while the last answers are awaited, or when the outputs begin): hooked
+    # when the outputs begin, so that the start-up phase imports nothing the command itself does not
     import importlib
 
     write_outputs, hooked = evaluation._write_outputs, []
@@ -299,8 +300,14 @@ else:  # imported where used (on a thread while the requests are out): hooked wh
 """Runs the ``medrewardbench eval`` command in a fresh interpreter and times its phases from inside."""
 
 COMMAND_PHASES = ("start-up", "loading", "hashing", "planning", "judging", "analysis", "outputs", "other", "exit")
-INNER_PHASES = ("store writes (in judging)", "hashing (in judging)", "recording the cases (in judging)")
-"""Phases timed inside the judging phase (a first run hashes and records the cases while it judges)."""
+INNER_PHASES = (
+    "store writes (in judging)",
+    "hashing (in judging)",
+    "recording the cases (in judging)",
+    "importing the analysis (in judging)",
+)
+"""Phases timed inside the judging phase (a first run hashes and records the cases while it judges; the
+analysis is imported while the last answers are awaited)."""
 INNER_SHOWN = [(phase, phase.removesuffix(" (in judging)")) for phase in INNER_PHASES]
 
 
@@ -344,9 +351,9 @@ def run_command_level(
     (reading and checking the data), hashing (the data fingerprint; the same reading keeps a small
     data set in memory), planning (recording the cases, asking the store), judging (the requests,
     store writes included; in a first run, which this is, also hashing and recording the cases,
-    shown beside it), analysis (metrics and the leaderboard), outputs (judgments.jsonl,
-    metrics.json, metrics.csv), other (the rest of the command) and exit (after the command until
-    the process ended).
+    and the import of the analysis while the last answers are awaited, shown beside it), analysis
+    (metrics and the leaderboard), outputs (judgments.jsonl, metrics.json, metrics.csv), other (the
+    rest of the command) and exit (after the command until the process ended).
     """
     import tempfile
 

@@ -5,7 +5,8 @@ order (1/2). ``judge.concurrency`` workers take batches from the plan one at a t
 batch is committed before its worker takes the next one, in one transaction with the batches that
 finished in the same turn of the event loop, so a kill loses at most the batches in flight. A
 first run, which can reuse nothing, skips the planning and hashes the data while its requests are
-out (:func:`execute_while_hashing`).
+out (:func:`execute_while_hashing`). Once the last request is out, a caller's ``on_drained`` runs
+while the last answers are awaited (the eval job imports its analysis there).
 """
 
 from __future__ import annotations
