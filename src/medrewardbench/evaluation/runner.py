@@ -471,7 +471,7 @@ async def _judge_all(
     judge_fp = counter.judge_fp
     batches = batched(requests, judge.batch_size)
     writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
-    drained = on_drained is None
+    drained = False  # on_drained has been called
 
     async def worker() -> None:
         nonlocal drained
@@ -481,7 +481,7 @@ async def _judge_all(
                 judge.judge_batch, batch, JudgeResult.failed, role="judge", name=judge.spec, log=log
             )
             await writer.add([to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)])
-        if not drained and on_drained is not None:
+        if on_drained is not None and not drained:
             drained = True
             try:
                 on_drained()
