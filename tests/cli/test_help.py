@@ -138,3 +138,5 @@ def test_eval_start_up_imports_nothing_that_only_other_jobs_or_error_hints_use()
     assert "medrewardbench.evaluation.job" in loaded  # the probe did load eval
     # (importlib.metadata itself comes with typer's pydantic adapters; our install hints no longer add it)
     assert not loaded & {"medrewardbench.train", "multiprocessing", "urllib.request"}
+    # numpy comes with the analysis, after the requests: images and the id check import it where used
+    assert "numpy" not in loaded

@@ -155,6 +155,29 @@ def test_duplicate_ids_across_canonical_files(tmp_path: Path) -> None:
     assert "duplicate id 'c1'" in problems[0].message and "a.jsonl, row 1" in problems[0].message
 
 
+@pytest.mark.parametrize("small_pass", [100_000, 0], ids=["set", "numpy"])
+def test_duplicate_ids_found_alike_by_the_small_and_the_large_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_pass: int
+) -> None:
+    """A small source finds its repeated ids with a set, a large one with numpy: the same problems."""
+    from medrewardbench.data import benchmark
+
+    monkeypatch.setattr(benchmark, "_SMALL_ID_PASS", small_pass)
+    rows = canonical_rows()
+    build_canonical_set(tmp_path / "set", name="a.jsonl", rows=rows[:2])
+    write_jsonl(tmp_path / "set" / "b.jsonl", [rows[2], {**rows[3], "id": "c1"}, {**rows[3], "id": "c1"}])
+
+    problems = validate_source(str(tmp_path / "set"))
+
+    assert [_where(p) for p in problems] == [("b.jsonl", 2, "id"), ("b.jsonl", 3, "id")]
+    assert all("duplicate id 'c1'" in p.message for p in problems)
+    assert "a.jsonl, row 1" in problems[0].message
+    tracker = benchmark.IdTracker.hashing()
+    for key in ("x", "y", "x", "z", "y", "x"):
+        tracker.first("", key, benchmark.CaseLocation("f", 1))
+    assert tracker.repeated() == frozenset({hash("x"), hash("y")})
+
+
 def test_unreadable_embedded_and_dicom_images(tmp_path: Path) -> None:
     import base64
 

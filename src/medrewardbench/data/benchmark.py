@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
-
 from medrewardbench.cases import Case, ImageRef
 from medrewardbench.data.annotations import SUPERSEDED, UNDECIDED
 from medrewardbench.data.provenance import UNKNOWN_LABELS, LabelProvenance
@@ -728,6 +726,11 @@ class CaseLocation(NamedTuple):
     row: int
 
 
+_SMALL_ID_PASS = 100_000
+"""Up to this many ids, a hashing pass finds the repeated ones with a set (no numpy import at start-up);
+past it, with numpy, which holds them as 8-byte integers instead of Python objects."""
+
+
 class IdTracker:
     """Finds ids given twice, in bounded memory.
 
@@ -799,6 +802,14 @@ class IdTracker:
         """After a hashing pass: the hashes recorded more than once."""
         if not self._hashes:
             return frozenset()
+        if len(self._hashes) <= _SMALL_ID_PASS:
+            seen: set[int] = set()
+            repeated: set[int] = set()
+            for value in self._hashes:
+                (repeated if value in seen else seen).add(value)
+            return frozenset(repeated)
+        import numpy as np  # a large source: sorted as 8-byte integers, not as Python objects
+
         values = np.sort(np.frombuffer(self._hashes, dtype=np.int64))
         twice = values[1:][values[1:] == values[:-1]]
         return frozenset(int(v) for v in np.unique(twice).tolist())

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import numpy as np
 from PIL import Image
 
 from medrewardbench.errors import ImageError
@@ -23,6 +22,7 @@ from medrewardbench.images.pixels import finite_range, scale_to_uint8, unit_scal
 from medrewardbench.images.refs import ImageRef, image_source
 
 if TYPE_CHECKING:
+    import numpy as np
     from pydicom.dataset import Dataset
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,8 @@ def percentile_windows(values: np.ndarray) -> tuple[tuple[str, float, float], ..
         One window per entry of :data:`PERCENTILE_WINDOWS`, each at least 1 wide; empty when no
         value is finite.
     """
+    import numpy as np
+
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return ()
@@ -129,6 +131,7 @@ def dicom_display(ref: ImageRef) -> DicomDisplay:
     Raises:
         ImageError: not DICOM, or the pixel data cannot be decoded.
     """
+    import numpy as np
     from pydicom.pixels.processing import apply_modality_lut
 
     what = ref.describe()
@@ -169,6 +172,8 @@ def render_dicom_window(ref: ImageRef, center: float, width: float) -> Image.Ima
     Raises:
         ImageError: not DICOM, an invalid window, or pixel data that cannot be decoded.
     """
+    import numpy as np
+
     what = ref.describe()
     if not (np.isfinite(center) and np.isfinite(width)) or width < 1:
         raise ImageError(f"{what}: invalid window (center {center}, width {width}); the width must be >= 1")
@@ -346,6 +351,8 @@ def _render_frame(
     frame: np.ndarray, photometric: str, ds: Dataset, index: int, window_override: tuple[float, float] | None = None
 ) -> np.ndarray:
     """Map one decoded frame to an (rows, columns, 3) uint8 array (``window_override``: center, width)."""
+    import numpy as np
+
     if photometric in ("MONOCHROME1", "MONOCHROME2") or (frame.ndim == 2 and photometric == ""):
         grey = _render_monochrome(
             frame, ds, index, invert=photometric == "MONOCHROME1", window_override=window_override
@@ -372,6 +379,7 @@ def _render_frame(
 def _render_monochrome(
     frame: np.ndarray, ds: Dataset, index: int, invert: bool, window_override: tuple[float, float] | None = None
 ) -> np.ndarray:
+    import numpy as np
     from pydicom.pixels.processing import apply_modality_lut, apply_voi
 
     view = _frame_view(ds, index)
@@ -447,6 +455,8 @@ def _frame_view(ds: Dataset, index: int) -> Dataset:
 
 def _window(view: Dataset) -> tuple[float, float, str] | None:
     """The first (center, width, function) of a dataset, or None if it has no usable window."""
+    import numpy as np
+
     if "WindowCenter" not in view or "WindowWidth" not in view:
         return None
     try:
@@ -479,6 +489,8 @@ def _apply_window(values: np.ndarray, center: float, width: float, function: str
     Implemented here rather than with pydicom's ``apply_windowing`` because that one maps to an
     output range inferred from the stored bit depth, and 8-bit display needs [0, 1] exactly.
     """
+    import numpy as np
+
     if function == "SIGMOID":
         return np.asarray(1.0 / (1.0 + np.exp(-4.0 * (values - center) / width)))
     if function == "LINEAR":
@@ -494,6 +506,7 @@ def _apply_window(values: np.ndarray, center: float, width: float, function: str
 
 def _voi_lut_range(view: Dataset) -> tuple[float, float]:
     """Output range of the first VOI LUT: the extent of its entries (some declare 16 bits, use 12)."""
+    import numpy as np
     from pydicom.pixels.processing import apply_voi
 
     item = view.VOILUTSequence[0]
@@ -503,6 +516,7 @@ def _voi_lut_range(view: Dataset) -> tuple[float, float]:
 
 
 def _render_palette(frame: np.ndarray, ds: Dataset) -> np.ndarray:
+    import numpy as np
     from pydicom.pixels.processing import apply_color_lut
 
     rgb = apply_color_lut(frame, ds)

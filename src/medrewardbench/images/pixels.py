@@ -1,11 +1,20 @@
-"""Pixel arithmetic shared by the decoders: scaling to 8 bits, RGB conversion, PNG encoding."""
+"""Pixel arithmetic shared by the decoders: scaling to 8 bits, RGB conversion, PNG encoding.
+
+numpy is imported where an array is made, here and in :mod:`~medrewardbench.images.dicom`: every
+command imports these modules at start-up, and most (an API judge sending PNG or JPEG files as
+they are) never make one.
+"""
 
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
-import numpy as np
 from PIL import Image
+
+if TYPE_CHECKING:
+    import numpy as np
+
 
 HIGH_BIT_DEPTH_MODES = frozenset({"I", "F", "I;16", "I;16L", "I;16B", "I;16N"})
 
@@ -19,6 +28,8 @@ def finite_range(values: np.ndarray) -> tuple[float, float]:
     Returns:
         ``(low, high)``.
     """
+    import numpy as np
+
     finite = values[np.isfinite(values)] if np.issubdtype(values.dtype, np.floating) else values
     if finite.size == 0:
         return 0.0, 0.0
@@ -36,6 +47,8 @@ def unit_scale(values: np.ndarray, low: float, high: float) -> np.ndarray:
     Returns:
         A float64 array of the same shape.
     """
+    import numpy as np
+
     if high <= low:
         return np.zeros(values.shape, dtype=np.float64)
     scaled = (np.nan_to_num(values, nan=low) - low) / (high - low)
@@ -54,6 +67,8 @@ def scale_to_uint8(values: np.ndarray, low: float, high: float) -> np.ndarray:
     Returns:
         A uint8 array of the same shape.
     """
+    import numpy as np
+
     return np.round(unit_scale(values.astype(np.float64), low, high) * 255.0).astype(np.uint8)
 
 
@@ -69,6 +84,8 @@ def to_rgb(image: Image.Image) -> Image.Image:
     if image.mode == "RGB":
         return image.copy()
     if image.mode in HIGH_BIT_DEPTH_MODES:
+        import numpy as np
+
         array = np.asarray(image).astype(np.float64)
         grey = scale_to_uint8(array, *finite_range(array))
         return Image.fromarray(grey).convert("RGB")

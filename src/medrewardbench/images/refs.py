@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
-import numpy as np
 from PIL import Image
 
 from medrewardbench.errors import ImageError
@@ -286,6 +285,7 @@ def builtin_file(name: str, what: str) -> Path | None:
 
 def _skimage_array_png(item: str, what: str) -> bytes:
     """Encode a skimage.data array as PNG for installs that keep no file for it."""
+    import numpy as np
     import skimage.data
 
     try:
