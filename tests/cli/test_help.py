@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -140,3 +141,26 @@ def test_eval_start_up_imports_nothing_that_only_other_jobs_or_error_hints_use()
     assert not loaded & {"medrewardbench.train", "multiprocessing", "urllib.request"}
     # numpy comes with the analysis, after the requests: images and the id check import it where used
     assert "numpy" not in loaded
+
+
+def test_a_quiet_eval_reaches_its_requests_without_rich_or_numpy(tmp_path: Path) -> None:
+    """``eval --quiet`` prints nothing when all goes well: rich is imported on first print, numpy after the requests."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "sys.argv = ['medrewardbench', 'eval', '--data', 'demo', '--judge', 'api:m', '--quiet', '--out', sys.argv[1]]\n"
+        "import medrewardbench.cli.eval as command\n"
+        "def evaluate(*args, **kwargs):\n"
+        "    print('MODULES', sorted(sys.modules))\n"
+        "    raise SystemExit(0)\n"
+        "command.evaluate = evaluate\n"
+        "from medrewardbench.cli.main import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.rpartition("MODULES ")[2].strip(" []\n").replace("'", "").split(", "))
+    assert "medrewardbench.data.canonical" in loaded  # the probe did load the data
+    assert not {m for m in loaded if m.split(".")[0] in ("rich", "numpy")}

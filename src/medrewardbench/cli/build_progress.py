@@ -17,8 +17,4 @@ class BuildProgress(RichProgress, GenerationProgress):
 
     def finish_generation(self, summary: GenerationSummary) -> None:
         """Write how many answers were generated and how many came from the store into the bar's label."""
-        if self.task is not None:
-            self.progress.update(
-                self.task,
-                description=f"{summary.spec} ({summary.generated} answered, {summary.reused} from store)",
-            )
+        self.label(f"{summary.spec} ({summary.generated} answered, {summary.reused} from store)")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from medrewardbench.cli.errors import command_errors
 from medrewardbench.cli.options import (
@@ -205,10 +204,12 @@ def _load_data(
 
 def _announce(benchmark: Benchmark, orders: Sequence[Order], *, quiet: bool) -> None:
     """What is about to be judged: the data's name and size, the orders, the data's warnings."""
-    from medrewardbench.data import summarize_warnings
-
     if quiet:
         return
+    from rich.markup import escape
+
+    from medrewardbench.data import summarize_warnings
+
     err_console.print(
         f"[bold]{escape(terminal_safe(benchmark.name))}[/]: {len(benchmark)} cases, "
         f"{len(benchmark.organ_systems())} organ systems, orders: {', '.join(o.value for o in orders)}",

@@ -15,14 +15,15 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 import typer.core
-from rich.console import Console
-from rich.markup import escape
 
 from medrewardbench.utils.safe_text import terminal_safe
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "console",
@@ -41,14 +42,54 @@ __all__ = [
 # unless COLUMNS says how wide (rich reads it). Tables are fitted to console.width (report.terminal.fit_table).
 # No emoji codes: a judge named api:x followed by ": 6 failed" would print as "api❌ 6 failed".
 _WIDTH_SET = bool(os.environ.get("COLUMNS", "").strip().isdigit())
-console = Console(width=None if sys.stdout.isatty() or _WIDTH_SET else 160, emoji=False)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() or _WIDTH_SET else 160, emoji=False)
+
+
+class _ConsoleOnFirstUse:
+    """A rich ``Console`` made when it is first used, so that a run that prints nothing never imports rich.
+
+    ``eval --quiet`` prints nothing when all goes well, and importing rich took about 50 ms of every
+    start. On first use the object becomes the console itself (its class and state are the
+    console's from then on), so rich and the callers see a plain ``Console``.
+    """
+
+    def __init__(self, **settings: Any) -> None:
+        self._settings = settings
+
+    def _become_console(self) -> None:
+        from rich.console import Console
+
+        settings = self.__dict__.pop("_settings")
+        object.__setattr__(self, "__class__", Console)
+        Console.__init__(cast(Console, self), **settings)
+
+    def __getattr__(self, name: str) -> Any:  # called for what the object lacks: everything but _settings
+        if name == "_settings":
+            raise AttributeError(name)
+        self._become_console()
+        return getattr(self, name)
+
+    # a with statement looks both up on the class before entering: the console's own, once it is one
+    def __enter__(self) -> Console:
+        self._become_console()
+        return cast("Console", self).__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        cast("Console", self).__exit__(*exc_info)
+
+
+console = cast("Console", _ConsoleOnFirstUse(width=None if sys.stdout.isatty() or _WIDTH_SET else 160, emoji=False))
+err_console = cast(
+    "Console",
+    _ConsoleOnFirstUse(stderr=True, width=None if sys.stderr.isatty() or _WIDTH_SET else 160, emoji=False),
+)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print an error on stderr and return the exit to raise."""
     # escape: messages carry user text and extras such as 'medrewardbench[api]' that rich would eat as markup;
     # terminal_safe: and data (ids, file names) that could carry terminal escape sequences
+    from rich.markup import escape
+
     err_console.print(f"[bold red]error:[/] {escape(terminal_safe(message))}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
@@ -176,6 +217,8 @@ class _PlainArgument(typer.core.TyperArgument):
 
 
 def _plain_params(params: list[Any]) -> None:
+    from rich.markup import escape
+
     for param in params:
         if getattr(param, "_plain_help", False):
             continue
