@@ -265,7 +265,9 @@ if hasattr(evaluation, "execute_while_hashing"):
     timed(DataHasher, "add", "hashing (in judging)")
     timed(runner, "register_run", "recording the cases (in judging)")
 timed(Store, "write_judgments", "store writes (in judging)")
-if hasattr(evaluation, "_import_output_modules"):  # imported while the last answers are awaited
+if hasattr(evaluation, "_output_import_steps"):  # imported a module per loop turn while answers are awaited
+    timed(evaluation, "_output_import_steps", "importing the analysis (in judging)")
+elif hasattr(evaluation, "_import_output_modules"):  # imported at once while the last answers are awaited
     timed(evaluation, "_import_output_modules", "importing the analysis (in judging)")
 ANALYSIS = ("medrewardbench.metrics.core", ("load_run_data", "run_metrics")), (
     "medrewardbench.metrics.analysis",
@@ -282,7 +284,7 @@ def hook_results(owners):
 
 if hasattr(evaluation, "analyze"):  # a version that imports the analysis at start-up
     hook_results(lambda module: evaluation)
-else:  # imported where used (while the last answers are awaited, or when the outputs begin): hooked
+else:  # imported where used (while answers are awaited, or when the outputs begin): hooked
     # when the outputs begin, so that the start-up phase imports nothing the command itself does not
     import importlib
 
@@ -307,7 +309,7 @@ INNER_PHASES = (
     "importing the analysis (in judging)",
 )
 """Phases timed inside the judging phase (a first run hashes and records the cases while it judges; the
-analysis is imported while the last answers are awaited)."""
+analysis is imported a module per event-loop turn while answers are awaited)."""
 INNER_SHOWN = [(phase, phase.removesuffix(" (in judging)")) for phase in INNER_PHASES]
 
 
@@ -351,7 +353,7 @@ def run_command_level(
     (reading and checking the data), hashing (the data fingerprint; the same reading keeps a small
     data set in memory), planning (recording the cases, asking the store), judging (the requests,
     store writes included; in a first run, which this is, also hashing and recording the cases,
-    and the import of the analysis while the last answers are awaited, shown beside it), analysis
+    and the import of the analysis while answers are awaited, shown beside it), analysis
     (metrics and the leaderboard), outputs (judgments.jsonl, metrics.json, metrics.csv), other (the
     rest of the command) and exit (after the command until the process ended).
     """

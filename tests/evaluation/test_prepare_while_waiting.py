@@ -1,10 +1,12 @@
-"""Once every request is out, the eval job imports its analysis while the last answers are awaited.
+"""While a run's answers are awaited, the eval job imports its analysis a module per event-loop turn.
 
-The runner calls ``on_drained`` once, when the first worker finds no request left to take
-(:func:`~medrewardbench.evaluation.runner._judge_all`); the eval job passes the import of what
-writing its outputs needs (:func:`~medrewardbench.evaluation.job._import_output_modules`), so that
-this import no longer runs after the last answer. These tests check when the call comes, that it
-comes once, that its failure cannot stop a run, and that the import list is the one the outputs use.
+The runner takes a caller's ``while_waiting`` steps once the first answers are stored, one per
+turn of the event loop (:func:`~medrewardbench.evaluation.runner._judge_all`); the eval job passes
+the import of what writing its outputs needs, a module at a time
+(:func:`~medrewardbench.evaluation.job._output_import_steps`), so that this import no longer runs
+after the last answer. These tests check when the steps are taken, that steps left at the end are
+not waited for, that a failing step cannot stop a run, and that the import steps are complete and
+in dependency order.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import json
 import logging
+import subprocess
+import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -48,91 +53,104 @@ class CountingJudge(RecordingJudge):
         return results
 
 
-def test_on_drained_comes_once_after_the_last_request_is_taken_and_before_the_last_answer(tmp_path: Path) -> None:
+def watched_steps(judge: CountingJudge, seen: list[tuple[int, int]], count: int | None = None) -> Iterator[None]:
+    """Steps that note (requests taken, answers given) as each is taken; endless when ``count`` is None."""
+    taken = 0
+    while count is None or taken < count:
+        seen.append((judge.taken, judge.answered))
+        taken += 1
+        yield None
+
+
+def test_steps_start_once_answers_are_stored_and_run_one_per_loop_turn_between_them(tmp_path: Path) -> None:
     bench = make_benchmark(30)
     judge = CountingJudge(batch_size=1, concurrency=4, delay_s=0.01)
     seen: list[tuple[int, int]] = []
     with Store.in_dir(tmp_path) as store:
         plan = plan_run(judge, bench, store)
-        summary = asyncio.run(
-            execute_plan(judge, plan, store, on_drained=lambda: seen.append((judge.taken, judge.answered)))
-        )
+        summary = asyncio.run(execute_plan(judge, plan, store, while_waiting=watched_steps(judge, seen, 5)))
         assert store.count_judgments(judge.fingerprint()) == 60
     assert summary.judged == 60
-    assert len(seen) == 1
-    taken, answered = seen[0]
-    assert taken == 60  # every request was out
-    assert answered < 60  # some answers were still awaited
+    assert len(seen) == 5  # every step was taken, once
+    assert seen[0][1] >= 1  # not before the first answer
+    assert seen[-1][1] < 60  # long before the last: each step waits one loop turn, not for an answer
 
 
-def test_a_first_run_that_hashes_while_judging_calls_it_too(tmp_path: Path) -> None:
+def test_steps_left_when_the_run_ends_are_not_waited_for(tmp_path: Path) -> None:
+    bench = make_benchmark(10)
+    judge = CountingJudge(batch_size=2, concurrency=3, delay_s=0.005)
+    seen: list[tuple[int, int]] = []
+    with Store.in_dir(tmp_path) as store:
+        plan = plan_run(judge, bench, store)
+        summary = asyncio.run(execute_plan(judge, plan, store, while_waiting=watched_steps(judge, seen)))
+    assert summary.judged == 20
+    assert seen and seen[-1][1] <= 20  # endless steps: taken while answers came, stopped with the run
+
+
+def test_a_first_run_that_hashes_while_judging_takes_them_too(tmp_path: Path) -> None:
     bench = make_benchmark(20)
     judge = CountingJudge(batch_size=2, concurrency=3, delay_s=0.01)
     seen: list[tuple[int, int]] = []
     with Store.in_dir(tmp_path) as store:
         summary, _hashed = asyncio.run(
-            execute_while_hashing(judge, bench, store, on_drained=lambda: seen.append((judge.taken, judge.answered)))
+            execute_while_hashing(judge, bench, store, while_waiting=watched_steps(judge, seen, 3))
         )
     assert summary.judged == 40
-    assert len(seen) == 1 and seen[0][0] == 40 and seen[0][1] < 40
+    assert len(seen) == 3 and seen[0][1] >= 1 and seen[-1][1] < 40
 
 
-def test_one_worker_calls_it_after_its_last_batch(tmp_path: Path) -> None:
-    """With one worker nothing else is in flight: the call comes last, once."""
-    bench = make_benchmark(5)
-    judge = CountingJudge(batch_size=2, concurrency=1)
-    seen: list[tuple[int, int]] = []
-    with Store.in_dir(tmp_path) as store:
-        plan = plan_run(judge, bench, store)
-        asyncio.run(execute_plan(judge, plan, store, on_drained=lambda: seen.append((judge.taken, judge.answered))))
-    assert seen == [(10, 10)]
-
-
-def test_a_failing_preparation_is_logged_and_the_run_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_step_is_logged_and_the_run_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     bench = make_benchmark(12)
     judge = CountingJudge(batch_size=1, concurrency=3, delay_s=0.005)
 
-    def broken() -> None:
+    def broken() -> Iterator[None]:
+        yield None
         raise RuntimeError("an import failed")
 
     with caplog.at_level(logging.DEBUG, logger="medrewardbench.evaluation.runner"), Store.in_dir(tmp_path) as store:
         plan = plan_run(judge, bench, store)
-        summary = asyncio.run(execute_plan(judge, plan, store, on_drained=broken))
+        summary = asyncio.run(execute_plan(judge, plan, store, while_waiting=broken()))
         assert store.count_judgments(judge.fingerprint()) == 24
     assert summary.judged == 24 and summary.failed == 0
     assert any("an import failed" in (r.exc_text or "") for r in caplog.records)
 
 
-def test_eval_imports_its_outputs_modules_while_each_judges_last_answers_are_out(
+def test_eval_imports_its_outputs_modules_while_each_judges_answers_are_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first judge runs while the data is hashed, the second from a plan: each calls it once."""
+    """The first judge runs while the data is hashed, the second from a plan: each gets its own steps."""
     judges = {
         spec: CountingJudge(spec=spec, batch_size=1, concurrency=4, delay_s=0.01)
         for spec in ("test:first", "test:second")
     }
-    seen: list[list[tuple[str, int]]] = []
-    imported = job._import_output_modules
+    seen: list[list[str]] = []
+    steps = job._output_import_steps
 
-    def watching() -> None:
-        # the judges with answers still out, and how many requests each has taken
-        seen.append([(spec, judge.taken) for spec, judge in judges.items() if judge.answered < judge.taken])
-        imported()
+    def watching() -> Iterator[str]:
+        for name in steps():
+            # the judges with answers still out when a module is imported
+            seen[-1].append(",".join(spec for spec, j in judges.items() if 0 < j.answered < j.taken))
+            yield name
 
-    monkeypatch.setattr(job, "_import_output_modules", watching)
+    def started() -> Iterator[str]:
+        seen.append([])
+        yield from watching()
+
+    monkeypatch.setattr(job, "_output_import_steps", started)
     result = evaluate(
-        make_benchmark(16),
+        make_benchmark(40),
         list(judges),
         tmp_path / "out",
         judge_factory=lambda spec, options: judges[spec],
         options=JudgeOptions(),
     )
-    assert [s.judged for s in result.summaries] == [32, 32]
-    assert seen == [[("test:first", 32)], [("test:second", 32)]]
+    assert [s.judged for s in result.summaries] == [80, 80]
+    assert len(seen) == 2  # one set of steps per judge
+    assert seen[0] and set(seen[0]) == {"test:first"}  # all taken while the first judge's answers were out
     assert (tmp_path / "out" / "metrics.json").is_file()
 
 
-def test_the_import_list_is_what_writing_the_outputs_imports() -> None:
+def test_the_outputs_import_what_the_steps_end_with() -> None:
     source = textwrap.dedent(inspect.getsource(job._write_outputs))
     imported = {
         node.module
@@ -140,3 +158,51 @@ def test_the_import_list_is_what_writing_the_outputs_imports() -> None:
         if isinstance(node, ast.ImportFrom) and node.module is not None
     }
     assert imported == set(job._OUTPUT_MODULES)
+
+
+ORDER_PROBE = """
+import importlib, json, sys
+sys.argv = ['medrewardbench', 'eval', '--data', 'demo', '--judge', 'api:m', '--quiet', '--out', sys.argv[1]]
+import medrewardbench.cli.eval as command
+from medrewardbench.evaluation import job
+
+def evaluate(*args, **kwargs):
+    # the state of an eval run when its steps start: the judge's modules are imported too
+    importlib.import_module("medrewardbench.judges.api")
+    importlib.import_module("medrewardbench.models.api.direct")
+    before = set(sys.modules)
+    steps = []
+    for name in job._output_import_steps():
+        steps.append([name, sorted(m for m in set(sys.modules) - before if m.startswith("medrewardbench"))])
+        before = set(sys.modules)
+    for name in job._OUTPUT_MODULES:
+        importlib.import_module(name)
+    import numpy as np
+    np.unique(np.array([2, 1, 2]))  # numpy imports numpy.ma here on first use
+    np.random.default_rng(0)
+    print("STEPS", json.dumps({"steps": steps, "after": sorted(set(sys.modules) - before)}))
+    raise SystemExit(0)
+
+command.evaluate = evaluate
+from medrewardbench.cli.main import main
+main()
+"""
+
+
+def test_each_import_step_runs_its_own_module_only_and_leaves_nothing_for_the_outputs(tmp_path: Path) -> None:
+    """In a fresh eval process: a step imports no other module of the package than its own (and a
+    package its submodules; the dependencies came before), and after the steps the outputs' imports
+    and numpy's lazy ones add nothing."""
+    done = subprocess.run(
+        [sys.executable, "-c", ORDER_PROBE, str(tmp_path / "out")], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.rpartition("STEPS ")[2])
+    # a package's step brings the submodules its __init__ imports
+    larger = {
+        name: modules
+        for name, modules in found["steps"]
+        if {m for m in modules if m.split(".")[: len(name.split("."))] != name.split(".")}
+    }
+    assert not larger, f"steps that import other modules of the package (list those first): {larger}"
+    assert found["after"] == [], "modules imported after the steps: add them to _OUTPUT_IMPORT_STEPS"

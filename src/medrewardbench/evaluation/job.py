@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -232,7 +232,7 @@ async def _run_all(
     retry_failures: bool,
     sink: ProgressSink,
     started: list[RunRecord],
-    on_drained: Callable[[], None] | None = None,
+    while_waiting: Callable[[], Iterable[object]] | None = None,
 ) -> list[RunSummary]:
     summaries = []
     open_judges = list(judges)
@@ -255,13 +255,14 @@ async def _run_all(
                         orders,
                         progress=sink.advance,
                         on_registered=registered,
-                        on_drained=on_drained,
+                        while_waiting=while_waiting() if while_waiting is not None else None,
                     )
                 else:
                     plan = plan_run(judge, data.benchmark, store, orders, fresh=fresh, retry_failures=retry_failures)
                     started.append(plan.run)
                     sink.start(judge.spec, plan.total_requests, plan.reused)
-                    summary = await execute_plan(judge, plan, store, progress=sink.advance, on_drained=on_drained)
+                    steps = while_waiting() if while_waiting is not None else None
+                    summary = await execute_plan(judge, plan, store, progress=sink.advance, while_waiting=steps)
             finally:
                 open_judges.remove(judge)
                 await judge.aclose()  # at once: a local model's memory is needed by the next judge
@@ -397,7 +398,7 @@ def _evaluate_locked(
                 store.set_label_provenance(data.benchmark.data_hash(), benchmark.labels)
             with long_run():  # the requests: fewer garbage collections, none over what exists already
                 summaries = asyncio.run(
-                    _run_all(judges, data, store, orders, fresh, retry_failures, sink, started, _import_output_modules)
+                    _run_all(judges, data, store, orders, fresh, retry_failures, sink, started, _output_import_steps)
                 )
             data_hash = data.benchmark.data_hash()
             return _write_outputs(
@@ -445,17 +446,50 @@ def _register_interrupted(
 
 
 _OUTPUT_MODULES = ("medrewardbench.metrics.analysis", "medrewardbench.metrics.core", "medrewardbench.report.files")
-"""What :func:`_write_outputs` imports (about 0.1 s of the command's time)."""
+"""What :func:`_write_outputs` imports (with numpy, about 0.2 s of the command's time)."""
+
+_OUTPUT_IMPORT_STEPS = (
+    "ctypes",
+    "numpy",
+    "numpy.ma",  # imported by numpy.unique on first use
+    "numpy.random",  # and this by the selective section's split
+    "numpy.typing",
+    "statistics",
+    "medrewardbench.metrics.power",
+    "medrewardbench.metrics.stats",  # its submodules with it: the package imports them all
+    "medrewardbench.metrics.annotators",
+    "medrewardbench.metrics.codec",
+    "medrewardbench.metrics.results",
+    "medrewardbench.metrics.core",
+    "medrewardbench.metrics.cost",
+    "medrewardbench.metrics.alttest",
+    "medrewardbench.metrics.human",
+    "medrewardbench.metrics.resampling",
+    "medrewardbench.metrics.confidence",
+    "medrewardbench.metrics.calibration",
+    "medrewardbench.metrics.recalibration",
+    "medrewardbench.metrics.selective",
+    "medrewardbench.metrics.selective_section",
+    "medrewardbench.utils.shorten",
+    "medrewardbench.metrics.analysis",
+    "medrewardbench.report",
+    "medrewardbench.report.files",
+)
+"""The modules of :data:`_OUTPUT_MODULES` and what they import, dependencies first, so that each
+import runs only its own module's code, and a package's the modules it imports (a test checks the
+order in a fresh eval process)."""
 
 
-def _import_output_modules() -> None:
-    """Import what :func:`_write_outputs` needs, while a run's last answers are awaited.
+def _output_import_steps() -> Iterator[str]:
+    """Import what :func:`_write_outputs` needs a module at a time, while a run's answers are awaited.
 
-    Called by the runner once every request is out (``on_drained``): the event loop then only
-    waits, and the import no longer adds to the command's time after the run.
+    The runner takes one step per turn of the event loop once the first answers are stored
+    (``while_waiting``): each import then runs between answers instead of after the last one.
+    Each step yields the module it imported.
     """
-    for name in _OUTPUT_MODULES:
+    for name in (*_OUTPUT_IMPORT_STEPS, *_OUTPUT_MODULES):
         importlib.import_module(name)
+        yield name
 
 
 def _write_outputs(

@@ -5,8 +5,9 @@ order (1/2). ``judge.concurrency`` workers take batches from the plan one at a t
 batch is committed before its worker takes the next one, in one transaction with the batches that
 finished in the same turn of the event loop, so a kill loses at most the batches in flight. A
 first run, which can reuse nothing, skips the planning and hashes the data while its requests are
-out (:func:`execute_while_hashing`). Once the last request is out, a caller's ``on_drained`` runs
-while the last answers are awaited (the eval job imports its analysis there).
+out (:func:`execute_while_hashing`). Once the first answers are stored, a caller's ``while_waiting``
+steps run one per turn of the event loop while answers are awaited (the eval job imports its
+analysis there).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from medrewardbench import __version__
@@ -309,19 +310,19 @@ async def execute_plan(
     store: Store,
     *,
     progress: ProgressCallback | None = None,
-    on_drained: Callable[[], None] | None = None,
+    while_waiting: Iterable[object] | None = None,
 ) -> RunSummary:
     """Judge every pending request of a plan and store each batch as it finishes.
 
     At most ``judge.concurrency`` batches of ``judge.batch_size`` requests are in flight: one per
     worker, each taking the next batch of the plan when its last one is stored. The requests are
     made as the workers take them (:meth:`RunPlan.iter_requests`), never all at once.
-    ``on_drained`` is called once the last request has been taken, while the last answers are
+    ``while_waiting`` is a caller's preparation for later, in small steps taken while answers are
     awaited (see :func:`_judge_all`).
     """
     started = time.perf_counter()
     counter = _JudgmentCounter(store, plan.run.judge_fingerprint, progress, replacing=plan.replacing)
-    await _judge_all(judge, plan.iter_requests(store), counter, on_drained)
+    await _judge_all(judge, plan.iter_requests(store), counter, while_waiting)
     return RunSummary(
         run=plan.run,
         judged=counter.judged,
@@ -339,7 +340,7 @@ async def execute_while_hashing(
     *,
     progress: ProgressCallback | None = None,
     on_registered: Callable[[RunRecord, Benchmark], None] | None = None,
-    on_drained: Callable[[], None] | None = None,
+    while_waiting: Iterable[object] | None = None,
 ) -> tuple[RunSummary, Benchmark]:
     """Judge every request of a small benchmark whose fingerprint is not known yet, starting at once.
 
@@ -361,7 +362,8 @@ async def execute_while_hashing(
         progress: told how many requests just finished.
         on_registered: called with the run's record and the hashed benchmark as soon as they are
             recorded.
-        on_drained: called once the last request has been taken (see :func:`_judge_all`).
+        while_waiting: a preparation for later, in small steps taken while answers are awaited
+            (see :func:`_judge_all`).
 
     Returns:
         The run's summary and the hashed benchmark (in memory when it is small:
@@ -386,7 +388,7 @@ async def execute_while_hashing(
     counter = _JudgmentCounter(store, judge.fingerprint(), progress, replacing=False)
     ahead = asyncio.ensure_future(reading.read_ahead())
     try:
-        await _judge_all(judge, requests, counter, on_drained)
+        await _judge_all(judge, requests, counter, while_waiting)
         await ahead  # ended when the requests did: they end only after the reading
     finally:
         if ahead.done() and not ahead.cancelled():
@@ -458,35 +460,32 @@ async def _judge_all(
     judge: Judge,
     requests: Iterator[JudgeRequest],
     counter: _JudgmentCounter,
-    on_drained: Callable[[], None] | None = None,
+    while_waiting: Iterable[object] | None = None,
 ) -> None:
     """Judge requests with ``judge.concurrency`` workers, storing each batch's judgments through ``counter``.
 
-    ``on_drained`` is called once, in the event loop, when the first worker finds no request left
-    to take: from then on only the answers in flight remain, and the loop waits for them with
-    little else to do. The eval job imports its analysis there. Work done in that call delays the
-    answers that arrive meanwhile, never a request (all are sent), so it costs the run at most what
-    it would cost after it. An error there is logged and ignored: it cannot stop the run.
+    ``while_waiting`` is work for later cut into small steps (each ``next()`` of its iterator takes
+    one; the eval job imports its analysis a module at a time). Once the first answers are stored,
+    so that the first requests are all out, a task takes one step per turn of the event loop: a
+    step runs between the answers, as the reading ahead of :func:`execute_while_hashing` does, and
+    while the loop would otherwise wait. Steps left when the last answer is stored are not taken
+    (the run is never made longer for them). An error in a step is logged and ends the steps; it
+    cannot stop the run.
     """
     judge_fp = counter.judge_fp
     batches = batched(requests, judge.batch_size)
     writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
-    drained = False  # on_drained has been called
+    preparing: list[asyncio.Future[None]] = []  # the task taking the steps, once started
 
     async def worker() -> None:
-        nonlocal drained
         # the requests' iterator is shared: each batch goes to exactly one worker
         for batch in batches:
             results = await guarded_batch(
                 judge.judge_batch, batch, JudgeResult.failed, role="judge", name=judge.spec, log=log
             )
             await writer.add([to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)])
-        if on_drained is not None and not drained:
-            drained = True
-            try:
-                on_drained()
-            except Exception:  # a preparation for later: that later step reports the error
-                log.debug("preparing while the last answers are awaited failed", exc_info=True)
+            if while_waiting is not None and not preparing:
+                preparing.append(asyncio.ensure_future(_take_steps(while_waiting)))
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, judge.concurrency))]
     try:
@@ -494,10 +493,19 @@ async def _judge_all(
         for task in done:
             task.result()  # a worker's error (the store failing, an unreadable image) ends the run
     finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        for future in (*workers, *preparing):
+            future.cancel()
+        await asyncio.gather(*workers, *preparing, return_exceptions=True)
         writer.flush()
+
+
+async def _take_steps(steps: Iterable[object]) -> None:
+    """Take ``steps`` one per turn of the event loop; an error is logged at debug level and ends them."""
+    try:
+        for _ in steps:
+            await asyncio.sleep(0)
+    except Exception:  # a preparation for later: that later step reports the error
+        log.debug("preparing while the answers are awaited failed", exc_info=True)
 
 
 def run_judge(
