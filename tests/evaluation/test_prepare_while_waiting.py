@@ -62,7 +62,9 @@ def watched_steps(judge: CountingJudge, seen: list[tuple[int, int]], count: int 
         yield None
 
 
-def test_steps_start_once_answers_are_stored_and_run_one_per_loop_turn_between_them(tmp_path: Path) -> None:
+def test_steps_start_once_the_first_wave_is_answered_and_run_one_per_loop_turn_between_answers(
+    tmp_path: Path,
+) -> None:
     bench = make_benchmark(30)
     judge = CountingJudge(batch_size=1, concurrency=4, delay_s=0.01)
     seen: list[tuple[int, int]] = []
@@ -72,7 +74,7 @@ def test_steps_start_once_answers_are_stored_and_run_one_per_loop_turn_between_t
         assert store.count_judgments(judge.fingerprint()) == 60
     assert summary.judged == 60
     assert len(seen) == 5  # every step was taken, once
-    assert seen[0][1] >= 1  # not before the first answer
+    assert seen[0][1] >= 4  # not before the first wave (4 workers, a request each) was answered
     assert seen[-1][1] < 60  # long before the last: each step waits one loop turn, not for an answer
 
 
@@ -96,7 +98,17 @@ def test_a_first_run_that_hashes_while_judging_takes_them_too(tmp_path: Path) ->
             execute_while_hashing(judge, bench, store, while_waiting=watched_steps(judge, seen, 3))
         )
     assert summary.judged == 40
-    assert len(seen) == 3 and seen[0][1] >= 1 and seen[-1][1] < 40
+    assert len(seen) == 3 and seen[0][1] >= 6 and seen[-1][1] < 40  # 3 workers, 2 requests each
+
+
+def test_a_run_shorter_than_one_wave_takes_no_step(tmp_path: Path) -> None:
+    bench = make_benchmark(3)
+    judge = CountingJudge(batch_size=1, concurrency=8, delay_s=0.005)
+    seen: list[tuple[int, int]] = []
+    with Store.in_dir(tmp_path) as store:
+        plan = plan_run(judge, bench, store)
+        summary = asyncio.run(execute_plan(judge, plan, store, while_waiting=watched_steps(judge, seen)))
+    assert summary.judged == 6 and seen == []
 
 
 def test_a_failing_step_is_logged_and_the_run_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -465,17 +465,19 @@ async def _judge_all(
     """Judge requests with ``judge.concurrency`` workers, storing each batch's judgments through ``counter``.
 
     ``while_waiting`` is work for later cut into small steps (each ``next()`` of its iterator takes
-    one; the eval job imports its analysis a module at a time). Once the first answers are stored,
-    so that the first requests are all out, a task takes one step per turn of the event loop: a
-    step runs between the answers, as the reading ahead of :func:`execute_while_hashing` does, and
-    while the loop would otherwise wait. Steps left when the last answer is stored are not taken
-    (the run is never made longer for them). An error in a step is logged and ends the steps; it
-    cannot stop the run.
+    one; the eval job imports its analysis a module at a time). Once the first wave of answers is
+    stored (as many requests as the workers send at the start), a task takes one step per turn of
+    the event loop: a step runs between answers, as the reading ahead of
+    :func:`execute_while_hashing` does, and while the loop would otherwise wait. Started earlier,
+    the steps would hold up the first wave's answers, which arrive together. Steps left when the
+    last answer is stored are not taken (the run is never made longer for them), nor are any in a
+    run shorter than one wave. An error in a step is logged and ends the steps; it cannot stop the run.
     """
     judge_fp = counter.judge_fp
     batches = batched(requests, judge.batch_size)
     writer: TurnWriter[StoredJudgment] = TurnWriter(counter)
     preparing: list[asyncio.Future[None]] = []  # the task taking the steps, once started
+    first_wave = max(1, judge.concurrency) * judge.batch_size  # the requests sent at once at the start
 
     async def worker() -> None:
         # the requests' iterator is shared: each batch goes to exactly one worker
@@ -484,7 +486,7 @@ async def _judge_all(
                 judge.judge_batch, batch, JudgeResult.failed, role="judge", name=judge.spec, log=log
             )
             await writer.add([to_stored(judge_fp, req, res) for req, res in zip(batch, results, strict=False)])
-            if while_waiting is not None and not preparing:
+            if while_waiting is not None and not preparing and counter.judged >= first_wave:
                 preparing.append(asyncio.ensure_future(_take_steps(while_waiting)))
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, judge.concurrency))]
