@@ -1,6 +1,6 @@
 """While a run's answers are awaited, the eval job imports its analysis a module per event-loop turn.
 
-The runner takes a caller's ``while_waiting`` steps once the first answers are stored, one per
+The runner takes a caller's ``while_waiting`` steps once the first wave of answers is stored, one per
 turn of the event loop (:func:`~medrewardbench.evaluation.runner._judge_all`); the eval job passes
 the import of what writing its outputs needs, a module at a time
 (:func:`~medrewardbench.evaluation.job._output_import_steps`), so that this import no longer runs

@@ -244,6 +244,7 @@ async def _run_all(
 
     try:
         for judge in judges:
+            steps = while_waiting() if while_waiting is not None else None  # this judge's own
             try:
                 if not data.benchmark.fingerprint_known:
                     # the store holds nothing of this judge: judge while the data is read and hashed
@@ -255,13 +256,12 @@ async def _run_all(
                         orders,
                         progress=sink.advance,
                         on_registered=registered,
-                        while_waiting=while_waiting() if while_waiting is not None else None,
+                        while_waiting=steps,
                     )
                 else:
                     plan = plan_run(judge, data.benchmark, store, orders, fresh=fresh, retry_failures=retry_failures)
                     started.append(plan.run)
                     sink.start(judge.spec, plan.total_requests, plan.reused)
-                    steps = while_waiting() if while_waiting is not None else None
                     summary = await execute_plan(judge, plan, store, progress=sink.advance, while_waiting=steps)
             finally:
                 open_judges.remove(judge)
@@ -483,7 +483,7 @@ order in a fresh eval process)."""
 def _output_import_steps() -> Iterator[str]:
     """Import what :func:`_write_outputs` needs a module at a time, while a run's answers are awaited.
 
-    The runner takes one step per turn of the event loop once the first answers are stored
+    The runner takes one step per turn of the event loop once the first wave of answers is stored
     (``while_waiting``): each import then runs between answers instead of after the last one.
     Each step yields the module it imported.
     """

@@ -5,8 +5,8 @@ order (1/2). ``judge.concurrency`` workers take batches from the plan one at a t
 batch is committed before its worker takes the next one, in one transaction with the batches that
 finished in the same turn of the event loop, so a kill loses at most the batches in flight. A
 first run, which can reuse nothing, skips the planning and hashes the data while its requests are
-out (:func:`execute_while_hashing`). Once the first answers are stored, a caller's ``while_waiting``
-steps run one per turn of the event loop while answers are awaited (the eval job imports its
+out (:func:`execute_while_hashing`). Once the first wave of answers is stored, a caller's
+``while_waiting`` steps run one per turn of the event loop while answers are awaited (the eval job imports its
 analysis there).
 """
 
