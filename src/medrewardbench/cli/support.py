@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 import typer.core
 
+from medrewardbench.cli.coercion import plain_coercion
 from medrewardbench.utils.safe_text import terminal_safe
 
 if TYPE_CHECKING:
@@ -243,6 +244,10 @@ class PlainHelpCommand(typer.core.TyperCommand):
         _plain_params(self.get_params(ctx))
         super().format_help(ctx, formatter)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        plain_coercion(self.get_params(ctx))  # plain values without pydantic (see the module)
+        return super().parse_args(ctx, args)
+
 
 class PlainHelpGroup(typer.core.TyperGroup):
     """A command group whose help page shows its options like :class:`PlainHelpCommand`."""
@@ -250,6 +255,10 @@ class PlainHelpGroup(typer.core.TyperGroup):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _plain_params(self.get_params(ctx))
         super().format_help(ctx, formatter)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        plain_coercion(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
 
 def plain_help(app: typer.Typer) -> None:
