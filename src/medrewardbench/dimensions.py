@@ -111,6 +111,8 @@ def normalize_dimension(name: str) -> str | None:
     Accepts case and spacing variations (``"Overall"``, ``" comprehensiveness "``,
     ``"overall_winner"`` is *not* accepted).
     """
+    if name in DIMENSIONS:  # written as the dimension itself: most keys of most files
+        return name
     key = name.strip().lower().replace(" ", "").replace("-", "").replace("_", "")
     for dim in DIMENSIONS:
         if key == dim:

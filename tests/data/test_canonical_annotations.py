@@ -12,7 +12,8 @@ from helpers.data import write_jsonl
 
 from medrewardbench.cases import Annotation
 from medrewardbench.data import load_benchmark, read_canonical, validate_source, write_canonical
-from medrewardbench.data.annotations import majority_labels, strict_majority
+from medrewardbench.data.annotations import majority_labels, resolve_labels, strict_majority
+from medrewardbench.data.canonical import ProblemSink
 from medrewardbench.errors import DataError
 
 
@@ -57,6 +58,20 @@ def test_strict_majority_needs_more_than_half() -> None:
         [Annotation("a", {"overall": 1}), Annotation("b", {"overall": 2}), Annotation("c", {})]
     )
     assert labels == {} and undecided == ("overall",)
+
+
+@pytest.mark.parametrize(
+    "labels", [{}, {"overall": 2, "accuracy": 1}, {"accuracy": 1, "creativity": 2}, {"overall": 1, "not_a_dim": 2}]
+)
+@pytest.mark.parametrize("given", [None, True, False])
+def test_a_row_with_its_labels_alone_resolves_as_under_the_full_rules(labels: dict[str, Any], given: Any) -> None:
+    """No annotations, adjudications or label sources: the short way gives what the full rules give."""
+    short_sink, full_sink = ProblemSink("f"), ProblemSink("f")
+    short = resolve_labels(labels, [], short_sink, 1, "c", given=given)
+    full = resolve_labels(labels, [], full_sink, 1, "c", sources={}, given=given)  # sources: the full rules
+    assert short == full
+    assert list(short.labels) == list(full.labels) and list(short.sources) == list(full.sources)
+    assert short_sink.problems == full_sink.problems == []
 
 
 def test_labels_are_the_strict_majority_of_the_annotations_when_absent(tmp_path: Path) -> None:

@@ -541,6 +541,10 @@ def resolve_labels(
     Returns:
         The labels to use, where each came from, and the superseded adjudications.
     """
+    if not annotations and not adjudications and sources is None and given is not False:
+        # a row with its labels alone (most rows of most files): every label is given as it stands
+        plain = {dim: labels[dim] for dim in DIMENSIONS if dim in labels}
+        return LabelResolution(plain, dict.fromkeys(plain, "given"))
     stated = bool(labels) if given is None else given
     majority, _ = majority_labels(annotations)
     decided = {a.dimension: a for a in adjudications}
