@@ -58,6 +58,22 @@ def test_judgments_round_trip_and_belong_to_their_run(tmp_path) -> None:  # type
         assert store.cases(run.data_hash)[0].labels["overall"] == bench.cases[0].labels["overall"]
 
 
+def test_a_reader_without_extras_gets_the_same_judgments_with_extra_left_empty(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bench = make_benchmark(2)
+    run = _run(bench)
+    with Store.in_dir(tmp_path) as store:
+        store.register_run(run, bench.cases, bench.data_hash())
+        rows = [
+            replace(_judgment(c, o), extra={"reason": "A is better", "retries": 1}) for c in bench.cases for o in Order
+        ]
+        store.write_judgments(run.judge_fingerprint, rows)
+        full = list(store.iter_judgments_for_run(run))
+        lean = list(store.iter_judgments_for_run(run, extras=False))
+    assert full[0].extra == {"reason": "A is better", "retries": 1}
+    assert [j.extra for j in lean] == [{}] * 4
+    assert [replace(j, extra={}) for j in full] == lean
+
+
 def test_rewriting_a_judgment_replaces_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     bench = make_benchmark(1)
     run = _run(bench)

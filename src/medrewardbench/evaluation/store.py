@@ -699,12 +699,16 @@ class Store:
         """
         return list(self.iter_judgments_for_run(run))
 
-    def iter_judgments_for_run(self, run: RunRecord, case_ids: Sequence[str] | None = None) -> Iterator[StoredJudgment]:
+    def iter_judgments_for_run(
+        self, run: RunRecord, case_ids: Sequence[str] | None = None, *, extras: bool = True
+    ) -> Iterator[StoredJudgment]:
         """A run's judgments in case order, read a few thousand rows at a time.
 
         Args:
             run: the run.
             case_ids: only these cases (None: every case of the run).
+            extras: whether to read each judgment's ``extra`` (False leaves it empty: a reader
+                that does not use it, such as ``judgments.jsonl``, skips decoding it).
 
         Yields:
             The run's judgments in case order, then order.
@@ -749,7 +753,7 @@ class Store:
                     prompt_tokens=r[9],
                     completion_tokens=r[10],
                     scores=None if r[11] is None else json.loads(r[11]),
-                    extra=json.loads(_scrubbed_json(r[12])),
+                    extra=json.loads(_scrubbed_json(r[12])) if extras else {},
                     preferences={} if r[13] is None else {str(k): float(v) for k, v in json.loads(r[13]).items()},
                 )
 

@@ -66,6 +66,10 @@ def _replacing(path: Path, newline: str | None = "\n") -> Iterator[TextIO]:
         raise
 
 
+_JSON_LINE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+"""``json.dumps(row, sort_keys=True, ensure_ascii=False)`` with one encoder for every row."""
+
+
 def write_judgments_jsonl(store: Store, runs: Sequence[RunRecord], path: Path) -> int:
     """Write every judgment of the given runs, one JSON object per line. Returns the row count.
 
@@ -74,7 +78,7 @@ def write_judgments_jsonl(store: Store, runs: Sequence[RunRecord], path: Path) -
     count = 0
     with _replacing(path) as fh:
         for run in runs:
-            for j in store.iter_judgments_for_run(run):
+            for j in store.iter_judgments_for_run(run, extras=False):  # the file has no extras
                 row = {
                     "run_id": run.run_id,
                     "judge": run.judge_spec,
@@ -91,7 +95,7 @@ def write_judgments_jsonl(store: Store, runs: Sequence[RunRecord], path: Path) -
                     # P(response_1 better) per dimension, only where the judge gave probabilities
                     **({"preferences": j.preferences} if j.preferences else {}),
                 }
-                fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+                fh.write(_JSON_LINE(row) + "\n")
                 count += 1
     return count
 
