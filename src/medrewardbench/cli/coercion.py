@@ -3,7 +3,7 @@
 typer 0.29 coerces every parameter through a pydantic ``TypeAdapter``, built the first time the
 parameter is parsed. For ``medrewardbench eval`` that is importing pydantic and building some thirty
 adapters: about 0.1 s of a command whose own work starts only after it, for values that are text,
-whole numbers, decimals, paths and lists of them.
+flags, whole numbers, decimals, paths and lists of them.
 
 :func:`plain_coercion` gives each such parameter a :class:`PlainValues` coercion before typer
 parses: the common forms (``"12"`` for an integer, ``"0.5"`` for a decimal, any text for a text or a
