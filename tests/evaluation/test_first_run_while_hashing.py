@@ -112,6 +112,30 @@ def test_a_first_run_stores_and_writes_what_the_hash_first_path_does(tmp_path: P
     assert documents[0]["leaderboard"] == documents[1]["leaderboard"]
 
 
+@pytest.mark.parametrize("hashed_first", [False, True])
+def test_fresh_forgets_the_judges_stored_judgments_on_either_path(
+    tmp_path: Path, hashed_first: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--fresh`` asks every request again, whether the run then judges while hashing or plans first."""
+    source = write_data(tmp_path / "data", 6)
+    out = tmp_path / "out"
+    run_eval(load_benchmark(str(source)), out, RecordingJudge("A", batch_size=2, concurrency=3))
+    again = RecordingJudge("A", batch_size=2, concurrency=3)
+    data = load_benchmark(str(source))
+    with caplog.at_level("INFO", logger="medrewardbench"):
+        evaluate(
+            data.fingerprinted() if hashed_first else data,
+            [again.spec],
+            out,
+            judge_factory=lambda spec, options: again,
+            options=JudgeOptions(),
+            fresh=True,
+        )
+    assert len(again.calls) == 12  # every case in both orders, none reused
+    assert "fresh run: removed 12 stored judgments of test:recording" in caplog.text
+    assert len(stored_rows(out)["judgments"]) == 12
+
+
 class StopsAt(RecordingJudge):
     """Answers, then raises KeyboardInterrupt (a Ctrl-C) at its ``stop_at``-th call."""
 

@@ -21,6 +21,7 @@ from medrewardbench.evaluation.runner import (
     RunSummary,
     execute_plan,
     execute_while_hashing,
+    forget_judgments,
     plan_run,
     register_run,
 )
@@ -381,8 +382,7 @@ def _evaluate_locked(
         with Store.in_dir(out) as store:
             first = judges[0].fingerprint()
             if fresh and not benchmark.fingerprint_known and len(benchmark) <= KEEP_CASES:
-                removed = store.delete_judgments(first)
-                log.info("fresh run: removed %d stored judgments of %s", removed, judges[0].spec)
+                forget_judgments(judges[0], store)  # a first run now: plan_run would forget them later
             pipelined = (
                 not benchmark.fingerprint_known and len(benchmark) <= KEEP_CASES and not store.has_judgments(first)
             )

@@ -117,6 +117,13 @@ class RunSummary:
     wall_s: float
 
 
+def forget_judgments(judge: Judge, store: Store) -> int:
+    """Delete every stored judgment of a judge configuration (``--fresh``), saying how many in the log."""
+    removed = store.delete_judgments(judge.fingerprint())
+    log.info("fresh run: removed %d stored judgments of %s", removed, judge.spec)
+    return removed
+
+
 def plan_run(
     judge: Judge,
     benchmark: Benchmark,
@@ -147,8 +154,7 @@ def plan_run(
     run = _run_record(judge, benchmark, orders)
     judge_fp, data_hash = run.judge_fingerprint, run.data_hash
     if fresh:
-        removed = store.delete_judgments(judge_fp)
-        log.info("fresh run: removed %d stored judgments of %s", removed, judge.spec)
+        forget_judgments(judge, store)
     replacing = store.has_judgments(judge_fp)
     registered = store.count_cases(data_hash) == len(benchmark)
     mask = bytearray(len(benchmark))
