@@ -382,7 +382,8 @@ def _evaluate_locked(
         with Store.in_dir(out) as store:
             first = judges[0].fingerprint()
             if fresh and not benchmark.fingerprint_known and len(benchmark) <= KEEP_CASES:
-                forget_judgments(judges[0], store)  # a first run now: plan_run would forget them later
+                # forgotten here, so that the first judge can judge while the data is hashed
+                forget_judgments(judges[0], store)
             pipelined = (
                 not benchmark.fingerprint_known and len(benchmark) <= KEEP_CASES and not store.has_judgments(first)
             )
